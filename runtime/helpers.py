@@ -1,0 +1,98 @@
+"""Small shared helpers: environment flags (`getenv`, `ContextVar`, `Context`), global counters, a progress bar.
+
+Flags are read from the environment once, at import, and can be changed for a block with `Context(DEBUG=2)`.
+"""
+from __future__ import annotations
+import contextlib, functools, os, sys, time
+from typing import Any, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+@functools.cache
+def getenv(key: str, default: Any = 0) -> Any:
+  """The environment variable `key` converted to the type of `default` (cached: read once per process)."""
+  v = os.environ.get(key)
+  if v is None: return default
+  return type(default)(v) if not isinstance(default, bool) else v not in ("", "0", "false", "False")
+
+class ContextVar:
+  """A named flag, initialised from the environment; compares like its value (`DEBUG >= 2`)."""
+  _registry: dict[str, ContextVar] = {}
+  def __init__(self, key: str, default: Any):
+    if key in ContextVar._registry: raise ValueError(f"the context variable {key} exists already")
+    self.key, self.value = key, getenv(key, default)
+    ContextVar._registry[key] = self
+  def __bool__(self) -> bool: return bool(self.value)
+  def __int__(self) -> int: return int(self.value)
+  def __index__(self) -> int: return int(self.value)
+  def __ge__(self, x) -> bool: return self.value >= x
+  def __gt__(self, x) -> bool: return self.value > x
+  def __le__(self, x) -> bool: return self.value <= x
+  def __lt__(self, x) -> bool: return self.value < x
+  def __eq__(self, x) -> bool: return self.value == x
+  def __hash__(self) -> int: return hash(self.key)
+  def __repr__(self) -> str: return f"{self.key}={self.value!r}"
+
+class Context(contextlib.ContextDecorator):
+  """Set context variables for a block: `with Context(DEBUG=2, NOOPT=1): ...` (restored on exit)."""
+  def __init__(self, **kwargs):
+    unknown = [k for k in kwargs if k not in ContextVar._registry]
+    if unknown: raise KeyError(f"unknown context variable(s) {unknown}; known: {sorted(ContextVar._registry)}")
+    self.kwargs = kwargs
+  def __enter__(self):
+    self.saved = [(k, ContextVar._registry[k].value) for k in self.kwargs]
+    for k, v in self.kwargs.items(): ContextVar._registry[k].value = v
+    return self
+  def __exit__(self, *exc):
+    for k, v in self.saved: ContextVar._registry[k].value = v
+    return False
+
+DEBUG, NOOPT, BEAM, JIT = ContextVar("DEBUG", 0), ContextVar("NOOPT", 0), ContextVar("BEAM", 0), ContextVar("JIT", 1)
+# RULESTATS=1: per-rule attempts, hits and time of every graph_rewrite, printed at exit
+RULESTATS = ContextVar("RULESTATS", 0)
+# how many rewrites of one node without reaching a fixed point count as a runaway rewrite
+REWRITE_LIMIT = ContextVar("REWRITE_LIMIT", 10_000)
+
+class GlobalCounters:
+  """Totals since the last reset: kernels run, estimated ops and memory traffic, time in kernels."""
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  kernel_count: int = 0
+  mem_used: int = 0
+  @staticmethod
+  def reset() -> None:
+    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+
+def colored(text: str, color: str | None) -> str:
+  codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
+  return text if color is None or not sys.stdout.isatty() else f"\u001b[{codes[color]}m{text}\u001b[0m"
+
+def prod(xs: Iterable[int]) -> int:
+  out = 1
+  for x in xs: out *= x
+  return out
+
+class progress:
+  """A minimal progress bar for long loops: `for x in progress(items, desc="compile"): ...` (writes to stderr)."""
+  def __init__(self, iterable: Iterable[T], total: int | None = None, desc: str = "", width: int = 30, disable: bool = False):
+    self.iterable, self.desc, self.width, self.disable = iterable, desc, width, disable
+    self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)  # type: ignore[arg-type]
+  def __iter__(self) -> Iterator[T]:
+    start, last = time.perf_counter(), 0.0
+    n = 0
+    for n, item in enumerate(self.iterable, 1):
+      yield item
+      now = time.perf_counter()
+      if not self.disable and (now - last > 0.1 or n == self.total):
+        last = now
+        self._draw(n, now - start)
+    if not self.disable and n: sys.stderr.write("\n")
+  def _draw(self, n: int, elapsed: float) -> None:
+    rate = n / elapsed if elapsed > 0 else 0.0
+    if self.total:
+      filled = self.width * n // self.total
+      bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {n}/{self.total}"
+    else: bar = f"{n}"
+    sys.stderr.write(f"\r{self.desc + ': ' if self.desc else ''}{bar} {rate:.1f} it/s")
+    sys.stderr.flush()

@@ -1,0 +1,361 @@
+"""UOp: the immutable, hash-consed node of the IR that every layer builds and rewrites.
+
+Building the same (op, dtype, src, arg, tag) twice returns the same object, so `is` is structural equality and
+hashing is by identity. The cache holds weak references: a graph no longer used is freed by reference counting.
+Also here: operator sugar for ALU nodes, toposort, substitute, range analysis (vmin/vmax), sym_infer and render.
+"""
+from __future__ import annotations
+import math, weakref
+from typing import Any, Callable, Iterator
+from runtime.dtype import DType, PtrDType, dtypes, least_upper_dtype
+from runtime.ops import Ops, GroupOp, exec_alu, cast_value
+
+# (op, dtype, src, arg, tag) -> weakref to the one live UOp with those fields
+_ucache: dict[tuple, weakref.ref] = {}
+
+class UOpMetaClass(type):
+  def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
+    return uop(op, dtype, tuple(src), arg, tag)
+
+def _cache_key(op: Ops, dtype: DType, src: tuple, arg: Any, tag: Any) -> tuple:
+  # 0.0 == -0.0 for Python, but the two constants differ (1/x), so the sign of a float zero is part of the key
+  if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: return (op, dtype, src, ("-0.0",), tag)
+  return (op, dtype, src, arg, tag)
+
+def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
+  """The raw constructor used by the engine and by generated matchers: no checks, no dtype inference."""
+  key = (op, dtype, src, arg, tag) if arg.__class__ is not float else _cache_key(op, dtype, src, arg, tag)
+  ref = _ucache.get(key)
+  if ref is not None and (u := ref()) is not None: return u
+  u = object.__new__(UOp)
+  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds = op, dtype, src, arg, tag, key, None
+  _ucache[key] = weakref.ref(u)
+  return u
+
+def live_uops() -> int:
+  """How many UOps are alive (a test and benchmark aid)."""
+  return sum(1 for r in _ucache.values() if r() is not None)
+
+class UOp(metaclass=UOpMetaClass):
+  """One node: `op` applied to `src` (a tuple of UOps), producing `dtype`; `arg` holds op-specific data."""
+  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "__weakref__")
+  op: Ops
+  dtype: DType
+  src: tuple[UOp, ...]
+  arg: Any
+  tag: Any
+
+  def __del__(self):
+    # drop our cache entry unless a newer node with the same key replaced it (possible when the GC breaks a cycle)
+    try:
+      ref = _ucache.get(self._key)
+      if ref is not None and ((o := ref()) is None or o is self): del _ucache[self._key]
+    except (AttributeError, TypeError, KeyError): pass  # interpreter shutdown
+
+  def __reduce__(self): return (uop, (self.op, self.dtype, self.src, self.arg, self.tag))
+  def replace(self, **kwargs) -> UOp:
+    f = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, "tag": self.tag, **kwargs}
+    return uop(f["op"], f["dtype"], tuple(f["src"]), f["arg"], f["tag"])
+
+  # ---- constants and variables ----
+  @staticmethod
+  def const(dtype: DType, value) -> UOp:
+    """A constant of `dtype`; a vector dtype with a scalar value broadcasts it, with a tuple gives a VCONST."""
+    if isinstance(value, UOp): raise TypeError(f"UOp.const takes a Python value, not {value!r}")
+    if isinstance(value, tuple):
+      if len(value) != dtype.count: raise ValueError(f"{len(value)} values for the {dtype.count} lanes of {dtype}")
+      return uop(Ops.VCONST, dtype, (), tuple(cast_value(v, dtype.scalar) for v in value))
+    c = uop(Ops.CONST, dtype.scalar, (), cast_value(value, dtype.scalar))
+    return c if dtype.count == 1 else uop(Ops.VECTORIZE, dtype, (c,) * dtype.count)
+  def const_like(self, value) -> UOp: return UOp.const(self.dtype, value)
+
+  @staticmethod
+  def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+    """A named integer in [min_val, max_val] (both included), for symbolic shapes and index expressions."""
+    if min_val > max_val: raise ValueError(f"variable {name!r}: empty range [{min_val}, {max_val}]")
+    return uop(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+  @property
+  def expr(self) -> str:
+    if self.op is not Ops.DEFINE_VAR: raise AttributeError(f"only a DEFINE_VAR has a name, not {self.op}")
+    return self.arg[0]
+  def bind(self, value: int) -> UOp:
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a variable can be bound, not {self.op}")
+    if not self.arg[1] <= value <= self.arg[2]: raise ValueError(f"{value} is outside {self.arg[0]}'s range [{self.arg[1]}, {self.arg[2]}]")
+    return uop(Ops.BIND, self.dtype, (self, self.const_like(value)))
+
+  # ---- ALU sugar (tinygrad's names; == stays identity) ----
+  def _operand(self, x) -> UOp:
+    if x.__class__ is UOp:
+      if x.dtype is not self.dtype: raise TypeError(f"dtype mismatch: {self.dtype} and {x.dtype} (operands {self.render()} and {x.render()})")
+      return x
+    if isinstance(x, float) and not dtypes.is_float(self.dtype):
+      raise TypeError(f"can't combine the {self.dtype} expression {self.render()} with the float constant {x}")
+    return self.const_like(x)
+  def alu(self, op: Ops, *others) -> UOp:
+    src = (self, *(self._operand(x) for x in others)) if op is not Ops.WHERE else (self, *others)
+    if op in GroupOp.Comparison: dt = dtypes.bool.vec(self.dtype.count)
+    elif op is Ops.WHERE: dt = src[1].dtype
+    else: dt = self.dtype
+    return uop(op, dt, src)
+  def _ralu(self, op: Ops, x) -> UOp: return uop(op, self.dtype, (self._operand(x), self))
+  def __add__(self, x): return self.alu(Ops.ADD, x)
+  def __radd__(self, x): return self._ralu(Ops.ADD, x)
+  def __sub__(self, x): return self.alu(Ops.SUB, x)
+  def __rsub__(self, x): return self._ralu(Ops.SUB, x)
+  def __mul__(self, x): return self.alu(Ops.MUL, x)
+  def __rmul__(self, x): return self._ralu(Ops.MUL, x)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, x)
+  def __rfloordiv__(self, x): return self._ralu(Ops.IDIV, x)
+  def __mod__(self, x): return self.alu(Ops.MOD, x)
+  def __rmod__(self, x): return self._ralu(Ops.MOD, x)
+  def __truediv__(self, x): return self.alu(Ops.FDIV, x)
+  def __rtruediv__(self, x): return self._ralu(Ops.FDIV, x)
+  def __and__(self, x): return self.alu(Ops.AND, x)
+  def __rand__(self, x): return self._ralu(Ops.AND, x)
+  def __or__(self, x): return self.alu(Ops.OR, x)
+  def __ror__(self, x): return self._ralu(Ops.OR, x)
+  def __xor__(self, x): return self.alu(Ops.XOR, x)
+  def __rxor__(self, x): return self._ralu(Ops.XOR, x)
+  def __lshift__(self, x): return self.alu(Ops.SHL, x)
+  def __rshift__(self, x): return self.alu(Ops.SHR, x)
+  def __neg__(self): return uop(Ops.NEG, self.dtype, (self,))
+  def __lt__(self, x): return self.alu(Ops.CMPLT, x)
+  def __gt__(self, x): return self._operand(x).alu(Ops.CMPLT, self)
+  def __le__(self, x): return self._operand(x).alu(Ops.CMPLT, self).logical_not()
+  def __ge__(self, x): return self.alu(Ops.CMPLT, x).logical_not()
+  def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, x)
+  def eq(self, x) -> UOp: return self.alu(Ops.CMPEQ, x)
+  def logical_not(self) -> UOp: return self.ne(True)
+  def maximum(self, x) -> UOp: return self.alu(Ops.MAX, x)
+  def minimum(self, x) -> UOp:
+    # -max(-a, -b) would be wrong for unsigned ints and INT_MIN; floats keep max's nan propagation
+    x = self._operand(x)
+    if dtypes.is_float(self.dtype): return -((-self).maximum(-x))
+    return (self < x).where(self, x)
+  def where(self, x, y) -> UOp:
+    if x.__class__ is not UOp and y.__class__ is not UOp: raise TypeError("where needs at least one UOp branch to take its dtype from")
+    x = y._operand(x) if x.__class__ is not UOp else x
+    y = x._operand(y)
+    return self.alu(Ops.WHERE, x, y)
+  def cast(self, dtype: DType) -> UOp: return self if dtype is self.dtype else uop(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return self if dtype is self.dtype else uop(Ops.BITCAST, dtype, (self,))
+  def __bool__(self):
+    raise TypeError(f"the truth value of a UOp is undefined ({self.op}): compare with `is None`, or evaluate it with sym_infer")
+  def __len__(self): raise TypeError("a UOp has no length; use len(u.src)")
+
+  # ---- graph walks ----
+  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
+    """Every node reachable from this one, sources before users (an ordered dict used as a set). Iterative.
+    `gate(u)` False keeps u but skips its sources."""
+    out: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      u, ready = stack.pop()
+      if u in out: continue
+      if ready or (gate is not None and not gate(u)):
+        out[u] = None
+        continue
+      stack.append((u, True))
+      for s in reversed(u.src):
+        if s not in out: stack.append((s, False))
+    return out
+  def sparents(self) -> Iterator[UOp]: return iter(self.toposort())
+
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    """This graph with every node in `mapping` replaced (matched on the original nodes, not on replacements)."""
+    from runtime.rewrite import substitute
+    return substitute(self, mapping)
+
+  def simplify(self) -> UOp:
+    """This expression simplified by the symbolic rule set (rules/symbolic.rules)."""
+    # the one reference from runtime to a generated module: resolved at call time, so importing runtime stays self-contained
+    from rules.symbolic import symbolic
+    from runtime.rewrite import graph_rewrite
+    return graph_rewrite(self, symbolic, name="simplify")
+
+  # ---- range analysis ----
+  @property
+  def vmin(self): return (self._bounds or _compute_bounds(self))[0]
+  @property
+  def vmax(self): return (self._bounds or _compute_bounds(self))[1]
+  @property
+  def bounds(self) -> tuple: return self._bounds or _compute_bounds(self)
+
+  def sym_infer(self, var_vals: dict) -> Any:
+    """The value of this expression with the variables set (keys: variable UOps or their names)."""
+    return sym_infer(self, var_vals)
+
+  # ---- printing ----
+  def render(self) -> str:
+    """A one-line rendering of an index expression, e.g. '((a*4)+(b//2))'."""
+    return render(self)
+  def __repr__(self) -> str: return pretty(self)
+
+def _arg_repr(arg) -> str: return repr(arg)
+
+def pretty(u: UOp, max_depth: int = 200) -> str:
+  """tinygrad's nested repr; a shared node is printed once as `xN:=` and referenced as `xN` after.
+  A graph deeper than max_depth prints flat, one node per line, so repr never recurses deeply."""
+  topo = list(u.toposort())
+  users: dict[UOp, int] = {}
+  depth: dict[UOp, int] = {}
+  for x in topo:
+    depth[x] = 1 + max((depth[s] for s in x.src), default=0)
+    for s in x.src: users[s] = users.get(s, 0) + 1
+  if depth[u] > max_depth:
+    names = {x: f"x{i}" for i, x in enumerate(topo)}
+    return "\n".join(f"{names[x]} = UOp({x.op!r}, {x.dtype!r}, arg={_arg_repr(x.arg)}, src=({''.join(names[s] + ', ' for s in x.src)}))"
+                     for x in topo)
+  named: dict[UOp, str] = {}
+  def rec(x: UOp, indent: int) -> str:
+    if x in named: return " " * indent + named[x]
+    prefix = ""
+    if users.get(x, 0) > 1:
+      named[x] = f"x{len(named)}"
+      prefix = f"{named[x]}:="
+    tag = "" if x.tag is None else f", tag={x.tag!r}"
+    head = f"{' ' * indent}{prefix}UOp({x.op!r}, {x.dtype!r}, arg={_arg_repr(x.arg)}{tag}, src=("
+    if not x.src: return head + "))"
+    return head + "\n" + ",\n".join(rec(s, indent + 2) for s in x.src) + ",))"
+  return rec(u, 0)
+
+_infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+          Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+
+def render(root: UOp) -> str:
+  text: dict[UOp, str] = {}
+  for u in root.toposort():
+    s = [text[x] for x in u.src]
+    if u.op is Ops.CONST: r = str(u.arg)
+    elif u.op is Ops.DEFINE_VAR: r = u.arg[0]
+    elif u.op is Ops.RANGE: r = f"ridx{u.arg}"
+    elif u.op is Ops.SPECIAL: r = str(u.arg[0])
+    elif u.op is Ops.BIND: r = s[0]
+    elif u.op in _infix: r = f"({s[0]}{_infix[u.op]}{s[1]})"
+    elif u.op is Ops.NEG: r = f"(-{s[0]})"
+    elif u.op is Ops.MAX: r = f"max({s[0]}, {s[1]})"
+    elif u.op is Ops.WHERE: r = f"({s[0]}?{s[1]}:{s[2]})"
+    elif u.op is Ops.CAST: r = f"({u.dtype.name}){s[0]}"
+    else: r = f"{u.op.name}({', '.join(s)}{', ' + repr(u.arg) if u.arg is not None else ''})"
+    text[u] = r
+  return text[root]
+
+def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
+  """The value of `expr` with its variables set from `var_vals` (keys: variable UOps or names), with C semantics."""
+  if not isinstance(expr, UOp): return expr
+  vals: dict[UOp, Any] = {}
+  by_name = {(k.arg[0] if isinstance(k, UOp) else k): v for k, v in var_vals.items()}
+  for u in expr.toposort():
+    if u.op is Ops.CONST: v = u.arg
+    elif u.op is Ops.DEFINE_VAR:
+      if u.arg[0] not in by_name: raise KeyError(f"no value for variable {u.arg[0]!r}")
+      v = by_name[u.arg[0]]
+    elif u.op is Ops.BIND: v = vals[u.src[1]]
+    elif u.op is Ops.CAST: v = cast_value(vals[u.src[0]], u.dtype)
+    elif u.op in GroupOp.ALU: v = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
+    else: raise ValueError(f"sym_infer can't evaluate {u.op}")
+    vals[u] = v
+  return vals[expr]
+
+# ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
+
+def _compute_bounds(root: UOp) -> tuple:
+  # iterative: sources first, so a deep chain never recurses
+  stack = [root]
+  while stack:
+    u = stack[-1]
+    if u._bounds is not None: stack.pop(); continue
+    pending = [s for s in u.src if s._bounds is None]
+    if pending: stack.extend(pending); continue
+    stack.pop()
+    u._bounds = _bounds_of(u)
+  return root._bounds
+
+def _dtype_bounds(d: DType) -> tuple: return (dtypes.min(d), dtypes.max(d))
+
+def _fits(d: DType, lo, hi) -> tuple:
+  # an integer result outside its dtype's range may have wrapped: then nothing is known
+  if dtypes.is_int(d) and (lo < dtypes.min(d) or hi > dtypes.max(d)): return _dtype_bounds(d)
+  if d.scalar is dtypes.bool: return (bool(lo), bool(hi))
+  return (lo, hi)
+
+def _trunc_div(a: int, b: int) -> int:
+  q = abs(a) // abs(b)
+  return q if (a < 0) == (b < 0) else -q
+
+def _bounds_of(u: UOp) -> tuple:
+  op, d = u.op, u.dtype
+  if d.count != 1 or isinstance(d, PtrDType): return (None, None) if d is dtypes.void else _safe_dtype_bounds(d)
+  if op is Ops.CONST: return (u.arg, u.arg)
+  if op is Ops.DEFINE_VAR: return (u.arg[1], u.arg[2])
+  if op is Ops.BIND: return u.src[0]._bounds
+  if op is Ops.RANGE: return (0, u.src[0]._bounds[1] - 1) if u.src else _dtype_bounds(d)
+  if op is Ops.SPECIAL: return (0, u.arg[1] - 1) if isinstance(u.arg, tuple) and isinstance(u.arg[1], int) else _dtype_bounds(d)
+  if not (dtypes.is_int(d) or d is dtypes.bool) or not u.src: return _safe_dtype_bounds(d)
+  s = [x._bounds for x in u.src]
+  if op is Ops.CAST: return _cast_bounds(d, s[0])
+  if any(b[0] is None or isinstance(b[0], float) for b in s): return _dtype_bounds(d)
+  # ops whose result is exact whatever the operands' type
+  if op in GroupOp.Comparison:
+    (alo, ahi), (blo, bhi) = s
+    if op is Ops.CMPLT: return (True, True) if ahi < blo else (False, False) if alo >= bhi else (False, True)
+    always_eq = alo == ahi == blo == bhi
+    never_eq = ahi < blo or bhi < alo
+    if op is Ops.CMPNE: return (True, True) if never_eq else (False, False) if always_eq else (False, True)
+    return (True, True) if always_eq else (False, False) if never_eq else (False, True)
+  if op is Ops.WHERE:
+    (clo, chi), (alo, ahi), (blo, bhi) = s
+    if clo: return (alo, ahi)
+    if not chi: return (blo, bhi)
+    return (min(alo, blo), max(ahi, bhi))
+  if d is dtypes.bool:
+    if op is Ops.AND or op is Ops.MUL: return (s[0][0] and s[1][0], s[0][1] and s[1][1])
+    if op is Ops.OR or op is Ops.ADD or op is Ops.MAX: return (s[0][0] or s[1][0], s[0][1] or s[1][1])
+    return (False, True)
+  # integer arithmetic
+  if op is Ops.ADD: return _fits(d, s[0][0] + s[1][0], s[0][1] + s[1][1])
+  if op is Ops.SUB: return _fits(d, s[0][0] - s[1][1], s[0][1] - s[1][0])
+  if op is Ops.NEG: return _fits(d, -s[0][1], -s[0][0])
+  if op is Ops.MUL:
+    p = [a * b for a in s[0] for b in s[1]]
+    return _fits(d, min(p), max(p))
+  if op is Ops.MAX: return (max(s[0][0], s[1][0]), max(s[0][1], s[1][1]))
+  if op is Ops.IDIV:
+    (alo, ahi), (blo, bhi) = s
+    if blo > 0 or bhi < 0:  # the divisor keeps one sign: truncating division is monotonic in each operand
+      q = [_trunc_div(a, b) for a in (alo, ahi) for b in (blo, bhi)]
+      return _fits(d, min(q), max(q))
+    m = max(abs(alo), abs(ahi))  # x // 0 == 0, and |x // y| <= |x| otherwise
+    return _fits(d, -m, m)
+  if op is Ops.MOD:
+    (alo, ahi), (blo, bhi) = s
+    if blo > 0 or bhi < 0:
+      m = min(abs(blo), abs(bhi))
+      if 0 <= alo and ahi < m: return (alo, ahi)  # x % y == x
+      m = max(abs(blo), abs(bhi)) - 1  # |x % y| < |y|, with the sign of x
+      return (max(alo, -m) if alo < 0 else 0, min(ahi, m) if ahi > 0 else 0)
+    return (min(alo, 0), max(ahi, 0))  # x % 0 == x, and |x % y| <= |x| otherwise
+  if op in (Ops.AND, Ops.OR, Ops.XOR) and s[0][0] >= 0 and s[1][0] >= 0:
+    if op is Ops.AND: return (0, min(s[0][1], s[1][1]))
+    top = (1 << max(s[0][1], s[1][1]).bit_length()) - 1  # no bit above the operands' highest bit
+    return (max(s[0][0], s[1][0]) if op is Ops.OR else 0, top)
+  bits = 8 * d.itemsize
+  if op is Ops.SHL and s[1][0] == s[1][1] and 0 <= s[1][0] < bits: return _fits(d, s[0][0] << s[1][0], s[0][1] << s[1][0])
+  if op is Ops.SHR and s[1][0] == s[1][1] and 0 <= s[1][0] < bits: return (s[0][0] >> s[1][0], s[0][1] >> s[1][0])
+  return _dtype_bounds(d)
+
+def _cast_bounds(d: DType, b: tuple) -> tuple:
+  lo, hi = b
+  if lo is None: return _dtype_bounds(d)
+  if isinstance(lo, float) or isinstance(hi, float):
+    if not (math.isfinite(lo) and math.isfinite(hi)): return _dtype_bounds(d)
+    lo, hi = math.trunc(lo), math.trunc(hi)
+  if d is dtypes.bool: return (False, True) if lo <= 0 <= hi and lo != hi else (bool(lo) or bool(hi), bool(lo) or bool(hi))
+  lo, hi = int(lo), int(hi)
+  return (lo, hi) if dtypes.min(d) <= lo and hi <= dtypes.max(d) else _dtype_bounds(d)
+
+def _safe_dtype_bounds(d: DType) -> tuple:
+  try: return _dtype_bounds(d.scalar)
+  except KeyError: return (None, None)
+
+def promote(*xs: UOp) -> DType: return least_upper_dtype(*(x.dtype for x in xs))
