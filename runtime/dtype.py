@@ -9,15 +9,13 @@ import numpy as np
 
 class DType:
   """A scalar type (count == 1) or a vector of `count` scalars. Never construct directly: use `dtypes`."""
-  __slots__ = ("priority", "itemsize", "name", "fmt", "count", "_scalar", "_vecs", "_ptrs")
+  __slots__ = ("priority", "itemsize", "name", "fmt", "count", "scalar", "_vecs", "_ptrs")
   def __init__(self, priority: int, itemsize: int, name: str, fmt: str | None, count: int = 1, scalar: DType | None = None):
     self.priority, self.itemsize, self.name, self.fmt, self.count = priority, itemsize, name, fmt, count
-    self._scalar = scalar
+    self.scalar: DType = self if scalar is None else scalar  # a plain attribute: matchers read it on hot paths
     self._vecs: dict[int, DType] = {}
     self._ptrs: dict[tuple, PtrDType] = {}
 
-  @property
-  def scalar(self) -> DType: return self if self._scalar is None else self._scalar
   @property
   def base(self) -> DType: return self
 
@@ -36,7 +34,7 @@ class DType:
     return p
 
   def __repr__(self) -> str:
-    if self._scalar is not None: return f"{self._scalar!r}.vec({self.count})"
+    if self.scalar is not self: return f"{self.scalar!r}.vec({self.count})"
     return f"dtypes.{_canonical_names.get(self, self.name)}"
   def __reduce__(self): return (_dtype_from_repr, (repr(self),))
   def __lt__(self, other: DType) -> bool: return (self.priority, self.itemsize, self.name) < (other.priority, other.itemsize, other.name)
@@ -137,7 +135,8 @@ DTYPE_NAMES: dict[str, DType] = {k: v for k, v in vars(dtypes).items() if isinst
 # Matches numpy and torch where they agree: bool < ints < floats; a signed and an unsigned int meet at the
 # next wider signed int; half and bfloat16 meet at float32. Where they differ we follow torch: an int
 # meeting a float gives that float (numpy widens int32+float16 to float64). uint64 has no wider signed
-# int, so it meets any signed int at float64, as numpy does.
+# int, so it meets any signed int at float64, as numpy does; then every float above uint64 and int8 is above float64,
+# so uint64 meets every float at float64 too (the one exception to "an int meeting a float gives that float").
 _promotes_to: dict[DType, tuple[DType, ...]] = {
   dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.uint8: (dtypes.int16, dtypes.uint16),
   dtypes.int16: (dtypes.int32,), dtypes.uint16: (dtypes.int32, dtypes.uint32), dtypes.int32: (dtypes.int64,),
@@ -178,7 +177,7 @@ def _round_to(np_type):
 
 def _round_bf16(x) -> float:
   # round float32 to nearest even in the top 16 bits, as the hardware conversion does; nan stays nan
-  f = np.float32(x)
+  with np.errstate(over="ignore"): f = np.float32(x)  # beyond float32's range: inf, as for the other float types
   if math.isnan(f): return math.nan
   bits = int(f.view(np.uint32))
   bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16

@@ -287,3 +287,21 @@ def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
     nsrc = tuple([memo[s] for s in u.src])
     memo[u] = u if nsrc == u.src else uop(u.op, u.dtype, nsrc, u.arg, u.tag)
   return memo[root]
+
+# ---- support for generated matchers ----
+
+def match_all(fn: Callable[[UOp], tuple | None], srcs: tuple[UOp, ...], n_names: int) -> tuple | None:
+  """For a repeated pattern `p...`: the captures of `fn` if every node in srcs matches with the same captures."""
+  first = None
+  for s in srcs:
+    m = fn(s)
+    if m is None: return None
+    if first is None: first = m
+    elif m != first: return None
+  return first if first is not None else (None,) * n_names
+
+def as_src(value: Any, dtype) -> UOp:
+  """A rule result's source: a UOp as it is, a Python number as a CONST of `dtype`."""
+  if value.__class__ is UOp: return value
+  if value is None: raise RewriteError("a rule built a node with a source that is None")
+  return UOp.const(dtype, value)

@@ -1,0 +1,106 @@
+"""The dslc command line.
+
+  python -m dslc check FILE...            report every problem; exit 1 if there is any
+  python -m dslc compile FILE -o OUT      write the generated matcher module (nothing is written on error)
+  python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
+  python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
+"""
+from __future__ import annotations
+import argparse, os, sys
+
+def _load(path: str):
+  from dslc.compile import load_rules
+  return load_rules(path, _shown(path))
+
+def _shown(path: str) -> str:
+  p = os.path.relpath(os.path.abspath(path)).replace(os.sep, "/")
+  return path if p.startswith("..") else p
+
+def cmd_check(args) -> int:
+  from dslc.diagnostics import DslError
+  bad = 0
+  for path in args.files:
+    try: _load(path)
+    except DslError as e:
+      print(str(e), file=sys.stderr)
+      bad += len(e.diagnostics)
+  if bad: print(f"{bad} error{'s' if bad != 1 else ''}", file=sys.stderr)
+  return 1 if bad else 0
+
+def cmd_compile(args) -> int:
+  from dslc.compile import compile_rules
+  from dslc.diagnostics import DslError
+  try: code = compile_rules(args.file, _shown(args.file))
+  except DslError as e:
+    print(str(e), file=sys.stderr)
+    return 1
+  if args.output == "-": sys.stdout.write(code)
+  else: write_atomic(args.output, code)
+  return 0
+
+def write_atomic(path: str, text: str) -> None:
+  """Write via a temporary file and a rename, so a reader never sees half a file."""
+  tmp = f"{path}.tmp{os.getpid()}"
+  try:
+    with open(tmp, "w") as f: f.write(text)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp): os.unlink(tmp)
+
+def cmd_explain(args) -> int:
+  from dslc.diagnostics import DslError
+  from dslc.emit import Consts, emit_ruleset, variants
+  try: rf = _load(args.file)
+  except DslError as e:
+    print(str(e), file=sys.stderr)
+    return 1
+  for rs in rf.rulesets:
+    if rs.compose is not None:
+      print(f"ruleset {rs.name} = {' + '.join(rs.compose)}\n")
+      continue
+    print(f"ruleset {rs.name}: {len(rs.rules)} rules{' - ' + rs.doc.splitlines()[0] if rs.doc else ''}")
+    for r in rs.rules:
+      n = len(variants(r.pattern, True))
+      print(f"  {r.id}  line {r.span.line:<4} {r.text}" + (f"   ({n} source orders)" if n > 1 else ""))
+    print()
+  target = next((rs for rs in rf.rulesets if rs.compose is None and (args.ruleset is None or rs.name == args.ruleset)), None)
+  if target is None:
+    print(f"no ruleset named {args.ruleset!r}", file=sys.stderr)
+    return 1
+  out: list[str] = []
+  consts = Consts()
+  consts.fn_name = lambda f: "f"  # type: ignore[attr-defined]
+  emit_ruleset(target, consts, out)
+  print(f"# ---- generated code of ruleset {target.name} ----")
+  print("\n".join(out))
+  return 0
+
+def cmd_stats(args) -> int:
+  import importlib, runpy
+  from runtime.helpers import Context
+  from runtime.rewrite import print_rule_stats
+  with Context(RULESTATS=1):
+    if args.workload.endswith(".py"): runpy.run_path(args.workload, run_name="__main__")
+    else:
+      mod, _, fn = args.workload.partition(":")
+      getattr(importlib.import_module(mod), fn or "main")()
+  print_rule_stats()
+  return 0
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(prog="python -m dslc", description="The .rules compiler.")
+  sub = ap.add_subparsers(dest="cmd", required=True)
+  p = sub.add_parser("check", help="report every problem in .rules files")
+  p.add_argument("files", nargs="+")
+  p = sub.add_parser("compile", help="compile a .rules file to a Python matcher module")
+  p.add_argument("file")
+  p.add_argument("-o", "--output", default="-")
+  p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one")
+  p.add_argument("file")
+  p.add_argument("ruleset", nargs="?")
+  p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
+  p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
+  args = ap.parse_args(argv)
+  return {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats}[args.cmd](args)
+
+if __name__ == "__main__": sys.exit(main())

@@ -1,0 +1,169 @@
+"""Checks on the rule IR before emitting: arity, unbound names, duplicates, rules that can never fire, dtypes a result
+can't infer. Every problem is a Diagnostic; all of them are reported together.
+"""
+from __future__ import annotations
+import importlib, re
+from runtime.ops import ARITY, Ops
+from dslc.diagnostics import Diagnostic
+from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
+from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, Span
+
+def check_file(rf: RuleFile) -> list[Diagnostic]:
+  c = Checker(rf)
+  c.run()
+  return c.diags
+
+class Checker:
+  def __init__(self, rf: RuleFile):
+    self.rf = rf
+    self.diags: list[Diagnostic] = []
+    self.lines = rf.source.split("\n")
+    self.imported: set[str] = set()
+
+  def error(self, message: str, span: Span | None, name: str | None = None) -> None:
+    line, col = (span.line, span.col) if span is not None else (1, 1)
+    if name is not None: line, col = self.find(name, line, col)
+    self.diags.append(Diagnostic(self.rf.path, line, col, message))
+
+  def find(self, name: str, line: int, col: int) -> tuple[int, int]:
+    """The position of the identifier `name` at or after (line, col), for a caret under it."""
+    pat = re.compile(rf"(?<![A-Za-z0-9_.]){re.escape(name)}(?![A-Za-z0-9_])")
+    for i in range(line - 1, min(line + 20, len(self.lines))):
+      text = self.lines[i].split("#")[0]
+      m = pat.search(text, col - 1 if i == line - 1 else 0)
+      if m: return i + 1, m.start() + 1
+    return line, col
+
+  def run(self) -> None:
+    self.check_imports()
+    names = {rs.name for rs in self.rf.rulesets}
+    for rs in self.rf.rulesets:
+      if rs.compose is not None:
+        for part in rs.compose:
+          if part not in names and part not in self.imported: self.error(f"unknown ruleset '{part}'", rs.span, part)
+        continue
+      seen: dict[str, Rule] = {}
+      unconditional: list[Rule] = []
+      for r in rs.rules:
+        self.check_rule(r)
+        key = _normal(r.text)
+        if key in seen:
+          self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
+          continue
+        seen[key] = r
+        for u in unconditional:
+          if subsumes(u.pattern, r.pattern):
+            self.error(f"this rule never fires: the rule at line {u.span.line} ({u.text}) matches everything it does, first", r.span)
+            break
+        if is_unconditional(r): unconditional.append(r)
+
+  def check_imports(self) -> None:
+    for module, names, span in self.rf.imports:
+      try: mod = importlib.import_module(module)
+      except Exception as e:  # noqa: BLE001 - any failure to import is the user's to fix
+        self.error(f"can't import '{module}': {type(e).__name__}: {e}", span)
+        continue
+      for n in names:
+        if not hasattr(mod, n): self.error(f"'{module}' has no '{n}'", span, n)
+        else: self.imported.add(n)
+
+  def check_rule(self, r: Rule) -> None:
+    node_names, arg_names = set(), set()
+    self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
+    for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", r.span, n)
+    known = node_names | arg_names | set(r.opvars) | PRELUDE_NAMES | BUILTINS | self.imported
+    for g in r.guards:
+      for n in sorted(g.names - known): self.error(f"'{n}' is used in a guard but never bound", g.span, n)
+    self.check_result(r.result, r, known, set(r.opvars))
+    # dtypes the result must infer: try building it
+    sb = StepBuilder(Consts(), root_dispatched=True)
+    try:
+      sb.build(variants(r.pattern, True)[0])
+      rb = ResultBuilder(Consts(), r, sb.plain)
+      rb.c.fn_name = lambda f: "f"  # type: ignore[attr-defined]
+      rb.top()
+    except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+
+  def check_pattern(self, p: Pat, nodes: set[str], args: set[str], r: Rule, top: bool) -> None:
+    if p.alternatives is not None:
+      for a in p.alternatives: self.check_pattern(a, nodes, args, r, top)
+      return
+    if p.name: nodes.add(p.name)
+    if p.arg_name: args.add(p.arg_name)
+    if p.ops is not None and p.src is not None:
+      n = len(p.src)
+      bad = sorted((o for o in p.ops if o in ARITY and (ARITY[o] != n if p.rest is None else ARITY[o] < n)), key=lambda o: o.value)
+      if bad and len(bad) == len(p.ops):
+        o = bad[0]
+        self.error(f"{o.name} takes {ARITY[o]} source{'s' if ARITY[o] != 1 else ''}, this pattern gives it {n}{' or more' if p.rest else ''}", p.span)
+    for s in p.src or (): self.check_pattern(s, nodes, args, r, False)
+    if p.rest is not None:
+      inner = _pat_names(p.rest)
+      outer = _all_names(r.pattern, skip=p.rest)
+      for n in sorted(inner & outer): self.error(f"'{n}' inside a repeated pattern can't also be bound outside it", p.rest.span, n)
+      self.check_pattern(p.rest, nodes, args, r, False)
+
+  def check_result(self, res: Result, r: Rule, known: set[str], opvars: set[str]) -> None:
+    if isinstance(res, Ref):
+      if res.name in opvars: self.error(f"'{res.name}' is an op, not a node: build one, as ({res.name} ...)", res.span, res.name)
+      elif res.name not in known: self.error(f"'{res.name}' is used in the result but never bound", res.span, res.name)
+    elif isinstance(res, PyResult):
+      for n in sorted(res.expr.names - known): self.error(f"'{n}' is used in the result but never bound", res.span, n)
+    elif isinstance(res, Construct):
+      if res.op is not None and res.op in ARITY and ARITY[res.op] != len(res.src):
+        self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {len(res.src)}", res.span)
+      for e in (res.dtype, res.arg):
+        if e is not None:
+          for n in sorted(e.names - known): self.error(f"'{n}' is used in the result but never bound", e.span, n)
+      for s in res.src: self.check_result(s, r, known, opvars)
+    elif isinstance(res, CallResult):
+      for n in res.params:
+        if n not in known: self.error(f"the function's parameter '{n}' is not a capture of the pattern", res.span)
+
+def _all_names(p: Pat, skip: Pat) -> set[str]:
+  out: set[str] = set()
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x is skip: continue
+    if x.name: out.add(x.name)
+    if x.arg_name: out.add(x.arg_name)
+    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
+  return out
+
+def _normal(text: str) -> str: return " ".join(text.split())
+
+# ---- shadowing: does every node p2 matches also match p1? (conservative: False when unsure) ----
+
+def subsumes(p1: Pat, p2: Pat) -> bool:
+  return _repeat_free(p1) and _sub(p1, p2)
+
+def _repeat_free(p: Pat) -> bool:
+  # a name or op variable used twice constrains p1 in ways this check does not model
+  names: list[str] = []
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x.alternatives is not None: return False
+    names += [n for n in (x.name, x.arg_name, x.opvar) if n]
+    stack += list(x.src or ()) + ([x.rest] if x.rest else [])
+  return len(names) == len(set(names))
+
+def _sub(p1: Pat, p2: Pat) -> bool:
+  if p2.alternatives is not None: return all(_sub(p1, a) for a in p2.alternatives)
+  if p1.ops is not None and (p2.ops is None or not p2.ops <= p1.ops): return False
+  if p1.dtypes is not None or p1.dtype_classes is not None:
+    if p1.dtypes != p2.dtypes or p1.dtype_classes != p2.dtype_classes: return False
+  if p1.has_arg_eq and not (p2.has_arg_eq and p2.arg_eq == p1.arg_eq and type(p2.arg_eq) is type(p1.arg_eq)): return False
+  if p1.src is None and p1.rest is None: return True
+  if p2.src is None and p2.rest is None: return False
+  if p1.rest is not None or p2.rest is not None:
+    if not (p1.rest is not None and p2.rest is not None and len(p1.src or ()) == len(p2.src or ()) and _sub(p1.rest, p2.rest)): return False
+    return all(_sub(a, b) for a, b in zip(p1.src or (), p2.src or ()))
+  s1, s2 = p1.src or (), p2.src or ()
+  if len(s1) != len(s2): return False
+  if p2.any_order and not p1.any_order: return all(_sub(a, b) for a, b in zip(s1, s2)) and all(_sub(a, b) for a, b in zip(s1, reversed(s2)))
+  if p1.any_order: return all(_sub(a, b) for a, b in zip(s1, s2)) or all(_sub(a, b) for a, b in zip(s1, reversed(s2)))
+  return all(_sub(a, b) for a, b in zip(s1, s2))
+
+__all__ = ["check_file", "subsumes", "Ops"]

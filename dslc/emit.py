@@ -1,0 +1,524 @@
+"""The emitter: rule IR -> Python source of a matcher module, last phase of dslc.
+
+Per rule set, one function per root op tries that op's rules in file order. Each rule is a list of steps (tests and
+bindings) in a fixed order, so consecutive rules that start with the same tests share them in one `if`. Commutative
+sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
+"""
+from __future__ import annotations
+import hashlib, itertools
+from dataclasses import dataclass, field
+from typing import Any
+from runtime.dtype import DTYPE_NAMES, DType
+from runtime.ops import ARITY, GroupOp, Ops
+from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet
+from dslc.parse import DTYPE_CLASSES, GROUPS
+
+MAX_COLS = 150
+ROOT = "_u"
+
+class EmitError(Exception):
+  def __init__(self, message: str, rule: Rule | None = None):
+    super().__init__(message)
+    self.rule = rule
+
+# names a guard or result may use without binding them
+BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
+                      "min", "range", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
+PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
+
+@dataclass
+class Step:
+  kind: str       # "test" or "bind"
+  text: str
+  def key(self) -> tuple[str, str]: return (self.kind, self.text)
+
+@dataclass
+class Alt:
+  """One way a rule can match: its steps, then its result lines."""
+  rule: Rule
+  steps: list[Step]
+  result: list[str]
+  commented: bool = False
+
+@dataclass
+class Consts:
+  """Module-level names the generated code uses: op aliases, op and dtype sets, rest-pattern functions."""
+  ops: set[Ops] = field(default_factory=set)
+  sets: dict[frozenset, str] = field(default_factory=dict)
+  dts: dict[DType, str] = field(default_factory=dict)
+  rest_fns: list[str] = field(default_factory=list)
+  rest_names: dict[str, str] = field(default_factory=dict)
+  n_rest: int = 0
+
+  def op(self, o: Ops) -> str:
+    self.ops.add(o)
+    return o.name
+  def opset(self, s: frozenset[Ops]) -> str:
+    if s not in self.sets:
+      group = next((k for k, v in GROUPS.items() if v == s), None)
+      self.sets[s] = f"G_{group}" if group else f"OPS_{len(self.sets)}"
+    return self.sets[s]
+  def dtype(self, d: DType) -> str:
+    if d not in self.dts: self.dts[d] = "DT_" + _dtype_name(d)
+    return self.dts[d]
+  def dtset(self, s: frozenset) -> str:
+    if s not in self.sets: self.sets[s] = f"DTS_{len(self.sets)}"
+    return self.sets[s]
+
+def _dtype_name(d: DType) -> str:
+  return next(k for k, v in DTYPE_NAMES.items() if v is d and k not in ("default_float", "default_int", "index"))
+
+# ---- patterns -> steps ----
+
+class StepBuilder:
+  """The steps that match one concrete pattern (no alternatives, no any-order) at ROOT, in breadth-first order."""
+  def __init__(self, consts: Consts, root_dispatched: bool, root_op: Ops | None = None):
+    # root_op: the op the dispatch function is for (None: several, or any)
+    self.c, self.root_dispatched, self.root_op = consts, root_dispatched, root_op
+    self.steps: list[Step] = []
+    self.node_vars: dict[str, str] = {}     # capture name -> variable holding the node
+    self.bound_at: dict[str, int] = {}      # a name usable after this many steps
+    self.plain: set[str] = set()            # names bound by a step directly (opvars, args, rest captures)
+    self.rest_names: set[str] = set()       # captures of a repeated pattern: None when it repeats zero times
+
+  def test(self, text: str) -> None: self.steps.append(Step("test", text))
+  def bind(self, text: str, *names: str) -> None:
+    self.steps.append(Step("bind", text))
+    for n in names:
+      self.bound_at[n] = len(self.steps)
+      self.plain.add(n)
+
+  def build(self, pat: Pat) -> None:
+    queue: list[tuple[Pat, str, bool]] = [(pat, ROOT, True)]
+    while queue:
+      p, v, is_root = queue.pop(0)
+      queue += self.node(p, v, is_root)
+
+  def node(self, p: Pat, v: str, is_root: bool) -> list[tuple[Pat, str, bool]]:
+    c = self.c
+    # tests: the op, the dtype, the arg, the number of sources
+    if p.opvar is not None and p.opvar in self.bound_at: self.test(f"{v}.op is {p.opvar}")
+    elif p.ops is not None and not (is_root and self.root_dispatched):
+      self.test(f"{v}.op is {c.op(next(iter(p.ops)))}" if len(p.ops) == 1 else f"{v}.op in {c.opset(p.ops)}")
+    tests = []
+    if p.dtypes is not None:
+      tests.append(f"{v}.dtype is {c.dtype(next(iter(p.dtypes)))}" if len(p.dtypes) == 1 else f"{v}.dtype in {c.dtset(p.dtypes)}")
+    if p.dtype_classes is not None:
+      tests.append(f"{v}.dtype.scalar in {c.dtset(frozenset().union(*(DTYPE_CLASSES[k] for k in p.dtype_classes)))}")
+    if tests: self.test(tests[0] if len(tests) == 1 else "(" + " or ".join(tests) + ")")
+    if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
+    if p.arg_name is not None and p.arg_name in self.bound_at: self.test(f"{v}.arg == {p.arg_name}")
+    children: list[tuple[Pat, str, bool]] = []
+    src = p.src or ()
+    ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
+    arities = {ARITY.get(o) for o in ops} if ops is not None else {None}
+    if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None:
+      # a repeated pattern over a fixed number of sources: unrolled (a repeated name is the same node, as in match_all)
+      if k < len(src): self.test("False")
+      src = src + (p.rest,) * max(k - len(src), 0)
+      p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span)
+    n = len(src)
+    has_src = p.src is not None or p.rest is not None
+    if has_src:
+      fixed = ops is not None and p.rest is None and all(ARITY.get(o) == n for o in ops)
+      if p.rest is None and not fixed: self.test(f"len({v}.src) == {n}" if n else f"not {v}.src")
+      if p.rest is not None and n: self.test(f"len({v}.src) >= {n}")
+    if p.name is not None and p.name in self.node_vars: self.test(f"{v} is {self.node_vars[p.name]}")
+    # bindings: the sources, the op variable, the arg, the node's name
+    if has_src and n:
+      if p.rest is None: self.bind(", ".join(f"{v}_{i}" for i in range(n)) + ("," if n == 1 else "") + f" = {v}.src")
+      else:
+        for i in range(n): self.bind(f"{v}_{i} = {v}.src[{i}]")
+    if p.opvar is not None and p.opvar not in self.bound_at: self.bind(f"{p.opvar} = {v}.op", p.opvar)
+    if p.arg_name is not None and p.arg_name not in self.bound_at: self.bind(f"{p.arg_name} = {v}.arg", p.arg_name)
+    if p.name is not None and p.name not in self.node_vars:
+      self.node_vars[p.name] = v
+      self.bound_at[p.name] = len(self.steps)
+    for i, s in enumerate(src): children.append((s, f"{v}_{i}", False))
+    if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, v, n)
+    return children
+
+  def rest(self, p: Pat, v: str, n: int) -> None:
+    names = sorted(_pat_names(p))
+    fn = self.c.rest_function(p, names)
+    m = f"{v}_rest"
+    srcs = f"{v}.src[{n}:]" if n else f"{v}.src"
+    self.bind(f"{m} = match_all({fn}, {srcs}, {len(names)})")
+    self.test(f"{m} is not None")
+    if names: self.bind(", ".join(names) + ("," if len(names) == 1 else "") + f" = {m}", *names)
+    self.rest_names |= set(names)
+    self.plain -= self.rest_names
+
+def _rest_function(self: Consts, p: Pat, names: list[str]) -> str:
+  key = _pat_key(p)
+  if key in self.rest_names: return self.rest_names[key]
+  name = self.rest_names[key] = f"_rest_{self.n_rest}"
+  self.n_rest += 1
+  sb = StepBuilder(self, root_dispatched=False)
+  sb.build(p)
+  body = Block()
+  alt = Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"])  # type: ignore[arg-type]
+  emit_alts([alt], body, 1, comment=False)
+  self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
+  return name
+Consts.rest_function = _rest_function  # type: ignore[attr-defined]
+
+def _pat_names(p: Pat) -> set[str]:
+  out: set[str] = set()
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x.name: out.add(x.name)
+    if x.arg_name: out.add(x.arg_name)
+    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
+  return out
+
+def variants(p: Pat, swap_free: bool) -> list[Pat]:
+  """Every concrete form of p: alternatives expanded, any-order sources as each distinct order.
+  swap_free=False drops the second order where both sources are bare unconstrained captures (it can't matter)."""
+  if p.alternatives is not None:
+    out = []
+    for a in p.alternatives:
+      for v in variants(a, swap_free):
+        if p.name is not None and v.name is None: v.name = p.name
+        out.append(v)
+    return out
+  if p.src is None: src_variants: list[tuple[Pat, ...]] = [()]
+  else:
+    per_src = [variants(s, swap_free) for s in p.src]
+    src_variants = [tuple(c) for c in itertools.product(*per_src)]
+  rest_variants = variants(p.rest, swap_free) if p.rest is not None else [None]
+  out = []
+  for sv in src_variants:
+    orders = [sv]
+    if p.any_order and p.src is not None and len(sv) >= 2:
+      orders = [tuple(o) for o in itertools.permutations(sv)]
+      if not swap_free and len(sv) == 2 and all(_is_free(s) for s in sv): orders = [sv]
+      uniq, seen = [], set()
+      for o in orders:
+        # an unconditional rule fires on the first order that matches: orders differing only in names add nothing
+        k = tuple(_pat_key(x, names=swap_free) for x in o)
+        if k in seen: continue
+        seen.add(k)
+        uniq.append(o)
+      orders = uniq
+    for o in orders:
+      for rv in rest_variants:
+        q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, o if p.src is not None else None, rv, False, p.name,
+                None, p.span)
+        out.append(q)
+  return out
+
+def _is_free(p: Pat) -> bool:
+  return p.is_wildcard() and p.alternatives is None
+
+def _pat_key(p: Pat, names: bool = True) -> str:
+  # structural identity of a pattern (two orders with the same key match the same nodes)
+  parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
+           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else ""]
+  if names: parts += [str(p.arg_name), str(p.name)]
+  sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
+  return "(" + "|".join(parts) + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + ")"
+
+# ---- results ----
+
+class ResultBuilder:
+  """Python source that builds a rule's result; dtypes are inferred from the sources when not written."""
+  def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset()):  # type: ignore[assignment]
+    self.c, self.rule, self.plain, self.maybe_none = consts, rule, plain, maybe_none
+
+  def top(self) -> tuple[str, bool]:
+    """(expression, may it be None or a number)"""
+    r = self.rule.result
+    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and r.name in self.maybe_none
+    return self.expr(r, f"{ROOT}.dtype"), conditional
+
+  def dtype_of(self, r: Result) -> str | None:
+    if isinstance(r, Ref): return None if r.name in self.plain else f"{r.name}.dtype"
+    if isinstance(r, Construct): return self.construct_dtype(r, None)
+    return None
+
+  def construct_dtype(self, r: Construct, ctx_dt: str | None) -> str | None:
+    if r.dtype is not None: return r.dtype.text
+    ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
+    first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
+    def one(op: Ops) -> str | None:
+      if op is Ops.CONST: return ctx_dt
+      if op in GroupOp.Comparison: return "dtypes.bool"
+      if op is Ops.WHERE: return next((d for s in r.src[1:] if (d := self.dtype_of(s)) is not None), ctx_dt)
+      if op in GroupOp.ALU: return first or ctx_dt
+      if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
+      if op is Ops.LOAD: return f"{first}.base" if first else None
+      if op is Ops.VECTORIZE: return f"{first}.vec({len(r.src)})" if first else None
+      if op in (Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VCONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE): return None
+      return first  # movement, INDEX, ASSIGN, CONTIGUOUS, ...: the dtype of their first source
+    kinds = {one(o) for o in ops}
+    if len(kinds) == 1: return kinds.pop()
+    if None in kinds: return None
+    if kinds == {"dtypes.bool", first or ctx_dt}: return f"(dtypes.bool if {r.opvar} in GroupOp.Comparison else {first or ctx_dt})"
+    return None
+
+  def expr(self, r: Result, ctx_dt: str) -> str:
+    if isinstance(r, Ref):
+      if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
+      return r.name
+    if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
+    if isinstance(r, PyResult): return r.expr.text
+    if isinstance(r, CallResult):
+      args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
+      return f"{self.c.fn_name(r.fn)}({args})"  # type: ignore[attr-defined]
+    assert isinstance(r, Construct)
+    dt = self.construct_dtype(r, ctx_dt)
+    if dt is None:
+      what = r.op.name if r.op is not None else r.opvar
+      raise EmitError(f"can't infer the dtype of ({what} ...): write it, as ({what}:dtype ...) or ({what}:x.dtype ...)", self.rule)
+    op = self.c.op(r.op) if r.op is not None else r.opvar
+    if r.op is Ops.CONST:
+      if r.arg is None: raise EmitError("(CONST ...) needs its value: (CONST [value])", self.rule)
+      return f"_const({dt}, {r.arg.text})"
+    # a literal source takes the dtype of the other operands: a comparison's, or the result's
+    operand_dt = dt
+    if r.op in GroupOp.Comparison or (r.op is None and any(o in GroupOp.Comparison for o in self.rule.opvars.get(r.opvar, ()))):  # type: ignore[arg-type]
+      operand_dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), ctx_dt)
+    srcs = []
+    for i, s in enumerate(r.src):
+      sdt = "dtypes.bool" if r.op is Ops.WHERE and i == 0 else "dtypes.index" if r.op is Ops.INDEX and i > 0 else operand_dt
+      text = self.expr(s, sdt)
+      if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
+      srcs.append(text)
+    src = "(" + ", ".join(srcs) + ("," if len(srcs) == 1 else "") + ")"
+    return f"_uop({op}, {dt}, {src}, {r.arg.text if r.arg is not None else 'None'})"
+
+# ---- code blocks and the decision tree ----
+
+class Block:
+  def __init__(self): self.lines: list[str] = []
+  def add(self, depth: int, line: str) -> None: self.lines.extend(_wrap("  " * depth, line))
+  def text(self) -> str: return "".join(x + "\n" for x in self.lines)
+
+def _wrap(indent: str, line: str) -> list[str]:
+  full = indent + line
+  if len(full) <= MAX_COLS: return [full]
+  if line.startswith("# "):  # a long comment: cut into words
+    out, cur = [], indent + "#"
+    for w in line[2:].split(" "):
+      if len(cur) + 1 + len(w) > MAX_COLS and cur != indent + "#": out.append(cur); cur = indent + "# " + w  # noqa: E702
+      else: cur += " " + w
+    return out + [cur]
+  if line.startswith("if ") and line.endswith(":") and " and " in line:  # a long condition: one test per line
+    parts = line[3:-1].split(" and ")
+    return [indent + "if (" + parts[0]] + [indent + "    and " + p for p in parts[1:-1]] + [indent + "    and " + parts[-1] + "):"]
+  return [full]
+
+def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, done: dict[str, str] | None = None) -> None:
+  """Emit alternatives in order; consecutive ones that start with the same step share it.
+  `done` maps each variable assigned earlier at this depth to its assignment, so an alternative skips a repeat of it."""
+  done = {} if done is None else done
+  i = 0
+  while i < len(alts):
+    a = alts[i]
+    while a.steps and a.steps[0].kind == "bind" and _already(a.steps[0].text, done): a.steps.pop(0)
+    if not a.steps:
+      if comment and not a.commented: out.add(depth, _rule_comment(a.rule))
+      for line in a.result: out.add(depth, line)
+      i += 1
+      continue
+    first = a.steps[0].key()
+    j = i + 1
+    while j < len(alts) and alts[j].steps and alts[j].steps[0].key() == first: j += 1
+    group = alts[i:j]
+    if len(group) == 1 and comment and not a.commented:
+      out.add(depth, _rule_comment(a.rule))
+      a.commented = True
+    kind, text = first
+    if kind == "test":
+      if len(group) == 1:
+        # a path only this alternative takes: its consecutive tests become one condition
+        tests = []
+        while a.steps and a.steps[0].kind == "test": tests.append(a.steps.pop(0).text)
+        out.add(depth, f"if {' and '.join(tests)}:")
+      else:
+        out.add(depth, f"if {text}:")
+        for g in group: g.steps = g.steps[1:]
+      emit_alts(group, out, depth + 1, comment, dict(done))
+    else:
+      out.add(depth, text)
+      for name in _assigned(text): done[name] = text
+      for g in group: g.steps = g.steps[1:]
+      emit_alts(group, out, depth, comment, done)
+    i = j
+
+def _assigned(stmt: str) -> list[str]: return [n.strip() for n in stmt.split(" = ", 1)[0].split(",") if n.strip()]
+def _already(stmt: str, done: dict[str, str]) -> bool: return all(done.get(n) == stmt for n in _assigned(stmt))
+
+def _rule_comment(rule: Rule | None) -> str:
+  return "" if rule is None else f"# {rule.id}: {rule.text}"
+
+# ---- rules -> alternatives ----
+
+def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standalone: bool) -> list[Alt]:
+  """dispatched: the op the calling function is for (its root op test is skipped), True for "one of the rule's root ops",
+  None when the function must test the root op itself."""
+  guards_cheap = sorted([g for g in rule.guards if g.cost <= 1], key=lambda g: g.cost)
+  guards_dear = sorted([g for g in rule.guards if g.cost > 1], key=lambda g: g.cost)
+  unconditional = is_unconditional(rule)
+  out = []
+  for v in variants(rule.pattern, swap_free=not unconditional):
+    sb = StepBuilder(consts, root_dispatched=dispatched is not None, root_op=dispatched if isinstance(dispatched, Ops) else None)
+    sb.build(v)
+    steps = list(sb.steps)
+    aliased: set[str] = set()
+    def alias(names, at: list[Step]) -> None:
+      for n in sorted(names):
+        if n in sb.node_vars and n not in aliased and sb.node_vars[n] != n:
+          at.append(Step("bind", f"{n} = {sb.node_vars[n]}"))
+          aliased.add(n)
+    # cheap guards go right after the steps that bind what they read; the others after every structural test
+    placed: dict[int, list] = {}
+    for g in guards_cheap:
+      need = [sb.bound_at[n] for n in g.names if n in sb.bound_at]
+      placed.setdefault(max(need, default=0), []).append(g)
+    final: list[Step] = []
+    for i in range(len(steps) + 1):
+      for g in placed.get(i, []):
+        alias(g.names, final)
+        final.append(Step("test", _guard_text(g.text)))
+      if i < len(steps): final.append(steps[i])
+    for g in guards_dear:
+      alias(g.names, final)
+      final.append(Step("test", _guard_text(g.text)))
+    rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names)
+    text, conditional = rb.top()
+    alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
+    ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
+    if conditional:
+      result = [f"_r = {text}", f"if _r is not None: {ret(f'_r if _r.__class__ is UOp else _const({ROOT}.dtype, _r)')}"]
+    else: result = [ret(text)]
+    out.append(Alt(rule, final, result))
+  return out
+
+def is_unconditional(rule: Rule) -> bool:
+  """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
+  if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
+
+def _rest_only_names(p: Pat) -> set[str]:
+  out: set[str] = set()
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x.rest is not None: out |= _pat_names(x.rest)
+    stack += list(x.src or ()) + list(x.alternatives or ())
+  return out
+
+def _guard_text(text: str) -> str:
+  return f"({text})" if " or " in text and not text.startswith("(") else text
+
+def _result_names(r: Result) -> set[str]:
+  if isinstance(r, Ref): return {r.name}
+  if isinstance(r, PyResult): return set(r.expr.names)
+  if isinstance(r, Construct):
+    out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
+    for e in (r.dtype, r.arg):
+      if e is not None: out |= set(e.names)
+    return out
+  return set()
+
+# ---- the module ----
+
+def root_ops(rule: Rule) -> frozenset[Ops] | None:
+  pats = rule.pattern.alternatives or (rule.pattern,)
+  if any(p.ops is None for p in pats): return None
+  return frozenset().union(*(p.ops for p in pats))  # type: ignore[arg-type]
+
+def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None, str]:
+  """The dispatch functions of one rule set; returns op -> function name (None: the any-op function)."""
+  by_op: dict[Ops | None, list[Rule]] = {}
+  ops_of = {r.id: root_ops(r) for r in rs.rules}
+  specific = sorted({o for ops in ops_of.values() if ops is not None for o in ops})
+  for o in specific: by_op[o] = [r for r in rs.rules if ops_of[r.id] is None or o in ops_of[r.id]]  # type: ignore[operator]
+  if any(ops is None for ops in ops_of.values()): by_op[None] = [r for r in rs.rules if ops_of[r.id] is None]
+  names: dict[Ops | None, str] = {}
+  for o, rules in by_op.items():
+    fname = f"{rs.name}_{o.name if o is not None else 'any'}"
+    names[o] = fname
+    body = Block()
+    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=None if _multi_variant_root(r) else o if o is not None else True,
+                                                 standalone=False)]
+    emit_alts(alts, body, 1)
+    out.append(f"def {fname}({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}")
+  return names
+
+def _multi_variant_root(rule: Rule) -> bool:
+  # with root alternatives of different ops, each alternative must test its own root op
+  return rule.pattern.alternatives is not None
+
+def standalone_fn(rule: Rule, consts: Consts) -> str:
+  body = Block()
+  emit_alts(rule_alts(rule, consts, dispatched=None if _multi_variant_root(rule) else True, standalone=True), body, 1, comment=False)
+  return f"def {rule.id}_alone({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}"
+
+def _final_return(body: Block) -> str:
+  # a function whose last statement at the top level already returns needs no `return None`
+  last = body.lines[-1] if body.lines else ""
+  return "" if last.startswith("  return ") else "  return None\n"
+
+def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) -> str:
+  """The Python source of the matcher module for one rule file (fns: Python callables of CallResults -> names)."""
+  consts = Consts()
+  consts.fn_name = (lambda f: fns[f]) if fns is not None else (lambda f: None)  # type: ignore[attr-defined]
+  body: list[str] = []
+  table: dict[str, dict[Ops | None, str]] = {}
+  for rs in rf.rulesets:
+    if rs.compose is not None: continue
+    body.append(f"# ---- ruleset {rs.name}{': ' + rs.doc.splitlines()[0] if rs.doc else ''} ----\n")
+    table[rs.name] = emit_ruleset(rs, consts, body)
+  alone = [standalone_fn(r, consts) for rs in rf.rulesets for r in rs.rules]
+  digest = hashlib.sha256(rf.source.encode()).hexdigest()[:16]
+  head = [f"# Code generated by build.py from {rel_path}. DO NOT EDIT.",
+          f"# Regenerate with `python build.py`. Source sha256: {digest}",
+          f'"""{_docstring(rf)}"""' if rf.header else f'"""Matchers compiled from {rel_path}."""',
+          "# ruff: noqa: E501, F401, F841",
+          "import math",
+          "from runtime.dtype import dtypes",
+          "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
+          "from runtime.uop import UOp, uop as _uop",
+          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src",
+          *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
+          "_const = UOp.const",
+          "inf, nan = math.inf, math.nan",
+          ""]
+  if consts.ops:
+    ops = sorted(consts.ops)
+    head.append(", ".join(o.name for o in ops) + " = " + ", ".join(f"Ops.{o.name}" for o in ops))
+  for s, name in consts.sets.items():
+    if name.startswith("G_"): head.append(f"{name} = GroupOp.{name[2:]}")
+    elif name.startswith("OPS_"): head.append(f"{name} = frozenset({{{', '.join(f'Ops.{o.name}' for o in sorted(s))}}})")
+    else: head.append(f"{name} = frozenset({{{', '.join(f'dtypes.{_dtype_name(d)}' for d in sorted(s, key=_dtype_name))}}})")
+  for d, name in sorted(consts.dts.items(), key=lambda x: x[1]): head.append(f"{name} = dtypes.{_dtype_name(d)}")
+  head.append("")
+  parts = ["\n".join(head), *consts.rest_fns, *body,
+           "# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----\n", *alone]
+  # the rule table last, so editing a .rules comment moves only line numbers here
+  rules_tbl = ["# ---- rule table: id, file, line, text, root ops ----"]
+  for rs in rf.rulesets:
+    for r in rs.rules:
+      ops = root_ops(r)
+      ops_txt = "None" if ops is None else "(" + "".join(f"Ops.{o.name}, " for o in sorted(ops)) + ")"
+      rules_tbl.append(f"{r.id} = Rule({r.id!r}, {r.span.file!r}, {r.span.line}, {r.text!r}, {ops_txt}, {r.id}_alone)")
+  parts.append("\n".join(rules_tbl) + "\n")
+  tail = []
+  for rs in rf.rulesets:
+    if rs.compose is not None:
+      tail.append(f"{rs.name} = " + " + ".join(rs.compose))
+      continue
+    fns_txt = ", ".join(f"Ops.{o.name}: {n}" for o, n in sorted(((o, n) for o, n in table[rs.name].items() if o is not None), key=lambda x: x[0]))
+    any_fn = table[rs.name].get(None)
+    if any_fn: fns_txt = "**{o: " + any_fn + " for o in Ops}" + (", " + fns_txt if fns_txt else "")
+    rules_txt = ", ".join(r.id for r in rs.rules)
+    tail.append(f"{rs.name} = Matcher({rs.name!r}, {{{fns_txt}}}, [{rules_txt}])")
+  parts.append("\n".join(tail) + "\n")
+  return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+def _docstring(rf: RuleFile) -> str:
+  return rf.header.replace('"""', "'''").replace("\\", "\\\\")

@@ -1,0 +1,112 @@
+"""The rule IR: what both front ends (.rules text and Python UPats) produce and the checks and emitter consume.
+
+A rule is a pattern (a tree of `Pat`), guards (Python expressions over the pattern's captures) and a result.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from runtime.dtype import DType
+from runtime.ops import Ops
+
+@dataclass(frozen=True)
+class Span:
+  file: str
+  line: int
+  col: int
+  end_line: int = 0
+  end_col: int = 0
+  def __str__(self) -> str: return f"{self.file}:{self.line}:{self.col}"
+
+@dataclass(eq=False)
+class Pat:
+  """Matches one node. None in a field means "anything"."""
+  ops: frozenset[Ops] | None = None          # the node's op is one of these
+  opvar: str | None = None                   # a `for` variable: the op is bound to it (the same name twice: the same op)
+  dtypes: frozenset[DType] | None = None     # the node's dtype is one of these
+  dtype_classes: frozenset[str] | None = None  # or its scalar is in one of these classes ("ints", "floats", ...)
+  arg_eq: Any = None                         # the node's arg == this value (when has_arg_eq)
+  has_arg_eq: bool = False
+  arg_name: str | None = None                # the arg is bound to this name (the same name twice: equal args)
+  src: tuple[Pat, ...] | None = None         # the sources, in order (None: sources are not looked at)
+  rest: Pat | None = None                    # every source after `src` matches this (any number of them)
+  any_order: bool = False                    # `src` may match in any order of the node's sources
+  name: str | None = None                    # the node is bound to this name (the same name twice: the same node)
+  alternatives: tuple[Pat, ...] | None = None  # matches if any alternative does (UPat.any); other fields unused
+  span: Span | None = None
+
+  def is_wildcard(self) -> bool:
+    return (self.ops is None and self.opvar is None and self.dtypes is None and self.dtype_classes is None and not self.has_arg_eq
+            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None)
+
+@dataclass(eq=False)
+class Expr:
+  """A Python expression (a guard, an arg, a call argument) with the names it reads."""
+  text: str
+  names: frozenset[str]
+  cost: int = 1                              # 1: attribute tests; 3: range analysis; 10: calls
+  span: Span | None = None
+
+# ---- results ----
+
+@dataclass(eq=False)
+class Ref:
+  """The node (or op or arg) bound to a name."""
+  name: str
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Lit:
+  """A Python constant: as a result or a source it becomes a CONST of the dtype the context gives."""
+  value: Any
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Construct:
+  """A new node: op (or a `for` variable's op), dtype (None: inferred), arg, sources."""
+  op: Ops | None
+  opvar: str | None
+  dtype: Expr | None
+  arg: Expr | None
+  src: list[Result]
+  span: Span | None = None
+
+@dataclass(eq=False)
+class PyResult:
+  """A Python expression: a node, a number (made a CONST), or None (the rule does not fire)."""
+  expr: Expr
+  span: Span | None = None
+
+@dataclass(eq=False)
+class CallResult:
+  """A Python function (UPat front end) called with the captures it names; None means the rule does not fire."""
+  fn: Callable
+  params: tuple[str, ...]
+  span: Span | None = None
+
+Result = Ref | Lit | Construct | PyResult | CallResult
+
+@dataclass(eq=False)
+class Rule:
+  pattern: Pat
+  guards: list[Expr]
+  result: Result
+  text: str                                  # the rule as written (one line), for comments and statistics
+  span: Span
+  opvars: dict[str, frozenset[Ops]] = field(default_factory=dict)  # `for` variables in scope and their ops
+  id: str = ""
+
+@dataclass(eq=False)
+class RuleSet:
+  name: str
+  doc: str
+  rules: list[Rule]
+  span: Span
+  compose: list[str] | None = None           # `ruleset a = b + c`: the sets it concatenates
+
+@dataclass(eq=False)
+class RuleFile:
+  path: str
+  source: str
+  rulesets: list[RuleSet]
+  imports: list[tuple[str, list[str], Span]]  # (module, names, where)
+  header: str = ""                           # the leading comment block, kept as the generated module's docstring

@@ -1,0 +1,453 @@
+"""The .rules front end: text -> items (split.py) -> Lark trees (grammar.lark) -> rule IR (ir.py), with names resolved.
+
+Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
+"""
+from __future__ import annotations
+import ast, hashlib, os
+from functools import cache
+from typing import Any
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, UnexpectedEOF
+from runtime.dtype import DTYPE_NAMES, DType, dtypes
+from runtime.ops import GroupOp, Ops
+from dslc.diagnostics import Diagnostic
+from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span
+from dslc.split import split_items
+
+DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
+                 "sints": frozenset(d for d in dtypes.all() if dtypes.is_int(d) and not dtypes.is_unsigned(d)),
+                 "floats": frozenset(d for d in dtypes.all() if dtypes.is_float(d)), "bools": frozenset({dtypes.bool})}
+GROUPS: dict[str, frozenset[Ops]] = {k: v for k, v in vars(GroupOp).items() if isinstance(v, frozenset)}
+
+@cache
+def grammar() -> Lark:
+  with open(os.path.join(os.path.dirname(__file__), "grammar.lark")) as f:
+    return Lark(f.read(), start="item", parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+class _Error(Exception):
+  def __init__(self, message: str, line: int, col: int):
+    super().__init__(message)
+    self.line, self.col = line, col
+
+def _pos(t: Tree | Token) -> tuple[int, int]:
+  if isinstance(t, Token): return t.line or 1, t.column or 1
+  m = t.meta
+  return (getattr(m, "line", 1) or 1, getattr(m, "column", 1) or 1)
+
+def resolve_ops(name: str, line: int, col: int) -> frozenset[Ops]:
+  if name in Ops.__members__: return frozenset({Ops[name]})
+  if name in GROUPS: return GROUPS[name]
+  raise _Error(f"unknown op or op group '{name}'", line, col)
+
+# ---- expressions: a Lark tree to Python source, with the names it reads and a cost estimate ----
+
+_PREC = {"or_": 1, "and_": 2, "not_": 3, "compare": 4, "binop+": 5, "binop*": 6, "unop": 7, "pow_": 8}
+
+def _free_names(text: str, line: int, col: int) -> frozenset[str]:
+  try: tree = ast.parse(text, mode="eval")
+  except SyntaxError as e: raise _Error(f"invalid Python expression: {e.msg}", line, col + max((e.offset or 1) - 1, 0)) from None
+  loads, stores = set(), set()
+  for n in ast.walk(tree):
+    if isinstance(n, ast.Name): (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
+    elif isinstance(n, ast.arg): stores.add(n.arg)
+  return frozenset(loads - stores)
+
+class ExprBuilder:
+  """Turns an expression tree into (python text, precedence); collects the names it reads."""
+  def __init__(self):
+    self.names: set[str] = set()
+    self.cost = 1
+
+  def build(self, t: Tree | Token) -> Expr:
+    text, _ = self.emit(t)
+    line, col = _pos(t)
+    return Expr(text, frozenset(self.names), self.cost, None)
+
+  def emit(self, t: Tree | Token) -> tuple[str, int]:
+    if isinstance(t, Token): return self.token(t), 9
+    k = t.data
+    c = t.children
+    if k == "or_" or k == "and_":
+      word, p = (" or ", 1) if k == "or_" else (" and ", 2)
+      return word.join(self.wrap(x, p) for x in c), p
+    if k == "not_": return "not " + self.wrap(c[0], 3), 3
+    if k == "compare":
+      parts = [self.wrap(c[0], 5)]
+      for i in range(1, len(c), 2): parts += [" ".join(str(x) for x in c[i].children), self.wrap(c[i + 1], 5)]
+      return " ".join(parts), 4
+    if k == "binop":
+      p = 5 if str(c[1]) in "+-" else 6
+      return f"{self.wrap(c[0], p)} {c[1]} {self.wrap(c[2], p + 1)}", p
+    if k == "unop": return f"{c[0]}{self.wrap(c[1], 7)}", 7
+    if k == "pow_": return f"{self.wrap(c[0], 9)} ** {self.wrap(c[1], 7)}", 8
+    if k == "getattr":
+      if str(c[1]) in ("vmin", "vmax", "bounds"): self.cost = max(self.cost, 3)
+      return f"{self.wrap(c[0], 9)}.{c[1]}", 9
+    if k == "method":
+      self.cost = 10
+      return f"{self.wrap(c[0], 9)}.{c[1]}{self.args(c[2])})", 9
+    if k == "getitem": return f"{self.wrap(c[0], 9)}[{self.emit(c[1])[0]}]", 9
+    if k == "fcall":
+      self.cost = 10
+      self.names.add(str(c[0])[:-1])
+      return f"{c[0]}{self.args(c[1])})", 9
+    if k == "name":
+      self.names.add(str(c[0]))
+      return str(c[0]), 9
+    if k == "qualname":
+      head, attr = str(c[0]).split(".", 1)
+      if head == "Ops" and attr not in Ops.__members__: raise _Error(f"unknown op '{attr}'", *_pos(c[0]))
+      self.names.add(head)
+      return str(c[0]), 9
+    if k in ("literal", "true", "false", "none"): return _literal_text(t), 9
+    if k == "string": return str(c[0]), 9
+    if k == "tuple":
+      items = [self.emit(x)[0] for x in c if x is not None]
+      return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")", 9
+    if k == "list": return "[" + ", ".join(self.emit(x)[0] for x in c if x is not None) + "]", 9
+    if k == "pyexpr":
+      text = str(c[0])[1:-1].strip()
+      self.names |= _free_names(text, *_pos(c[0]))
+      self.cost = 10
+      return f"({text})", 9
+    raise _Error(f"unexpected expression '{k}'", *_pos(t))
+
+  def wrap(self, t, prec: int) -> str:
+    text, p = self.emit(t)
+    return text if p >= prec else f"({text})"
+  def args(self, t) -> str: return "" if t is None else ", ".join(self.emit(x)[0] for x in t.children)
+  def token(self, t: Token) -> str: return str(t)
+
+def _literal_text(t: Tree) -> str:
+  if t.data == "true": return "True"
+  if t.data == "false": return "False"
+  if t.data == "none": return "None"
+  return str(t.children[0])
+
+def _literal_value(t: Tree) -> Any:
+  return ast.literal_eval(_literal_text(t))
+
+# ---- the file ----
+
+class FileParser:
+  def __init__(self, path: str, source: str, display_path: str | None = None):
+    self.path, self.source = display_path or path, source
+    self.diags: list[Diagnostic] = []
+    self.rulesets: list[RuleSet] = []
+    self.imports: list[tuple[str, list[str], Span]] = []
+    self.named: dict[str, Pat] = {}
+    self.scopes: list[tuple[str, frozenset[Ops], Span]] = []
+    self.current: RuleSet | None = None
+
+  def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
+  def span(self, t) -> Span:
+    line, col = _pos(t)
+    return Span(self.path, line, col)
+
+  def parse(self) -> RuleFile:
+    for item in split_items(self.source):
+      if item.stray is not None:
+        self.error(f"unbalanced '{item.stray[2]}': nothing to close", item.stray[0], item.stray[1])
+        continue
+      try: tree = grammar().parse(item.text)
+      except UnexpectedInput as e:
+        self.syntax_error(e, item)
+        continue
+      try: self.item(tree, item.text)
+      except _Error as e: self.error(str(e), e.line, e.col)
+    for var, _, span in self.scopes: self.error(f"'for {var}' block is never closed with '}}'", span.line, span.col)
+    return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source))
+
+  def syntax_error(self, e: UnexpectedInput, item) -> None:
+    if item.unclosed is not None and (isinstance(e, UnexpectedEOF) or isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+      line, col, ch = item.unclosed
+      self.error(f"unbalanced '{ch}': it is never closed", line, col)
+      return
+    line, col = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
+    if isinstance(e, UnexpectedCharacters):
+      ch = item.text[e.pos_in_stream] if e.pos_in_stream < len(item.text) else "?"
+      self.error(f"unexpected character {ch!r}", line, col)
+    elif isinstance(e, UnexpectedToken):
+      tok = e.token
+      if tok.type == "$END":
+        last = item.text.rstrip().split("\n")
+        self.error("unexpected end of the rule: it needs '-> result'" if "->" not in item.text else "unexpected end of the rule",
+                   len(last), len(last[-1]) + 1 if last else 1)
+      else: self.error(f"unexpected {tok.value!r}{_expected_hint(e.expected)}", tok.line or line, tok.column or col)
+    else: self.error("unexpected end of input", line, col)
+
+  # ---- items ----
+  def item(self, t: Tree, text: str) -> None:
+    k = t.data
+    if k == "ruleset_decl":
+      name = str(t.children[0])
+      doc = ast.literal_eval(str(t.children[1])) if t.children[1] is not None else ""
+      self.check_new_ruleset(name, t)
+      self.current = RuleSet(name, doc.strip(), [], self.span(t))
+      self.rulesets.append(self.current)
+    elif k == "compose_decl":
+      name = str(t.children[0])
+      self.check_new_ruleset(name, t)
+      self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[1:]]))
+      self.current = None
+    elif k == "use_decl":
+      module = ".".join(str(x) for x in t.children[0].children)
+      if not (module.startswith("rules.") or module.startswith("runtime.") or module in ("math",)):
+        raise _Error(f"helpers come from modules under rules/ or runtime/, not '{module}'", *_pos(t.children[0]))
+      self.imports.append((module, [str(x) for x in t.children[1:]], self.span(t)))
+    elif k == "let_decl":
+      name = str(t.children[0])
+      if name in self.named: raise _Error(f"pattern '{name}' is defined twice", *_pos(t))
+      self.named[name] = self.pattern(t.children[1])
+    elif k == "for_open":
+      var = str(t.children[0])
+      if any(v == var for v, _, _ in self.scopes): raise _Error(f"'{var}' is already a for variable here", *_pos(t))
+      ops: set[Ops] = set()
+      for o in t.children[1:]:
+        if o.type != "UNAME": raise _Error(f"'{o}' is not an op or op group", *_pos(o))
+        ops |= resolve_ops(str(o), *_pos(o))
+      self.scopes.append((var, frozenset(ops), self.span(t)))
+    elif k == "for_close":
+      if not self.scopes: raise _Error("'}' closes no 'for' block", *_pos(t))
+      self.scopes.pop()
+    elif k == "rule": self.rule(t, text)
+    else: raise _Error(f"unexpected item '{k}'", *_pos(t))
+
+  def check_new_ruleset(self, name: str, t: Tree) -> None:
+    if self.scopes: raise _Error("a ruleset can't start inside a 'for' block", *_pos(t))
+    for rs in self.rulesets:
+      if rs.name == name: raise _Error(f"ruleset '{name}' is already defined at line {rs.span.line}", *_pos(t))
+
+  def rule(self, t: Tree, text: str) -> None:
+    if self.current is None:
+      if any(rs.compose is not None for rs in self.rulesets): raise _Error("a rule after a composed ruleset needs its own 'ruleset' line", *_pos(t))
+      self.current = RuleSet(os.path.splitext(os.path.basename(self.path))[0], "", [], Span(self.path, 1, 1))
+      self.rulesets.append(self.current)
+    self.opvar_seen: dict[str, Pat] = {}
+    pattern = self.pattern(t.children[0])
+    guards = self.guards(t.children[1]) if t.children[1] is not None else []
+    result = self.result(t.children[-1])
+    one_line = _one_line(text)
+    opvars = {v: ops for v, ops, _ in self.scopes}
+    r = Rule(pattern, guards, result, one_line, self.span(t), opvars)
+    domain = ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in opvars.items())
+    r.id = "r" + hashlib.sha1(f"{self.current.name}|{domain}|{one_line}".encode()).hexdigest()[:6]
+    self.current.rules.append(r)
+
+  def guards(self, t: Tree) -> list[Expr]:
+    e = t.children[0]
+    conj = e.children if isinstance(e, Tree) and e.data == "and_" else [e]
+    out = []
+    for c in conj:
+      b = ExprBuilder()
+      x = b.build(c)
+      x.span = self.span(c)
+      out.append(x)
+    return out
+
+  # ---- patterns ----
+  def pattern(self, t) -> Pat:
+    k = t.data
+    if k == "bind":
+      name = str(t.children[0])
+      self.check_capture_name(name, t.children[0])
+      p = self.pattern(t.children[1])
+      if p.name is not None: raise _Error(f"'{name}@' names a node that is already named '{p.name}'", *_pos(t))
+      p.name = name
+      return p
+    if k == "wildcard": return Pat(span=self.span(t))
+    if k == "capture":
+      name = str(t.children[0])
+      self.check_capture_name(name, t.children[0])
+      p = Pat(name=name, span=self.span(t))
+      if t.children[1] is not None: self.dtypes(p, t.children[1])
+      return p
+    if k == "const_pattern":
+      return Pat(ops=frozenset({Ops.CONST}), arg_eq=_literal_value(t.children[0]), has_arg_eq=True, span=self.span(t))
+    if k == "named_pattern":
+      name = str(t.children[0])
+      if name not in self.named:
+        raise _Error(f"unknown pattern '{name}' (an op goes in parentheses: '({name} ...)'; a named pattern needs a 'let')", *_pos(t))
+      return _copy_pat(self.named[name])
+    if k == "node": return self.node(t)
+    raise _Error(f"unexpected pattern '{k}'", *_pos(t))
+
+  def check_capture_name(self, name: str, tok) -> None:
+    if name.startswith("_"): raise _Error(f"capture names can't start with '_' ('{name}')", *_pos(tok))
+    if name in ("ctx",): raise _Error("'ctx' is the rewrite context, not a capture name", *_pos(tok))
+
+  def node(self, t: Tree) -> Pat:
+    opspec, dts, argpat, *srcs = t.children
+    p = Pat(span=self.span(t))
+    refs = [c for c in opspec.children if not (isinstance(c, Token) and c.type == "BANG")]
+    ordered = any(isinstance(c, Token) and c.type == "BANG" for c in opspec.children)
+    ops: set[Ops] = set()
+    for r in refs:
+      if r.type == "ANYOP":
+        if len(refs) > 1: raise _Error("'_' (any op) can't be combined with other ops", *_pos(r))
+        ops = set()
+        break
+      if r.type == "NAME":
+        if len(refs) > 1: raise _Error(f"the for variable '{r}' can't be combined with other ops", *_pos(r))
+        scope = [s for s in self.scopes if s[0] == str(r)]
+        if not scope: raise _Error(f"unknown op variable '{r}' (ops are upper case; a variable needs an enclosing 'for {r} in ...')", *_pos(r))
+        p.opvar = str(r)
+        ops = set(scope[0][1])
+        break
+      ops |= resolve_ops(str(r), *_pos(r))
+    p.ops = frozenset(ops) if ops else None
+    if dts is not None: self.dtypes(p, dts)
+    if argpat is not None: self.argpat(p, argpat.children[0])
+    src: list[Pat] = []
+    for i, s in enumerate(srcs):
+      sub = self.pattern(s.children[0])
+      if s.children[1] is not None:
+        if i != len(srcs) - 1: raise _Error("'...' (any number of sources) must come last", *_pos(s.children[1]))
+        p.rest = sub
+      else: src.append(sub)
+    # no sources written: they are not looked at, as `(LOAD)` matches any LOAD
+    p.src = tuple(src) if srcs else None
+    if p.ops is not None and p.rest is None:
+      p.any_order = not ordered and len(src) == 2 and all(o in GroupOp.Commutative for o in p.ops)
+    if ordered and not (p.ops and all(o in GroupOp.Commutative for o in p.ops)):
+      raise _Error("'!' (sources in the order written) is only meaningful on commutative ops", *_pos(opspec))
+    return p
+
+  def dtypes(self, p: Pat, t: Tree) -> None:
+    exact: set[DType] = set()
+    classes: set[str] = set()
+    for n in t.children:
+      name = str(n)
+      if name in DTYPE_CLASSES: classes.add(name)
+      elif name in DTYPE_NAMES: exact.add(DTYPE_NAMES[name])
+      else: raise _Error(f"unknown dtype '{name}' (dtype names are those of dtypes, or a class: {', '.join(DTYPE_CLASSES)})", *_pos(n))
+    p.dtypes = frozenset(exact) if exact else None
+    p.dtype_classes = frozenset(classes) if classes else None
+
+  def argpat(self, p: Pat, e) -> None:
+    if isinstance(e, Tree) and e.data == "name":
+      name = str(e.children[0])
+      self.check_capture_name(name, e.children[0])
+      p.arg_name = name
+      return
+    b = ExprBuilder()
+    x = b.build(e)
+    try: p.arg_eq = ast.literal_eval(x.text)
+    except (ValueError, SyntaxError):
+      raise _Error("an arg pattern is a literal ([0], [(1, 2)], ...) or a name to bind the arg to ([c])", *_pos(e)) from None
+    p.has_arg_eq = True
+
+  # ---- results ----
+  def result(self, t) -> Result:
+    if isinstance(t, Token): raise _Error(f"unexpected result {t!r}", *_pos(t))
+    k = t.data
+    if k == "ref": return Ref(str(t.children[0]), self.span(t))
+    if k in ("literal", "true", "false", "none"):
+      v = _literal_value(t)
+      if v is None: raise _Error("a rule can't result in None: leave the rule out, or return None from a helper", *_pos(t))
+      return Lit(v, self.span(t))
+    if k == "constructor": return self.construct(t)
+    if k in ("call", "term_attr", "pyexpr"):
+      b = ExprBuilder()
+      if k == "call": text = f"{t.children[0]}{b.args(t.children[1])})"; b.names.add(str(t.children[0])[:-1])  # noqa: E702
+      elif k == "pyexpr": text = b.emit(t)[0]
+      else: text = self.term_attr(t, b)
+      return PyResult(Expr(text, frozenset(b.names), 10, self.span(t)), self.span(t))
+    raise _Error(f"unexpected result '{k}'", *_pos(t))
+
+  def term_attr(self, t: Tree, b: ExprBuilder) -> str:
+    c = t.children
+    b.names.add(str(c[0]))
+    parts = [str(c[0])]
+    i = 1
+    while i < len(c):
+      x = c[i]
+      if x is None: i += 1; continue  # noqa: E702
+      if isinstance(x, Token) and x.type == "CALL":
+        args = c[i + 1] if i + 1 < len(c) else None
+        parts.append(f".{x}{b.args(args)})")
+        i += 2
+      else:
+        parts.append(f".{x}")
+        i += 1
+    return "".join(parts)
+
+  def construct(self, t: Tree) -> Construct:
+    opref, cdt, carg, *srcs = t.children
+    op, opvar = None, None
+    if opref.type == "NAME":
+      if not any(s[0] == str(opref) for s in self.scopes): raise _Error(f"unknown op variable '{opref}'", *_pos(opref))
+      opvar = str(opref)
+    elif opref.type == "ANYOP": raise _Error("a result needs a real op, not '_'", *_pos(opref))
+    else:
+      if str(opref) not in Ops.__members__:
+        raise _Error(f"unknown op '{opref}'" + (" (a group can't build a node)" if str(opref) in GROUPS else ""), *_pos(opref))
+      op = Ops[str(opref)]
+    dtype = None
+    if cdt is not None:
+      names = [str(x) for x in cdt.children]
+      if len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
+      elif len(names) == 1: raise _Error(f"unknown dtype '{names[0]}'", *_pos(cdt))
+      else: dtype = Expr(".".join(names), frozenset({names[0]}), 1, self.span(cdt))
+    arg = None
+    if carg is not None:
+      b = ExprBuilder()
+      arg = b.build(carg.children[0])
+      arg.span = self.span(carg)
+    return Construct(op, opvar, dtype, arg, [self.result(s) for s in srcs], self.span(t))
+
+def _expected_hint(expected: set[str]) -> str:
+  e = set(expected)
+  if "RPAR" in e and len(e) <= 3: return ", expected ')'"
+  if e & {"__ANON_0", "MINUS_GT"} or any("->" in x for x in e): return ", expected 'if' or '->'"
+  return ""
+
+def _one_line(text: str) -> str:
+  parts = []
+  for line in text.strip("\n").split("\n"):
+    code = _strip_comment(line).strip()
+    if code: parts.append(code)
+  return " ".join(parts)
+
+def _strip_comment(line: str) -> str:
+  quote = None
+  for i, ch in enumerate(line):
+    if quote:
+      if ch == quote: quote = None
+    elif ch in "\"'": quote = ch
+    elif ch == "#": return line[:i]
+  return line
+
+def _header_comment(source: str) -> str:
+  out = []
+  for line in source.split("\n"):
+    if line.startswith("#"): out.append(line[1:].strip())
+    elif line.strip(): break
+    elif out: break
+  return "\n".join(out)
+
+def _copy_pat(p: Pat) -> Pat:
+  import copy
+  return copy.deepcopy(p)
+
+def parse_rules(path: str, source: str | None = None, display_path: str | None = None) -> tuple[RuleFile | None, list[Diagnostic]]:
+  """Parse one .rules file: the rule IR and every diagnostic found (the IR is None when the file can't be read as text)."""
+  shown = display_path or path
+  if source is None:
+    try:
+      with open(path, "rb") as f: raw = f.read()
+    except OSError as e: return None, [Diagnostic(shown, 1, 1, f"can't read the file: {e.strerror}")]
+    try: source = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      line = raw[:e.start].count(b"\n") + 1
+      col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+      return None, [Diagnostic(shown, line, col, "the file is not UTF-8 text")]
+  if "\x00" in source:
+    i = source.index("\x00")
+    line = source.count("\n", 0, i) + 1
+    return None, [Diagnostic(shown, line, i - (source.rfind("\n", 0, i) + 1) + 1, "the file contains a NUL byte: is it binary?")]
+  fp = FileParser(path, source, shown)
+  rf = fp.parse()
+  return rf, fp.diags
+
+__all__ = ["parse_rules", "resolve_ops", "DTYPE_CLASSES", "GROUPS", "CallResult", "Lit", "Ref", "Construct", "PyResult"]

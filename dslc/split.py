@@ -1,0 +1,77 @@
+"""Cuts .rules text into items (a rule, a `ruleset` line, a `for ... {` header, a `}`), first phase of dslc.
+
+An item ends at a newline outside brackets, unless the next line continues it (it starts with `if`, `->`, `and`,
+`or`). A line that starts a new item at column 1 also ends an unbalanced one, so a missing ')' is reported at the
+bracket that was never closed and the parse goes on with the next rule.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+
+CONTINUATIONS = ("if", "->", "and", "or")
+STARTERS = ("(", "ruleset", "for", "let", "from", "}", "#")
+
+@dataclass
+class Item:
+  text: str            # the item's source, with earlier lines blanked so Lark's positions are the file's
+  line: int            # first line (1-based)
+  unclosed: tuple[int, int, str] | None  # (line, col, bracket) of a bracket never closed, if any
+  stray: tuple[int, int, str] | None     # (line, col, bracket) of a closing bracket with no opener, if any
+
+def _starts_item(line: str) -> bool:
+  return any(line.startswith(s) for s in STARTERS) or line[:1].isalpha()
+
+def split_items(text: str) -> list[Item]:
+  lines = text.split("\n")
+  items: list[Item] = []
+  i = 0
+  while i < len(lines):
+    stripped = lines[i].strip()
+    if not stripped or stripped.startswith("#"):
+      i += 1
+      continue
+    start = i
+    stack: list[tuple[int, int, str]] = []
+    stray = None
+    in_string: str | None = None
+    while True:
+      line = lines[i]
+      j = 0
+      while j < len(line):
+        ch = line[j]
+        if in_string is not None:
+          if line.startswith(in_string, j):
+            j += len(in_string)
+            in_string = None
+            continue
+          j += 1
+          continue
+        if ch == "#": break
+        if line.startswith('"""', j): in_string = '"""'; j += 3; continue  # noqa: E702
+        if ch in "\"'": in_string = ch
+        elif ch in "([{":
+          # a `{` closing a `for` header opens a block, not a bracket
+          if ch == "{" and not stack and lines[start].lstrip().startswith("for "): break
+          stack.append((i + 1, j + 1, ch))
+        elif ch in ")]}":
+          if stack and stack[-1][2] == "([{"[")]}".index(ch)]: stack.pop()
+          elif stack or ch != "}": stray = stray or (i + 1, j + 1, ch)
+        j += 1
+      if in_string in ("'", '"'): in_string = None  # a one-line string never spans lines
+      i += 1
+      if i >= len(lines): break
+      nxt = lines[i].strip()
+      if in_string is not None: continue
+      if stack:
+        # still inside brackets: the item goes on, unless the next line plainly starts a new item
+        if nxt and not lines[i][:1].isspace() and _starts_item(lines[i]) and not nxt.startswith(("->", "if ")): break
+        continue
+      # skip blank and comment lines to see whether the item continues
+      k = i
+      while k < len(lines) and (not lines[k].strip() or lines[k].strip().startswith("#")): k += 1
+      if k < len(lines) and lines[k].strip().split(" ", 1)[0] in CONTINUATIONS or k < len(lines) and lines[k].strip().startswith("->"):
+        i = k
+        continue
+      break
+    body = "\n".join(lines[start:i])
+    items.append(Item("\n" * start + body, start + 1, stack[-1] if stack else None, stray))
+  return items
