@@ -1,0 +1,22 @@
+"""Repository-level checks: generated rules are up to date, the code is ruff clean, README and CI agree."""
+import os, shutil, subprocess, sys
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+def test_generated_rules_are_up_to_date():
+  r = subprocess.run([sys.executable, "build.py", "--check"], cwd=ROOT, capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+
+@pytest.mark.skipif(shutil.which("ruff") is None and subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True).returncode != 0,
+                    reason="ruff is not installed (pip install -e '.[test]' installs it)")
+def test_ruff_clean():
+  r = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
+  assert r.returncode == 0, r.stdout + r.stderr
+
+def test_ci_runs_the_readme_commands():
+  readme = open(os.path.join(ROOT, "README.md")).read()
+  ci = open(os.path.join(ROOT, ".ci", "run")).read()
+  block = readme.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
+  assert len(block) >= 2
+  for cmd in block[:2]: assert cmd.strip() in ci, f"README command {cmd!r} is not what .ci/run runs"
