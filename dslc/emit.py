@@ -392,7 +392,8 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
     ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
     if conditional:
-      result = [f"_r = {text}", f"if _r is not None: {ret(f'_r if _r.__class__ is UOp else _const({ROOT}.dtype, _r)')}"]
+      # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
+      result = [f"_r = {text}", f"if _r is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
     else: result = [ret(text)]
     out.append(Alt(rule, final, result))
   return out
@@ -486,6 +487,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src",
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",
+          "_NUMBERS = (int, float, bool)",
           "inf, nan = math.inf, math.nan",
           ""]
   if consts.ops:

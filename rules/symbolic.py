@@ -13,6 +13,7 @@ from runtime.uop import UOp, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.symbolic_helpers import fold_alu
 _const = UOp.const
+_NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan
 
 NEG, CONST = Ops.NEG, Ops.CONST
@@ -32,7 +33,7 @@ def symbolic_EXP2(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_LOG2(_u: UOp, ctx):
@@ -41,7 +42,7 @@ def symbolic_LOG2(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_SIN(_u: UOp, ctx):
@@ -50,7 +51,7 @@ def symbolic_SIN(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_SQRT(_u: UOp, ctx):
@@ -59,7 +60,7 @@ def symbolic_SQRT(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_RECIPROCAL(_u: UOp, ctx):
@@ -68,7 +69,7 @@ def symbolic_RECIPROCAL(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_NEG(_u: UOp, ctx):
@@ -77,7 +78,7 @@ def symbolic_NEG(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r319a25: (NEG (NEG x)) -> x
   if _u_0.op is NEG:
     _u_0_0, = _u_0.src
@@ -91,7 +92,7 @@ def symbolic_TRUNC(_u: UOp, ctx):
   if _u_0.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_ADD(_u: UOp, ctx):
@@ -100,7 +101,7 @@ def symbolic_ADD(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   op = _u.op
   # rd8860d: (op (op x c1@(CONST)) c2@(CONST)) -> (op x (op c1 c2))
   if _u_0.op is op:
@@ -150,7 +151,7 @@ def symbolic_SUB(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_MUL(_u: UOp, ctx):
@@ -159,7 +160,7 @@ def symbolic_MUL(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   op = _u.op
   # rd8860d: (op (op x c1@(CONST)) c2@(CONST)) -> (op x (op c1 c2))
   if _u_0.op is op:
@@ -215,7 +216,7 @@ def symbolic_FDIV(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_IDIV(_u: UOp, ctx):
@@ -224,7 +225,7 @@ def symbolic_IDIV(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # raf53ca: (IDIV x:ints 1) -> x
   if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 1:
     x = _u_0
@@ -237,7 +238,7 @@ def symbolic_MOD(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rf1115d: (MOD x:ints 1) -> 0
   if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 1:
     return (rf1115d, _const(_u.dtype, 0))
@@ -249,7 +250,7 @@ def symbolic_MAX(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_POW(_u: UOp, ctx):
@@ -258,7 +259,7 @@ def symbolic_POW(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_CMPLT(_u: UOp, ctx):
@@ -267,7 +268,7 @@ def symbolic_CMPLT(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r0ebe00: (CMPLT x x) -> False
   if _u_1 is _u_0:
     return (r0ebe00, _const(_u.dtype, False))
@@ -279,7 +280,7 @@ def symbolic_CMPNE(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r6af0fc: (CMPNE x:ints|bool x) -> False
   if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0:
     return (r6af0fc, _const(_u.dtype, False))
@@ -294,7 +295,7 @@ def symbolic_CMPEQ(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r4ae1b2: (CMPEQ x:ints|bool x) -> True
   if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0:
     return (r4ae1b2, _const(_u.dtype, True))
@@ -309,7 +310,7 @@ def symbolic_XOR(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_OR(_u: UOp, ctx):
@@ -318,7 +319,7 @@ def symbolic_OR(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_AND(_u: UOp, ctx):
@@ -327,7 +328,7 @@ def symbolic_AND(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_SHL(_u: UOp, ctx):
@@ -336,7 +337,7 @@ def symbolic_SHL(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_SHR(_u: UOp, ctx):
@@ -345,7 +346,7 @@ def symbolic_SHR(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_THREEFRY(_u: UOp, ctx):
@@ -354,7 +355,7 @@ def symbolic_THREEFRY(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 def symbolic_WHERE(_u: UOp, ctx):
@@ -364,7 +365,7 @@ def symbolic_WHERE(_u: UOp, ctx):
     if _u_1.op is CONST and _u_2.op is CONST:
       u = _u
       _r = fold_alu(u)
-      if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+      if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r250153: (WHERE (CONST [True]) x _) -> x
     if _u_0.arg is True:
       x = _u_1
@@ -385,7 +386,7 @@ def symbolic_MULACC(_u: UOp, ctx):
   if _u_0.op is CONST and _u_1.op is CONST and _u_2.op is CONST:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return (r39c63b, _r if _r.__class__ is UOp else _const(_u.dtype, _r))
+    if _r is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   return None
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
@@ -395,7 +396,7 @@ def r39c63b_alone(_u: UOp, ctx):
   if _u_rest is not None:
     u = _u
     _r = fold_alu(u)
-    if _r is not None: return _r if _r.__class__ is UOp else _const(_u.dtype, _r)
+    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
   return None
 
 def rd8860d_alone(_u: UOp, ctx):

@@ -192,6 +192,7 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
   limit = REWRITE_LIMIT.value
   # entries: a UOp to visit, or (original, rewritten) once the rewritten node's sources are on the stack above it
   stack: list = [root]
+  active: dict[UOp, Rule | None] = {}
   while stack:
     e = stack.pop()
     if e.__class__ is _Pending:
@@ -200,6 +201,7 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
       continue
     if e.__class__ is tuple:
       u, n = e
+      del active[u]
       nsrc = tuple([memo[s] for s in n.src])
       if nsrc == n.src:
         memo[u] = memo[n] = n
@@ -215,9 +217,11 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
     u = e
     if u in memo: continue
     if u in pending: _raise_cycle(u, stack, label)
-    n, steps, history = u, 0, None
+    if u in active: _raise_self_wrap(u, active[u], label)
+    n, steps, history, last = u, 0, None, None
     while (fn := table[n.op]) is not None and (r := fn(n, ctx)) is not None:
       rule, n = r
+      last = rule
       steps += 1
       if steps > 8:
         if history is None: history = []
@@ -226,6 +230,8 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
     if n is not u and n in memo:
       memo[u] = memo[n]
       continue
+    # u is active until the sources of its rewrite are done: meeting it among them again is a cycle
+    active[u] = last
     stack.append((u, n))
     stack.extend(s for s in reversed(n.src) if s not in memo)
   return memo[root]
@@ -259,6 +265,10 @@ def _raise_cycle(u: UOp, stack: list, label: str) -> None:
     if e.__class__ is _Pending:
       if e.node is u: inside = True
       if inside and e.rule is not None: rules.append(e.rule)
+  raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
+
+def _raise_self_wrap(u: UOp, rule: Rule | None, label: str) -> None:
+  rules = [rule] if rule is not None else []
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
 def _raise_runaway(pending: dict, label: str) -> None:
