@@ -17,14 +17,20 @@ class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
     return uop(op, dtype, tuple(src), arg, tag)
 
+def _float_key(x: Any) -> Any:
+  # Python's == says 0.0 == -0.0 and nan != nan, but -0.0 is another constant (1/x) and every nan is the same one
+  if x.__class__ is float:
+    if x != x: return ("nan",)
+    if x == 0.0 and math.copysign(1.0, x) < 0: return ("-0.0",)
+  return x
+
 def _cache_key(op: Ops, dtype: DType, src: tuple, arg: Any, tag: Any) -> tuple:
-  # 0.0 == -0.0 for Python, but the two constants differ (1/x), so the sign of a float zero is part of the key
-  if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: return (op, dtype, src, ("-0.0",), tag)
-  return (op, dtype, src, arg, tag)
+  if arg.__class__ is tuple: return (op, dtype, src, tuple(_float_key(x) for x in arg), tag)
+  return (op, dtype, src, _float_key(arg), tag)
 
 def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
   """The raw constructor used by the engine and by generated matchers: no checks, no dtype inference."""
-  key = (op, dtype, src, arg, tag) if arg.__class__ is not float else _cache_key(op, dtype, src, arg, tag)
+  key = (op, dtype, src, arg, tag) if arg.__class__ is not float and op is not Ops.VCONST else _cache_key(op, dtype, src, arg, tag)
   ref = _ucache.get(key)
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
