@@ -12,6 +12,8 @@ class Ops(IntEnum):
   SINK = auto(); NOOP = auto(); UNIQUE = auto(); DEVICE = auto(); BUFFER = auto(); BUFFER_VIEW = auto()  # noqa: E702
   COPY = auto(); KERNEL = auto(); ASSIGN = auto(); CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto()  # noqa: E702
   VIEW = auto(); DEFINE_VAR = auto(); BIND = auto(); AFTER = auto(); GROUP = auto()  # noqa: E702
+  # AT(x, valid, i0, i1, ...): the value of tensor-graph node x at one index, during rangeify
+  AT = auto()
   # the six movement ops of the tensor graph (arg: the new shape / permutation / padding / ...)
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
   # reductions: REDUCE_AXIS in the tensor graph (arg: (op, axes)), REDUCE over RANGEs in kernels
@@ -56,8 +58,8 @@ class GroupOp:
 
 # the ops whose number of sources is fixed; the rule compiler checks patterns against this
 ARITY: dict[Ops, int] = {**{o: 1 for o in GroupOp.Unary}, **{o: 2 for o in GroupOp.Binary}, **{o: 3 for o in GroupOp.Ternary},
-                         Ops.CAST: 1, Ops.BITCAST: 1, Ops.CONST: 0, Ops.VCONST: 0, Ops.UNIQUE: 0, Ops.DEVICE: 0, Ops.DEFINE_VAR: 0,
-                         Ops.DEFINE_GLOBAL: 0, Ops.DEFINE_LOCAL: 0, Ops.DEFINE_REG: 0, Ops.GEP: 1, Ops.DETACH: 1, Ops.CONTIGUOUS: 1,
+                         Ops.CAST: 1, Ops.BITCAST: 1, Ops.VCONST: 0, Ops.UNIQUE: 0, Ops.DEVICE: 0, Ops.DEFINE_VAR: 0,
+                         Ops.DEFINE_GLOBAL: 0, Ops.DEFINE_LOCAL: 0, Ops.GEP: 1, Ops.DETACH: 1, Ops.CONTIGUOUS: 1,
                          Ops.CONTIGUOUS_BACKWARD: 1, Ops.REDUCE_AXIS: 1, Ops.COPY: 2, Ops.ASSIGN: 2, Ops.BIND: 2,
                          **{o: 1 for o in GroupOp.Movement}}
 
@@ -93,8 +95,12 @@ def _fpow(x: float, y: float) -> float:
     return math.nan  # a negative base with a non-integer exponent
 
 def _ipow(x: int, y: int) -> int:
-  if y >= 0: return pow(x, y)
+  if y >= 0: return pow(x, y, 1 << 64)  # the result wraps to <= 64 bits anyway: never build a huge integer
   return 1 if x == 1 else (-1 if y % 2 else 1) if x == -1 else 0
+
+def _ftrunc(x: float) -> float:
+  # toward zero, keeping the sign of a zero result (trunc(-0.5) == -0.0); inf and nan are their own truncation
+  return math.copysign(float(math.trunc(x)), x) if math.isfinite(x) else x
 
 def _exp2(x: float) -> float:
   try: return math.pow(2.0, x)
@@ -137,8 +143,10 @@ _common = {Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, 
 _float_alu = {**_common, Ops.MAX: _fmax, Ops.FDIV: _fdiv, Ops.MOD: _fmod, Ops.POW: _fpow, Ops.EXP2: _exp2, Ops.LOG2: _log2,
               Ops.SQRT: lambda x: math.sqrt(x) if x >= 0 else (x if x == 0 else math.nan),
               Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan,
-              Ops.RECIPROCAL: lambda x: _fdiv(1.0, x), Ops.TRUNC: lambda x: float(math.trunc(x)) if math.isfinite(x) else x,
-              Ops.IDIV: lambda x, y: _fdiv(x, y) if y == 0 else float(math.trunc(x / y))}
+              Ops.RECIPROCAL: lambda x: _fdiv(1.0, x), Ops.TRUNC: _ftrunc}
+# IDIV on floats is TRUNC(FDIV): the quotient rounds to the dtype before it is truncated, as C code computing it would
+_float_alus = {d: {**_float_alu, Ops.IDIV: lambda x, y, d=d: _ftrunc(truncate(d, _fdiv(x, y)))}
+               for d in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)}
 _int_alu_base = {**_common, Ops.MAX: max, Ops.IDIV: _idiv, Ops.MOD: _imod, Ops.POW: _ipow, Ops.XOR: operator.xor, Ops.OR: operator.or_,
                  Ops.AND: operator.and_, Ops.TRUNC: lambda x: x, Ops.THREEFRY: threefry2x32}
 _int_alu = {bits: {**_int_alu_base, Ops.SHL: _shl(bits), Ops.SHR: _shr(bits)} for bits in (8, 16, 32, 64)}
@@ -147,7 +155,7 @@ _bool_alu = {**_int_alu_base, Ops.SHL: _shl(1), Ops.SHR: _shr(1)}
 def alu_table(dtype: DType) -> dict:
   """The Python function for each ALU op on operands of `dtype` (the operand type; comparisons still return bool)."""
   s = dtype.scalar
-  if dtypes.is_float(s): return _float_alu
+  if dtypes.is_float(s): return _float_alus[s]
   if s is dtypes.bool: return _bool_alu
   return _int_alu[8 * s.itemsize]
 

@@ -12,6 +12,7 @@ from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 
 # (op, dtype, src, arg, tag) -> weakref to the one live UOp with those fields
 _ucache: dict[tuple, weakref.ref] = {}
+_UNSET = object()  # a cached field not computed yet
 
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
@@ -34,7 +35,7 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
   ref = _ucache.get(key)
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
-  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds = op, dtype, src, arg, tag, key, None
+  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape = op, dtype, src, arg, tag, key, None, _UNSET
   _ucache[key] = weakref.ref(u)
   return u
 
@@ -44,7 +45,7 @@ def live_uops() -> int:
 
 class UOp(metaclass=UOpMetaClass):
   """One node: `op` applied to `src` (a tuple of UOps), producing `dtype`; `arg` holds op-specific data."""
-  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "_shape", "__weakref__")
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -179,6 +180,27 @@ class UOp(metaclass=UOpMetaClass):
     from runtime.rewrite import graph_rewrite
     return graph_rewrite(self, symbolic, name="simplify")
 
+  # ---- tensor-graph facts ----
+  @property
+  def shape(self) -> tuple[int, ...] | None:
+    """The shape of a tensor-graph node (None for nodes that are not tensors: DEVICE, SINK, kernel ops, ...)."""
+    s = self._shape
+    return _compute_shape(self) if s is _UNSET else s
+  @property
+  def size(self) -> int:
+    n = 1
+    for d in self.shape or (): n *= d
+    return n
+  @property
+  def device(self) -> str | None:
+    """The device of a tensor-graph node: the DEVICE below it, following first sources."""
+    u = self
+    while True:
+      if u.op is Ops.DEVICE: return u.arg
+      if u.op is Ops.COPY or u.op is Ops.BUFFER: u = u.src[1]
+      elif u.op is Ops.KERNEL or not u.src: return None
+      else: u = u.src[0]
+
   # ---- range analysis ----
   @property
   def vmin(self): return (self._bounds or _compute_bounds(self))[0]
@@ -214,7 +236,7 @@ def pretty(u: UOp, max_depth: int = 200) -> str:
                      for x in topo)
   named: dict[UOp, str] = {}
   def rec(x: UOp, indent: int) -> str:
-    if x in named: return " " * indent + named[x]
+    if x in named: return " " * indent + " " + named[x]  # one space more than the node, as tinygrad prints it
     prefix = ""
     if users.get(x, 0) > 1:
       named[x] = f"x{len(named)}"
@@ -251,17 +273,50 @@ def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
   if not isinstance(expr, UOp): return expr
   vals: dict[UOp, Any] = {}
   by_name = {(k.arg[0] if isinstance(k, UOp) else k): v for k, v in var_vals.items()}
-  for u in expr.toposort():
+  # a BIND carries its value: don't visit its variable, which var_vals need not name
+  for u in expr.toposort(gate=lambda x: x.op is not Ops.BIND):
     if u.op is Ops.CONST: v = u.arg
     elif u.op is Ops.DEFINE_VAR:
       if u.arg[0] not in by_name: raise KeyError(f"no value for variable {u.arg[0]!r}")
       v = by_name[u.arg[0]]
-    elif u.op is Ops.BIND: v = vals[u.src[1]]
+    elif u.op is Ops.BIND: v = u.src[1].arg
     elif u.op is Ops.CAST: v = cast_value(vals[u.src[0]], u.dtype)
     elif u.op in GroupOp.ALU: v = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
     else: raise ValueError(f"sym_infer can't evaluate {u.op}")
     vals[u] = v
   return vals[expr]
+
+# ---- shapes of tensor-graph nodes ----
+
+_SAME_SHAPE = frozenset({Ops.COPY, Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.ASSIGN, Ops.FLIP})
+
+def _compute_shape(root: UOp):
+  stack = [root]
+  while stack:
+    u = stack[-1]
+    if u._shape is not _UNSET: stack.pop(); continue  # noqa: E702
+    pending = [s for s in u.src if s._shape is _UNSET]
+    if pending: stack.extend(pending); continue  # noqa: E702
+    stack.pop()
+    u._shape = _shape_of(u)
+  return root._shape
+
+def _shape_of(u: UOp):
+  op = u.op
+  if op is Ops.BUFFER: return (u.arg,)
+  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,) if isinstance(u.dtype, PtrDType) else None
+  if op in (Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.BIND): return ()
+  if op is Ops.RESHAPE or op is Ops.EXPAND: return tuple(u.arg)
+  if not u.src: return None
+  s = u.src[0]._shape
+  if op in _SAME_SHAPE: return s
+  if s is None: return None
+  if op is Ops.PERMUTE: return tuple(s[i] for i in u.arg)
+  if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, u.arg))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else d for i, d in enumerate(s))
+  if op in GroupOp.ALU: return s
+  return None
 
 # ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
 

@@ -1,0 +1,36 @@
+"""Helpers for rules/lower.rules (hand-written; imports only runtime)."""
+from __future__ import annotations
+from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+
+def identity(op: Ops, dtype) -> object:
+  """The value a reduction starts from."""
+  if op is Ops.ADD: return 0.0 if dtypes.is_float(dtype) else False if dtype is dtypes.bool else 0
+  if op is Ops.MUL: return 1.0 if dtypes.is_float(dtype) else True if dtype is dtypes.bool else 1
+  if op is Ops.MAX: return dtypes.min(dtype)
+  raise ValueError(f"no identity for a {op} reduction")
+
+def scope(u: UOp, memo: dict) -> frozenset:
+  """The RANGEs a node lies inside: the ones it depends on, minus those a REDUCE or END below it closes."""
+  stack = [u]
+  while stack:
+    x = stack[-1]
+    if x in memo: stack.pop(); continue  # noqa: E702
+    todo = [s for s in x.src if s not in memo]
+    if todo: stack.extend(todo); continue  # noqa: E702
+    stack.pop()
+    s = frozenset().union(*(memo[c] for c in x.src)) if x.src else frozenset()
+    if x.op is Ops.RANGE: s = s | {x}
+    elif x.op in (Ops.REDUCE, Ops.END): s = memo[x.src[0]] - set(x.src[1:])
+    memo[x] = s
+  return memo[u]
+
+def lower_reduce(ctx, r: UOp) -> UOp:
+  x, ranges, op = r.src[0], r.src[1:], r.arg
+  outer = sorted(scope(r, ctx.scopes), key=lambda g: g.arg)
+  # the accumulator is declared (and reset) inside the loops around the reduction, so each output starts fresh
+  acc = uop(Ops.DEFINE_REG, r.dtype, (uop(Ops.CONST, r.dtype, (), identity(op, r.dtype)), *outer), ctx.new_reg())
+  upd = uop(Ops.ASSIGN, r.dtype, (acc, uop(op, r.dtype, (acc, x))))
+  end = uop(Ops.END, dtypes.void, (upd, *ranges))
+  return uop(Ops.AFTER, r.dtype, (acc, end))

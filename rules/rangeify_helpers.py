@@ -1,0 +1,130 @@
+"""Helpers for rules/rangeify.rules: the index arithmetic of each movement op (hand-written; imports only runtime).
+
+Every function takes a = AT(x, valid, i0, ...) where x is the op being indexed, and returns the equivalent node one
+level down. Index expressions are built with plain ADD/MUL/IDIV/MOD/CMPLT nodes; the symbolic rules clean them up.
+"""
+from __future__ import annotations
+from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+
+IDX = dtypes.index
+
+def _c(v: int) -> UOp: return uop(Ops.CONST, IDX, (), v)
+def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, IDX, (a, b))
+def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, IDX, (a, b))
+def _at(x: UOp, valid: UOp, idx) -> UOp: return uop(Ops.AT, x.dtype, (x, valid, *idx))
+def _and(a: UOp, b: UOp) -> UOp:
+  if a.op is Ops.CONST: return b if a.arg else a
+  return uop(Ops.AND, dtypes.bool, (a, b))
+def _lt(a: UOp, b: UOp) -> UOp: return uop(Ops.CMPLT, dtypes.bool, (a, b))
+def _not(a: UOp) -> UOp: return uop(Ops.CMPNE, dtypes.bool, (a, uop(Ops.CONST, dtypes.bool, (), True)))
+
+def at_const(a: UOp) -> UOp:
+  """A tensor constant (it has a DEVICE source) as a kernel constant."""
+  c = a.src[0]
+  return uop(Ops.CONST, c.dtype, (), c.arg)
+
+def at_elementwise(a: UOp) -> UOp:
+  x, rest = a.src[0], a.src[1:]
+  return uop(x.op, x.dtype, tuple(uop(Ops.AT, s.dtype, (s, *rest)) for s in x.src), x.arg)
+
+def _unflatten(linear: UOp, shape: tuple[int, ...]) -> list[UOp]:
+  out, stride = [], 1
+  for d in reversed(shape):
+    if d == 1: out.append(_c(0))
+    else:
+      q = linear if stride == 1 else uop(Ops.IDIV, IDX, (linear, _c(stride)))
+      out.append(q if stride * d >= _bound(linear) + 1 else uop(Ops.MOD, IDX, (q, _c(d))))
+    stride *= d
+  return out[::-1]
+
+def _bound(u: UOp) -> int:
+  try: return int(u.vmax)
+  except (TypeError, ValueError): return 2**31 - 1
+
+def at_reshape(a: UOp) -> UOp:
+  """Reshape: match the two shapes group by group (dims whose sizes multiply to the same number), so only a group that
+  really merges or splits dims pays for a division."""
+  x, valid, idx = a.src[0].src[0], a.src[1], a.src[2:]
+  out_shape, in_shape = a.src[0].shape, x.shape
+  new: list[UOp] = []
+  i = j = 0
+  while i < len(out_shape) or j < len(in_shape):
+    gi, gj = [i], [j]
+    po = out_shape[i] if i < len(out_shape) else 1
+    pi = in_shape[j] if j < len(in_shape) else 1
+    i, j = i + 1, j + 1
+    while po != pi:
+      if po < pi: gi.append(i); po *= out_shape[i]; i += 1  # noqa: E702
+      else: gj.append(j); pi *= in_shape[j]; j += 1  # noqa: E702
+    # trailing size-1 dims join the group, so every dim is placed
+    while i < len(out_shape) and out_shape[i] == 1 and (j >= len(in_shape) or in_shape[j] != 1): gi.append(i); i += 1  # noqa: E702
+    while j < len(in_shape) and in_shape[j] == 1 and (i >= len(out_shape) or out_shape[i] != 1): gj.append(j); j += 1  # noqa: E702
+    gi = [k for k in gi if k < len(out_shape)]
+    gj = [k for k in gj if k < len(in_shape)]
+    if len(gi) == 1 and len(gj) == 1:
+      new.append(idx[gi[0]])
+      continue
+    linear, stride = _c(0), 1
+    for k in reversed(gi):
+      if out_shape[k] != 1: linear = _add(_mul(idx[k], _c(stride)), linear) if stride != 1 else _add(idx[k], linear)
+      stride *= out_shape[k]
+    new.extend(_unflatten(linear, tuple(in_shape[k] for k in gj)))
+  return _at(x, valid, new)
+
+def at_permute(a: UOp) -> UOp:
+  p = a.src[0]
+  x, order, idx = p.src[0], p.arg, a.src[2:]
+  new = [None] * len(order)
+  for k, o in enumerate(order): new[o] = idx[k]
+  return _at(x, a.src[1], new)
+
+def at_expand(a: UOp) -> UOp:
+  x = a.src[0].src[0]
+  return _at(x, a.src[1], [_c(0) if d == 1 and o != 1 else i for i, d, o in zip(a.src[2:], x.shape, a.src[0].shape)])
+
+def at_shrink(a: UOp) -> UOp:
+  s = a.src[0]
+  return _at(s.src[0], a.src[1], [i if b == 0 else _add(i, _c(b)) for i, (b, _) in zip(a.src[2:], s.arg)])
+
+def at_flip(a: UOp) -> UOp:
+  f = a.src[0]
+  x = f.src[0]
+  return _at(x, a.src[1], [_add(_mul(i, _c(-1)), _c(d - 1)) if fl else i for i, d, fl in zip(a.src[2:], x.shape, f.arg)])
+
+def at_pad(a: UOp) -> UOp:
+  """Inside the data: the source at the shifted index; in the padding: zero. Loads below are guarded by `inside`."""
+  p = a.src[0]
+  x, valid, idx = p.src[0], a.src[1], a.src[2:]
+  inside = uop(Ops.CONST, dtypes.bool, (), True)
+  new = []
+  for i, d, (b, _) in zip(idx, x.shape, p.arg):
+    if b == 0 and _bound(i) < d:
+      new.append(i)
+      continue
+    shifted = i if b == 0 else _add(i, _c(-b))
+    cond = _lt(shifted, _c(d))
+    if b: cond = _and(_not(_lt(shifted, _c(0))), cond)
+    inside = _and(inside, cond)
+    new.append(shifted)
+  value = _at(x, _and(valid, inside), new)
+  if inside.op is Ops.CONST: return value
+  return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
+
+def _zero(d):
+  return False if d is dtypes.bool else 0.0 if dtypes.is_float(d) else 0
+
+def at_reduce(ctx, a: UOp) -> UOp:
+  """A reduction at an index: a REDUCE over fresh RANGEs for the reduced axes (size-1 axes need no loop)."""
+  r = a.src[0]
+  x, (op, axes) = r.src[0], r.arg
+  new, ranges = list(a.src[2:]), []
+  for ax in axes:
+    if x.shape[ax] == 1: new[ax] = _c(0)
+    else:
+      rng = uop(Ops.RANGE, IDX, (_c(x.shape[ax]),), ctx.new_range())
+      ranges.append(rng)
+      new[ax] = rng
+  inner = _at(x, a.src[1], new)
+  return uop(Ops.REDUCE, r.dtype, (inner, *ranges), op) if ranges else inner

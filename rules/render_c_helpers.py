@@ -1,0 +1,42 @@
+"""Helpers for rules/render_c.rules: C spellings of types, constants and math functions (hand-written; runtime only)."""
+from __future__ import annotations
+import math
+from runtime.dtype import DType, dtypes
+from runtime.uop import UOp
+
+_CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+           dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+           dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double",
+           dtypes.void: "void"}
+_UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
+def ctype(d: DType, unsigned: bool = False) -> str:
+  if d.scalar is dtypes.bfloat16: raise NotImplementedError("bfloat16 kernels are not rendered to C yet: use float32, or DEV=PYTHON")
+  d = d.scalar
+  return _CTYPES[_UNSIGNED.get(d, d) if unsigned else d]
+
+def bits(d: DType) -> int: return 8 * d.scalar.itemsize
+
+def fn_suffix(d: DType) -> str: return ctype(d).replace(" ", "_")
+
+def math_fn(name: str, d: DType) -> str:
+  """math.h's function for a float type: sinf for float, sin for double, through float for half."""
+  if d.scalar is dtypes.float64: return name
+  if d.scalar is dtypes.float16: return f"(_Float16){name}f"
+  return name + "f"
+
+def cconst(c: UOp) -> str:
+  """A C literal of c's dtype with c's exact value."""
+  v, d = c.arg, c.dtype.scalar
+  if d is dtypes.bool: return "1" if v else "0"
+  if dtypes.is_float(d):
+    suffix = "f" if d is not dtypes.float64 else ""
+    if math.isnan(v): text = "NAN"
+    elif math.isinf(v): text = "INFINITY" if v > 0 else "(-INFINITY)"
+    else: text = repr(float(v)) + suffix if v >= 0 else f"({float(v)!r}{suffix})"
+    return text if d is not dtypes.float16 else f"((_Float16){text})"
+  if d is dtypes.uint64: return f"{v}ull"
+  if d is dtypes.uint32: return f"{v}u"
+  if d is dtypes.int64: return f"{v}ll" if v != -2**63 else "(-9223372036854775807ll-1)"
+  if d is dtypes.int32: return str(v) if v >= 0 else f"({v})" if v != -2**31 else "(-2147483647-1)"
+  return f"(({ctype(d)}){v})"

@@ -1,0 +1,108 @@
+"""Devices and buffers: where tensors live and where kernels run.
+
+`Device[name]` is a device (CPU compiles C, PYTHON interprets); `Device.DEFAULT` picks the best available (override
+with DEV=NAME, or CPU=1 / PYTHON=1). A `Buffer` is a typed block of device memory; both devices keep it in host memory.
+"""
+from __future__ import annotations
+import importlib, os
+from typing import Any, Callable
+import numpy as np
+from runtime.dtype import DType, dtypes
+from runtime.helpers import GlobalCounters
+
+class DeviceError(Exception):
+  """Root of the errors a device raises."""
+
+class CompileError(DeviceError):
+  """A kernel did not compile, or there is no compiler."""
+
+def _storage(dtype: DType) -> np.dtype:
+  # bfloat16 has no numpy type: its bits live in uint16
+  return np.dtype(np.uint16) if dtype.scalar is dtypes.bfloat16 else dtypes.to_numpy(dtype.scalar)
+
+class Buffer:
+  """`size` elements of `dtype` on `device`, allocated on first use. Host memory on every device we have."""
+  __slots__ = ("device", "size", "dtype", "_array", "_ptr", "__weakref__")
+  def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None):
+    self.device, self.size, self.dtype = device, size, dtype
+    self._array: np.ndarray | None = None
+    self._ptr = 0
+    if initial is not None: self.copyin(initial)
+
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  def is_allocated(self) -> bool: return self._array is not None
+  def ensure_allocated(self) -> Buffer:
+    if self._array is None:
+      # 64-byte aligned, so vector loads in kernels never straddle cache lines
+      raw = np.empty(self.nbytes + 64, dtype=np.uint8)
+      off = (-raw.ctypes.data) % 64
+      self._array = raw[off:off + self.nbytes].view(_storage(self.dtype))
+      self._ptr = self._array.ctypes.data
+      GlobalCounters.mem_used += self.nbytes
+    return self
+
+  def as_array(self) -> np.ndarray:
+    """The buffer's memory as a 1-D numpy array (a view: writes go to the buffer)."""
+    return self.ensure_allocated()._array  # type: ignore[return-value]
+  @property
+  def ptr(self) -> int: return self.ensure_allocated()._ptr
+
+  def copyin(self, data: np.ndarray) -> Buffer:
+    src = np.ascontiguousarray(data).reshape(-1)
+    if src.size != self.size: raise DeviceError(f"copyin of {src.size} elements into a buffer of {self.size}")
+    self.as_array()[:] = src.view(_storage(self.dtype)) if src.dtype != _storage(self.dtype) and src.itemsize == self.dtype.itemsize else src
+    return self
+  def numpy(self) -> np.ndarray:
+    """A copy of the contents, as numpy's type for the dtype (bfloat16 comes out as float32)."""
+    a = self.as_array().copy()
+    if self.dtype.scalar is dtypes.bfloat16: return (a.astype(np.uint32) << 16).view(np.float32)
+    return a
+
+  def __del__(self):
+    if self._array is not None:
+      try: GlobalCounters.mem_used -= self.nbytes
+      except (AttributeError, TypeError): pass
+  def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
+
+class Compiled:
+  """A device: `program(source, name)` turns a kernel's source (rendered for this device by the tensor layer) into a
+  callable prog(buffers, var_vals)."""
+  def __init__(self, name: str, program: Callable[[Any, str], Callable]):
+    self.name, self.program = name, program
+  def synchronize(self) -> None:
+    """Wait for queued work: our devices run kernels synchronously, so there is none."""
+  def __repr__(self) -> str: return f"<Device {self.name}>"
+
+_BACKENDS = {"CPU": "runtime.ops_cpu", "PYTHON": "runtime.ops_python"}
+
+class _DeviceRegistry:
+  def __init__(self):
+    self._devices: dict[str, Compiled] = {}
+    self._default: str | None = None
+
+  def canonicalize(self, name: str | None) -> str:
+    if name is None: return self.DEFAULT
+    n = name.split(":")[0].upper()
+    if n not in _BACKENDS: raise DeviceError(f"unknown device {name!r}; the devices are {', '.join(_BACKENDS)}")
+    return n
+
+  def __getitem__(self, name: str) -> Compiled:
+    n = self.canonicalize(name)
+    if n not in self._devices: self._devices[n] = importlib.import_module(_BACKENDS[n]).device()
+    return self._devices[n]
+
+  @property
+  def DEFAULT(self) -> str:
+    if self._default is None:
+      if (d := os.environ.get("DEV")): self._default = self.canonicalize(d)
+      else: self._default = next((n for n in _BACKENDS if os.environ.get(n, "") not in ("", "0")), None) or self._best()
+    return self._default
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None: self._default = self.canonicalize(name)
+
+  def _best(self) -> str:
+    from runtime.ops_cpu import find_compiler
+    return "CPU" if find_compiler(required=False) is not None else "PYTHON"
+
+Device = _DeviceRegistry()

@@ -1,0 +1,86 @@
+"""The CPU device: C source from the C renderer, compiled with the system C compiler into a shared object, loaded
+with ctypes. Shared objects are cached on disk, keyed by a hash of the source, the flags and the compiler's version.
+
+CC picks the compiler (default `cc`), CACHE_DIR the cache folder (default ~/.cache/rulegrad). Flags: -O3 -march=native
+(gcc 12 at -O2 leaves loops with a runtime trip count scalar); never -ffast-math, which would change results.
+"""
+from __future__ import annotations
+import ctypes, functools, hashlib, os, shutil, subprocess, sys, tempfile, warnings
+from typing import Callable
+from runtime.device import Buffer, Compiled, CompileError
+
+CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-w"]
+
+@functools.cache
+def find_compiler(required: bool = True) -> str | None:
+  cc = os.environ.get("CC", "cc")
+  path = shutil.which(cc)
+  if path is None and required:
+    raise CompileError(f"no C compiler: '{cc}' is not on PATH. Install gcc or clang, or set the CC environment variable to a C compiler "
+                       f"(or run on the interpreter with DEV=PYTHON)")
+  return path
+
+@functools.cache
+def compiler_version() -> str:
+  cc = find_compiler()
+  try: out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout  # type: ignore[list-item]
+  except (OSError, subprocess.TimeoutExpired): out = ""
+  return out.splitlines()[0] if out else cc or ""
+
+_warned_readonly = False
+
+def cache_dir() -> str:
+  global _warned_readonly
+  d = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
+  try:
+    os.makedirs(d, exist_ok=True)
+    if os.access(d, os.W_OK): return d
+  except OSError: pass
+  if not _warned_readonly:
+    warnings.warn(f"the kernel cache folder {d} is not writable: compiling into a temporary folder (set CACHE_DIR to a writable one)", stacklevel=2)
+    _warned_readonly = True
+  fallback = os.path.join(tempfile.gettempdir(), f"rulegrad-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
+  os.makedirs(fallback, exist_ok=True)
+  return fallback
+
+def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
+  """The path of a shared object built from `src` (from the cache when it is there). Raises CompileError."""
+  cc = find_compiler()
+  flags = CFLAGS + list(extra_flags)
+  key = hashlib.sha256("\0".join([src, " ".join(flags), compiler_version()]).encode()).hexdigest()[:32]
+  d = cache_dir()
+  out = os.path.join(d, f"k_{key}.so")
+  if os.path.exists(out): return out
+  # compile next to the final name and rename: a concurrent reader sees the whole file or none
+  fd, tmp = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".tmp.so", dir=d)
+  os.close(fd)
+  try:
+    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp, "-lm"], input=src, capture_output=True, text=True)  # type: ignore[list-item]
+    if r.returncode != 0:
+      raise CompileError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
+    os.replace(tmp, out)
+  finally:
+    if os.path.exists(tmp): os.unlink(tmp)
+  return out
+
+def load(name: str, lib_path: str) -> Callable:
+  """The kernel `name` of a shared object as prog(buffers, var_vals)."""
+  lib = ctypes.CDLL(lib_path)
+  fn = getattr(lib, name)
+  fn.restype = None
+  def prog(bufs: list[Buffer], vals: tuple[int, ...] = ()) -> None:
+    fn(*[ctypes.c_void_p(b.ptr) for b in bufs], *[ctypes.c_int(v) for v in vals])
+  prog.lib = lib  # type: ignore[attr-defined]  # keep the library loaded while the program lives
+  return prog
+
+def program(src: str, name: str) -> Callable:
+  """Compile (or take from the cache) and load; a corrupt cache entry is deleted and rebuilt once."""
+  path = compile_c(src)
+  try: return load(name, path)
+  except OSError as e:
+    print(f"warning: the cached kernel {path} does not load ({e}); rebuilding it", file=sys.stderr)
+    try: os.unlink(path)
+    except OSError: pass
+    return load(name, compile_c(src))
+
+def device() -> Compiled: return Compiled("CPU", program)

@@ -1,0 +1,100 @@
+"""Codegen: a kernel AST (from the scheduler) -> a lowered kernel -> a linear program. Third stage of the pipeline.
+
+  rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
+  symbolic   index arithmetic simplified                                 rules/symbolic.rules
+  lower      reductions become accumulators                              rules/lower.rules
+  upcast     small inner loops unrolled (not with NOOPT=1)               tensor/codegen/opt.py
+  linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
+Python here only drives the passes; every rewrite is a rule.
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from runtime.dtype import dtypes
+from runtime.helpers import NOOPT
+from runtime.ops import GroupOp, Ops
+from runtime.rewrite import graph_rewrite
+from runtime.uop import UOp, uop
+from tensor.codegen.linearize import linearize
+
+__all__ = ["full_rewrite_to_sink", "linearize", "Program", "kernel_name"]
+
+class CodegenContext:
+  """Counters for fresh RANGE and accumulator ids, and the scope memo the lowering uses."""
+  def __init__(self, first_range: int = 0):
+    self.next_range, self.next_reg = first_range, 0
+    self.scopes: dict = {}
+  def new_range(self) -> int:
+    self.next_range += 1
+    return self.next_range - 1
+  def new_reg(self) -> int:
+    self.next_reg += 1
+    return self.next_reg - 1
+
+def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
+  """Loops over each STORE's shape, and the stored value evaluated at those loop indices (AT), pushed down to loads."""
+  from rules.rangeify import rangeify as rangeify_rules
+  stores = []
+  for st in ast.src:
+    g, value = st.src
+    shape = value.shape
+    idx, linear, stride = [], uop(Ops.CONST, dtypes.index, (), 0), 1
+    for d in shape: idx.append(uop(Ops.RANGE, dtypes.index, (_c(d),), ctx.new_range()) if d != 1 else _c(0))
+    for i, d in reversed(list(zip(idx, shape))):
+      if d != 1: linear = uop(Ops.ADD, dtypes.index, (uop(Ops.MUL, dtypes.index, (i, _c(stride))), linear))
+      stride *= d
+    at = uop(Ops.AT, value.dtype, (value, uop(Ops.CONST, dtypes.bool, (), True), *idx))
+    stores.append(uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g.dtype, (g, linear)), at)))
+  return graph_rewrite(uop(Ops.SINK, dtypes.void, tuple(stores)), rangeify_rules, ctx, name="rangeify")
+
+def _c(v: int) -> UOp: return uop(Ops.CONST, dtypes.index, (), v)
+
+def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
+  """The lowered kernel of a kernel AST: STOREs to INDEXed DEFINE_GLOBALs of values computed from LOADs, in loops."""
+  from rules.lower import lower
+  from rules.symbolic import symbolic
+  from tensor.codegen.opt import upcast
+  if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
+  ctx = CodegenContext()
+  sink = rangeify(ast, ctx)
+  sink = graph_rewrite(sink, symbolic, name="symbolic")
+  if opt if opt is not None else not NOOPT: sink = graph_rewrite(upcast(sink), symbolic, name="symbolic after upcast")
+  return graph_rewrite(sink, lower, ctx, name="lower")
+
+@dataclass
+class Program:
+  """A kernel ready for a device: its name, the linear program, the rendered source, and cost estimates."""
+  name: str
+  uops: list[UOp]
+  src: str
+  device: str
+  n_params: int
+  global_size: tuple[int, ...]
+  ops: int = 0
+  mem: int = 0
+  vars: list[UOp] = field(default_factory=list)
+
+_names: dict[str, int] = {}
+
+def kernel_name(ast: UOp) -> str:
+  """E_4 for an elementwise kernel over shape (4,), r_4_8 for one reducing 8 values into each of 4: as in tinygrad."""
+  value = ast.src[0].src[1]
+  out = [d for d in value.shape if d != 1] or [1]
+  red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
+  dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
+  base = ("r_" if red else "E_") + "_".join(str(d) for d in dims)
+  n = _names.get(base, 0) + 1
+  _names[base] = n
+  return base if n == 1 else f"{base}n{n}"
+
+def estimate(uops: list[UOp]) -> tuple[int, int]:
+  """(operations, bytes moved) of a linear program, counting loop trip counts."""
+  ops = mem = 0
+  mult = [1]
+  for u in uops:
+    if u.op is Ops.RANGE: mult.append(mult[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else 1))
+    elif u.op is Ops.END and len(mult) > 1: mult.pop()
+    elif u.op in (Ops.LOAD, Ops.STORE):
+      dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
+      mem += mult[-1] * dt.itemsize
+    elif u.op in GroupOp.ALU: ops += mult[-1]
+  return ops, mem

@@ -1,0 +1,103 @@
+"""The linearizer: a lowered kernel graph -> one list of UOps in execution order, with loops as RANGE ... END.
+
+Each node goes in the innermost loop it needs (the RANGEs it depends on, minus those a REDUCE/END below it closes),
+so loop-invariant work stays outside loops. Inside one loop body, nodes and nested loops are ordered by their
+dependencies, loads first. Not a rewrite: an instruction schedule, the one place no rule applies.
+"""
+from __future__ import annotations
+import heapq
+from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+from rules.lower_helpers import scope
+
+# lower runs first: loads, then math, then stores
+_PRIORITY = {Ops.DEFINE_GLOBAL: -20, Ops.DEFINE_VAR: -19, Ops.CONST: -10, Ops.DEFINE_REG: -5, Ops.LOAD: -2, Ops.STORE: 10, Ops.ASSIGN: 8}
+
+class _Loop:
+  """A loop in the schedule: its RANGE and the items (nodes and loops) of its body."""
+  def __init__(self, rng: UOp | None): self.rng, self.items = rng, []
+
+def linearize(sink: UOp) -> list[UOp]:
+  topo = list(sink.toposort())
+  memo: dict = {}
+  order = {u: i for i, u in enumerate(topo)}
+  # every range's full nest: the loops around it. A reduction's ranges sit inside the loops of the END that closes
+  # them; the output loops nest in order.
+  closer: dict[UOp, tuple[UOp, int]] = {}
+  for u in topo:
+    if u.op is Ops.END:
+      for k, r in enumerate(u.src[1:]): closer.setdefault(r, (u, k))
+  outputs = sorted((u for u in topo if u.op is Ops.RANGE and u not in closer), key=lambda r: r.arg)
+  nests: dict[UOp, frozenset] = {}
+  def nest(r: UOp) -> frozenset:
+    if r not in nests:
+      if r in closer:
+        end, k = closer[r]
+        nests[r] = frozenset().union(*(nest(o) for o in scope(end, memo))) | set(end.src[1:k + 2])
+      else: nests[r] = frozenset(o for o in outputs if o.arg <= r.arg)
+    return nests[r]
+  path: dict[UOp, tuple[UOp, ...]] = {}
+  for u in topo:
+    if u.op in (Ops.SINK, Ops.RANGE): continue
+    path[u] = tuple(sorted(frozenset().union(*(nest(r) for r in scope(u, memo))), key=lambda r: r.arg))
+  # the loop tree: one _Loop per distinct path prefix
+  loops: dict[tuple, _Loop] = {(): _Loop(None)}
+  def loop_of(p: tuple) -> _Loop:
+    if p not in loops:
+      loops[p] = lp = _Loop(p[-1])
+      loop_of(p[:-1]).items.append(lp)
+    return loops[p]
+  for u in topo:
+    if u in path and u.op is not Ops.END: loop_of(path[u]).items.append(u)
+  # what each loop (with everything inside it) needs from outside, and what is inside it
+  inside: dict[int, set[UOp]] = {}
+  def contents(lp: _Loop) -> set[UOp]:
+    s: set[UOp] = set()
+    for it in lp.items: s |= contents(it) if isinstance(it, _Loop) else {it}
+    inside[id(lp)] = s
+    return s
+  contents(loops[()])
+  out: list[UOp] = []
+  def emit(lp: _Loop) -> None:
+    if lp.rng is not None: out.append(lp.rng)
+    items = lp.items
+    key: dict[int, tuple] = {}
+    owner: dict[UOp, int] = {}
+    for k, it in enumerate(items):
+      if isinstance(it, _Loop):
+        for n in inside[id(it)]: owner[n] = k
+        first = min((order[n] for n in inside[id(it)]), default=0)
+        key[k] = (0, first)
+      else:
+        owner[it] = k
+        key[k] = (_PRIORITY.get(it.op, 0), order[it])
+    deps: dict[int, set[int]] = {k: set() for k in range(len(items))}
+    for k, it in enumerate(items):
+      nodes = inside[id(it)] if isinstance(it, _Loop) else {it}
+      srcs = {s for n in nodes for s in _deps(n)}
+      if isinstance(it, _Loop): srcs |= set(it.rng.src)
+      for s in srcs:
+        j = owner.get(s)
+        if j is not None and j != k: deps[k].add(j)
+    users: dict[int, list[int]] = {k: [] for k in deps}
+    for k, ds in deps.items():
+      for j in ds: users[j].append(k)
+    indeg = {k: len(ds) for k, ds in deps.items()}
+    heap = [(key[k], k) for k, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    while heap:
+      _, k = heapq.heappop(heap)
+      it = items[k]
+      if isinstance(it, _Loop): emit(it)
+      else: out.append(it)
+      for j in users[k]:
+        indeg[j] -= 1
+        if indeg[j] == 0: heapq.heappush(heap, (key[j], j))
+    if lp.rng is not None: out.append(uop(Ops.END, dtypes.void, (lp.rng,)))
+  emit(loops[()])
+  return out
+
+def _deps(u: UOp):
+  # an END stands for the loops it closes: depending on it is depending on the update inside them
+  return [s.src[0] if s.op is Ops.END else s for s in u.src]

@@ -1,0 +1,108 @@
+"""The C renderer: a linear kernel program -> one C function. The text of every UOp comes from rules/render_c.rules;
+this driver only decides which values get a variable and which are inlined, and writes the loops and the preamble.
+"""
+from __future__ import annotations
+from runtime.dtype import DType, PtrDType, dtypes
+from runtime.ops import GroupOp, Ops
+from runtime.uop import UOp
+from rules.render_c import render_c as render_rules
+from rules.render_c_helpers import ctype
+
+# small ints compute in C's int: wrap each result back to its type, as exec_alu does
+_NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
+_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER}
+
+class CContext:
+  """What the rules see as ctx: the text of each UOp so far, and the helper functions the kernel needs."""
+  def __init__(self):
+    self.text: dict[UOp, str] = {}
+    self.helpers: dict[str, str] = {}
+  def __getitem__(self, u: UOp) -> str: return self.text[u]
+
+  def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
+    """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
+    t = ctype(d)
+    name = f"{kind}_{t.replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
+    if name in self.helpers: return name
+    signed = dtypes.is_int(d) and not dtypes.is_unsigned(d)
+    u = ctype(d, unsigned=True) if dtypes.is_int(d) else t
+    b = 8 * d.scalar.itemsize
+    if kind == "idiv":
+      body = f"return b == 0 ? 0 : {'b == -1 ? (' + t + ')(0 - (' + u + ')a) : ' if signed else ''}a / b;"
+    elif kind == "imod": body = f"return b == 0 ? a : {'b == -1 ? 0 : ' if signed else ''}a % b;"
+    elif kind == "shl": body = f"return (b < 0 || b >= {b}) ? 0 : ({t})(({u})a << b);"
+    elif kind == "shr": body = f"return (b < 0 || b >= {b}) ? {'(a < 0 ? -1 : 0)' if signed else '0'} : a >> b;"
+    elif kind == "ftoi":
+      assert src is not None
+      lo, hi = dtypes.min(d), dtypes.max(d)
+      # in range: C's truncation; otherwise (nan, inf, too big) what cast_value gives: the wrapped value, or 0
+      body = (f"if (!(a > {lo - 1}.0 && a < {hi + 1}.0)) {{ if (a != a || a == INFINITY || a == -INFINITY) return 0; "
+              f"double w = fmod(trunc((double)a), 18446744073709551616.0); if (w < 0) w += 18446744073709551616.0; "
+              f"return ({t})(unsigned long long)w; }} return ({t})a;")
+      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
+      return name
+    elif kind == "bitcast":
+      assert src is not None
+      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {t} r; __builtin_memcpy(&r, &a, sizeof r); return r; }}"
+      return name
+    else: raise ValueError(kind)
+    self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
+    return name
+
+def render_c(name: str, uops: list[UOp]) -> str:
+  ctx = CContext()
+  uses: dict[UOp, int] = {}
+  depth_of: dict[UOp, int] = {}
+  user_depth: dict[UOp, int] = {}
+  depth = 0
+  for u in uops:
+    if u.op is Ops.RANGE: depth += 1
+    elif u.op is Ops.END: depth -= 1
+    depth_of[u] = depth
+    for s in u.src:
+      uses[s] = uses.get(s, 0) + 1
+      user_depth[s] = depth
+  params: list[str] = []
+  body: list[str] = []
+  depth = 1
+  counters: dict[str, int] = {}
+  def fresh(prefix: str) -> str:
+    counters[prefix] = counters.get(prefix, 0) + 1
+    return f"{prefix}{counters[prefix] - 1}"
+  for u in uops:
+    op = u.op
+    if op is Ops.DEFINE_GLOBAL:
+      assert isinstance(u.dtype, PtrDType)
+      ctx.text[u] = f"data{u.arg}"
+      params.append((u.arg, f"{ctype(u.dtype.base)}* restrict data{u.arg}"))  # type: ignore[arg-type]
+      continue
+    if op is Ops.DEFINE_VAR:
+      ctx.text[u] = u.arg[0]
+      params.append((10**6 + len(params), f"int {u.arg[0]}"))  # type: ignore[arg-type]
+      continue
+    if op is Ops.RANGE:
+      r = ctx.text[u] = f"ridx{u.arg}"
+      body.append("  " * depth + f"for (int {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
+      depth += 1
+      continue
+    if op is Ops.END:
+      depth -= 1
+      body.append("  " * depth + "}")
+      continue
+    if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
+    text = render_rules.rewrite(u, ctx)
+    if text is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
+    if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
+      body.append("  " * depth + text)
+      continue
+    if u.dtype.scalar in _NARROW and op in GroupOp.ALU and op not in GroupOp.Comparison: text = f"(({ctype(u.dtype)}){text})"
+    # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
+    if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
+      ctx.text[u] = text
+      continue
+    var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "cast")
+    body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
+    ctx.text[u] = var
+  args = ", ".join(p for _, p in sorted(params))
+  head = ["#include <math.h>", "#include <stdbool.h>", *ctx.helpers.values()]
+  return "\n".join(head + [f"void {name}({args}) {{", *body, "}", ""])
