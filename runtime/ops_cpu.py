@@ -9,7 +9,7 @@ import ctypes, functools, hashlib, os, shutil, subprocess, sys, tempfile, warnin
 from typing import Callable
 from runtime.device import Buffer, Compiled, CompileError
 
-CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off", "-w"]
+CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"]
 
 @functools.cache
 def find_compiler(required: bool = True) -> str | None:
