@@ -217,7 +217,7 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
     u = e
     if u in memo: continue
     if u in pending: _raise_cycle(u, stack, label)
-    if u in active: _raise_self_wrap(u, active[u], label)
+    if u in active: _raise_self_wrap(u, active, label)
     n, steps, history, last = u, 0, None, None
     while (fn := table[n.op]) is not None and (r := fn(n, ctx)) is not None:
       rule, n = r
@@ -267,8 +267,11 @@ def _raise_cycle(u: UOp, stack: list, label: str) -> None:
       if inside and e.rule is not None: rules.append(e.rule)
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
-def _raise_self_wrap(u: UOp, rule: Rule | None, label: str) -> None:
-  rules = [rule] if rule is not None else []
+def _raise_self_wrap(u: UOp, active: dict, label: str) -> None:
+  # every node rewritten since u (still waiting on its sources) is part of the cycle
+  chain = list(active.items())
+  start = next(i for i, (n, _) in enumerate(chain) if n is u)
+  rules = [r for _, r in chain[start:] if r is not None]
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
 def _raise_runaway(pending: dict, label: str) -> None:

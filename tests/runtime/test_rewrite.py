@@ -299,9 +299,7 @@ def test_rule_wrapping_a_node_deeper_in_itself(bottom_up):
 x_to_y = rule(67, "x -> y + 1", [Ops.DEFINE_VAR], lambda u, ctx: Y + 1 if u is X else None)
 y_to_x = rule(68, "y -> x + 1", [Ops.DEFINE_VAR], lambda u, ctx: X + 1 if u is Y else None)
 
-@pytest.mark.parametrize("bottom_up", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-  "rewrite.py: bottom-up mode raises RewriteLoopError for this cycle but names only the rule that rewrote the repeated node "
-  "(test.rules:67), not the other rule of the cycle (test.rules:68); the default mode names both")))])
+@pytest.mark.parametrize("bottom_up", [False, True])
 def test_two_rules_wrapping_each_other(bottom_up):
   with pytest.raises(RewriteLoopError) as e:
     with hang_guard(30): graph_rewrite(X * 2, matcher("mutual", x_to_y, y_to_x), bottom_up=bottom_up)
