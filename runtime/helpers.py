@@ -87,7 +87,9 @@ class progress:
       if not self.disable and (now - last > 0.1 or n == self.total):
         last = now
         self._draw(n, now - start)
-    if not self.disable and n: sys.stderr.write("\n")
+    if not self.disable and n:
+      self._draw(n, time.perf_counter() - start)  # the final count, even when the last item came quickly
+      sys.stderr.write("\n")
   def _draw(self, n: int, elapsed: float) -> None:
     rate = n / elapsed if elapsed > 0 else 0.0
     if self.total:
