@@ -1,9 +1,235 @@
-"""Helpers for rules/symbolic.rules: actions too long for one expression. Hand-written; imports only runtime."""
+"""Helpers for rules/symbolic.rules: the actions that look at a whole sum (any number of terms), too long for one rule.
+
+Hand-written; imports only runtime. A sum is read as terms `coef * base` plus a constant (`split_sum`); every helper
+computes on those lists with Python integers and builds its result once, in the canonical form the rules keep (a
+left-leaning chain of ADDs, `x*c` with the constant on the right, the constant term last). No helper runs a nested
+graph_rewrite except `given_valid`, which only runs where a condition bounds a term of its branch.
+Integer semantics are C's (runtime/ops.py): IDIV truncates, MOD takes the dividend's sign, and results wrap. A helper
+that reasons about the exact value of a sum first checks that no node of it can have wrapped (`exact`).
+"""
 from __future__ import annotations
-from runtime.ops import exec_alu
-from runtime.uop import UOp
+import math
+from runtime.dtype import DType, dtypes
+from runtime.ops import Ops, exec_alu
+from runtime.uop import UOp, uop
+
+ADD, MUL, IDIV, MOD, CONST, CMPLT, CMPNE, AND = Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.CONST, Ops.CMPLT, Ops.CMPNE, Ops.AND
+
+# the value range of each integer dtype: a node whose range is all of it may have wrapped (range analysis gives up so)
+# (lower case: upper-case names in a .rules guard are ops)
+int_min: dict[DType, int] = {d: dtypes.min(d) for d in dtypes.all() if dtypes.is_int(d)}
+int_max: dict[DType, int] = {d: dtypes.max(d) for d in dtypes.all() if dtypes.is_int(d)}
+FULL: dict[DType, tuple[int, int]] = {d: (int_min[d], int_max[d]) for d in int_min}
 
 def fold_alu(u: UOp) -> UOp | None:
   """u's value when every source is a constant; None when the op has no value on u's dtype (say, a float shift)."""
   try: return u.const_like(exec_alu(u.op, u.dtype, [s.arg for s in u.src]))
   except (ValueError, TypeError, OverflowError): return None
+
+def exact(u: UOp) -> bool:
+  """No ADD or MUL on the way to u wrapped: range analysis gives a wrapped node (and everything above it) its whole dtype."""
+  return u.bounds != FULL.get(u.dtype, (None, None))
+
+# ---- sums as term lists ----
+
+def split_sum(u: UOp) -> tuple[list[tuple[UOp, int]], int]:
+  """u as ([(base, coef), ...], const): the terms of its ADD chain in order, `x*c` read as (x, c)."""
+  terms: list[tuple[UOp, int]] = []
+  k = 0
+  stack = [u]
+  while stack:
+    x = stack.pop()
+    op = x.op
+    if op is ADD:
+      stack.append(x.src[1])
+      stack.append(x.src[0])
+    elif op is CONST: k += x.arg
+    elif op is MUL and x.src[1].op is CONST: terms.append((x.src[0], x.src[1].arg))
+    else: terms.append((x, 1))
+  return terms, k
+
+def _term(d: DType, base: UOp, coef: int) -> UOp:
+  return base if coef == 1 else uop(MUL, d, (base, UOp.const(d, coef)))
+
+def build_sum(d: DType, terms, k: int) -> UOp:
+  """The canonical chain ((t0 + t1) + ...) + k of the terms with a nonzero coefficient."""
+  out = None
+  for base, coef in terms:
+    if coef == 0: continue
+    t = _term(d, base, coef)
+    out = t if out is None else uop(ADD, d, (out, t))
+  if out is None: return UOp.const(d, k)
+  return out if k == 0 else uop(ADD, d, (out, UOp.const(d, k)))
+
+def _range(terms, k: int) -> tuple[int, int]:
+  lo = hi = k
+  for base, coef in terms:
+    a, b = coef * base.vmin, coef * base.vmax
+    if a > b: a, b = b, a
+    lo += a
+    hi += b
+  return lo, hi
+
+# ---- like terms ----
+
+def _base(t: UOp) -> tuple[UOp, int]:
+  return (t.src[0], t.src[1].arg) if t.op is MUL and t.src[1].op is CONST else (t, 1)
+
+def add_term(x: UOp, y: UOp) -> UOp | None:
+  """x + y where the sum x already holds a term of y's base: the coefficients add (x*3 + b + x*5 -> x*8 + b);
+  or y completes a split of a term: a%c*m + ... + (a//c)*(c*m) -> a*m + ... ."""
+  d = x.dtype
+  terms, k = split_sum(x)
+  base, coef = _base(y)
+  for i, (b, f) in enumerate(terms):
+    if b is base:
+      terms[i] = (b, f + coef)
+      return build_sum(d, terms, k)
+  # (a % c)*m and (a // c)*(c*m) are a*m: C's a == (a//c)*c + a%c holds for every a and c
+  if base.op is MOD or base.op is IDIV:
+    a, c = base.src
+    other = IDIV if base.op is MOD else MOD
+    for i, (b, f) in enumerate(terms):
+      if b.op is other and b.src[0] is a and b.src[1] is c and c.op is CONST:
+        fm, fd = (coef, f) if base.op is MOD else (f, coef)
+        if fd == fm * c.arg:
+          terms[i] = (a, fm)
+          return build_sum(d, terms, k)
+  return None
+
+# ---- division and remainder by a positive constant ----
+
+def _congruent(terms, k: int, c: int):
+  """x == c*q + r with q linear and r in one period for every value: (q_terms, q_const, r_terms, r_const), or None.
+  Each coefficient f splits as f == c*(f-r)/c + r with the smallest |r|, so the remainder's range stays small."""
+  for small in (True, False):
+    rs = []
+    for _, f in terms:
+      r = f % c
+      if small and 2 * r > c: r -= c
+      rs.append(r)
+    rem = [(b, r) for (b, _), r in zip(terms, rs) if r]
+    lo, hi = _range(rem, k % c)
+    if lo // c == hi // c:
+      q0 = lo // c
+      quo = [(b, (f - r) // c) for (b, f), r in zip(terms, rs) if f != r]
+      return quo, k // c + q0, rem, k % c - q0 * c
+    if not any(2 * (f % c) > c for _, f in terms): break  # the second choice would be the same
+  return None
+
+def _fits(d: DType, lo: int, hi: int) -> bool: return int_min[d] <= lo and hi <= int_max[d]
+
+def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
+  """x // c or x % c (u's op) for a constant c > 0 and x >= 0 that never wraps: truncation is floor division there.
+  Tries, in order: the quotient is linear (congruence); a coefficient f divides c, so x//c == (x//f)//(c//f);
+  a term a%m with c | m is a in a remainder; terms whose coefficient c divides leave the division;
+  a common factor of every coefficient and c divides out. Each returns a graph no bigger than the input."""
+  d = u.dtype
+  is_div = u.op is IDIV
+  terms, k = split_sum(x)
+  if (r := _congruent(terms, k, c)) is not None:
+    quo, qk, rem, rk = r
+    return build_sum(d, quo, qk) if is_div else build_sum(d, rem, rk)
+  # nested by a factor: x == f*q + r with 0 <= r < f exactly, then x//c == q//(c/f) and x%c == (q%(c/f))*f + r
+  for f in sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}):
+    if (r := _congruent(terms, k, f)) is None: continue
+    quo, qk, rem, rk = r
+    q = build_sum(d, quo, qk)
+    if is_div: return uop(IDIV, d, (q, UOp.const(d, c // f)))
+    return build_sum(d, [(uop(MOD, d, (q, UOp.const(d, c // f))), f)] + rem, rk)
+  changed = False
+  if not is_div:
+    # (a % m)*f is a*f in a remainder by c when c divides m*f (and every sum involved is >= 0)
+    for i, (b, f) in enumerate(terms):
+      if b.op is MOD and b.src[1].op is CONST and (m := b.src[1].arg) > 0 and (m * f) % c == 0 and b.src[0].vmin >= 0:
+        terms[i] = (b.src[0], f)
+        changed = True
+  if is_div:
+    # whole multiples of c leave: (a*(c*j) + b + k) // c == a*j + (b + k%c)//c + k//c, when b + k%c >= 0;
+    # a coefficient c+1 splits too, a*(c+1) == a*c + a, which saves its MUL
+    quo = [(b, f // c) for b, f in terms if f % c == 0 or f == c + 1]
+    rest = [(b, 1 if f == c + 1 else f) for b, f in terms if f % c != 0]
+    if quo or k // c:
+      lo, hi = _range(rest, k % c)
+      if lo >= 0 and _fits(d, lo, hi): return build_sum(d, quo + [(uop(IDIV, d, (build_sum(d, rest, k % c), UOp.const(d, c))), 1)], k // c)
+  else:
+    # coefficients and the constant reduce mod c: (a*(c*j + r) + k) % c == (a*r + k%c) % c, when a*r + k%c >= 0
+    rest = [(b, f % c) for b, f in terms if f % c]
+    if changed or k % c != k or len(rest) != len(terms) or any(f >= c or f < 0 for _, f in terms):
+      lo, hi = _range(rest, k % c)
+      if lo >= 0 and _fits(d, lo, hi): return uop(MOD, d, (build_sum(d, rest, k % c), UOp.const(d, c)))
+  # nested by a factor f of c that some coefficient has: x//c == (x//f)//(c/f), kept when x//f simplifies and the result is no bigger;
+  # x%c == ((x//f) % (c/f))*f + x%f when x%f is linear and in [0, f)
+  best = None
+  for f in (sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}) if is_div else ()):
+    if (inner := fold_divmod(uop(IDIV, d, (x, UOp.const(d, f))), x, f)) is None: continue
+    cand = uop(IDIV, d, (inner, UOp.const(d, c // f)))
+    size = len(cand.toposort())
+    if best is None or size < best[0]: best = (size, cand)
+  if best is not None and best[0] <= len(u.toposort()): return best[1]
+  # a common factor g of every coefficient and c: (g*t + k)//c == (t + k//g)//(c/g), (g*t + k)%c == ((t + k//g)%(c/g))*g + k%g
+  g = math.gcd(c, *(f for _, f in terms))
+  if g > 1 and terms:
+    t = [(b, f // g) for b, f in terms]
+    lo, hi = _range(t, k // g)
+    if lo >= 0 and _fits(d, lo, hi):
+      inner = build_sum(d, t, k // g)
+      if is_div: return uop(IDIV, d, (inner, UOp.const(d, c // g)))
+      return build_sum(d, [(uop(MOD, d, (inner, UOp.const(d, c // g))), g)], k % g)
+  return None
+
+# ---- comparisons ----
+
+def lt_fold(x: UOp, c: int) -> UOp | None:
+  """sum < c where the terms with coefficient 1 stay in [0, g) and g divides c and every other coefficient:
+  (g*t + r < c) == (t < c/g)."""
+  terms, k = split_sum(x)
+  if k: return None
+  ones = [(b, f) for b, f in terms if f == 1]
+  many = [(b, f) for b, f in terms if f != 1]
+  if not many or not ones: return None
+  g = math.gcd(c, *(f for _, f in many))
+  if g <= 1: return None
+  lo, hi = _range(ones, 0)
+  if lo < 0 or hi >= g: return None
+  return uop(CMPLT, dtypes.bool, (build_sum(x.dtype, [(b, f // g) for b, f in many], 0), UOp.const(x.dtype, c // g)))
+
+# ---- simplification under a condition known to hold ----
+
+def _clauses(v: UOp, negate: bool):
+  """Bounds (node, lo, hi) on integer nodes that `v` (or `not v`) implies: x < c, c < x, and ANDs of them."""
+  if v.op is CMPNE and v.src[1].op is CONST and v.src[1].arg is True: return _clauses(v.src[0], not negate)
+  if v.op is AND and not negate: return _clauses(v.src[0], False) + _clauses(v.src[1], False)
+  if v.op is not CMPLT or not dtypes.is_int(v.src[0].dtype): return []
+  a, b = v.src
+  if b.op is CONST:  # a < b  (not: b <= a)
+    return [(a, b.arg, a.vmax)] if negate else [(a, a.vmin, b.arg - 1)]
+  if a.op is CONST:  # a < b  (not: b <= a)
+    return [(b, b.vmin, a.arg)] if negate else [(b, a.arg + 1, b.vmax)]
+  return []
+
+def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
+  """x simplified knowing `v` holds (`v` fails, with negate): every node `v` bounds is replaced by a variable with the
+  tighter range, x is simplified, and the nodes come back. None when that changes nothing."""
+  from runtime.rewrite import graph_rewrite
+  from rules.symbolic import symbolic
+  subs: dict[UOp, UOp] = {}
+  topo = None
+  for i, (n, lo, hi) in enumerate(_clauses(v, negate)):
+    if n.op is CONST or (lo <= n.vmin and n.vmax <= hi) or lo > hi: continue
+    if topo is None: topo = x.toposort()
+    if n not in topo: continue
+    lo, hi = max(lo, n.vmin), min(hi, n.vmax)
+    subs[n] = uop(Ops.DEFINE_VAR, n.dtype, (), (f"_valid{i}", lo, hi), ("valid", n))
+  if not subs: return None
+  y = graph_rewrite(x.substitute(subs), symbolic)
+  back = {var: n for n, var in subs.items()}
+  y = y.substitute(back)
+  if y is x: return None
+  return graph_rewrite(y, symbolic)
+
+def where_given(c: UOp, x: UOp, y: UOp) -> UOp | None:
+  """c ? x : y with x simplified knowing c holds and y knowing it fails; None when neither changes."""
+  a, b = given_valid(c, x), given_valid(c, y, True)
+  if a is None and b is None: return None
+  return uop(Ops.WHERE, x.dtype, (c, x if a is None else a, y if b is None else b))
