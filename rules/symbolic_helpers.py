@@ -27,8 +27,10 @@ def fold_alu(u: UOp) -> UOp | None:
   except (ValueError, TypeError, OverflowError): return None
 
 def exact(u: UOp) -> bool:
-  """No ADD or MUL on the way to u wrapped: range analysis gives a wrapped node (and everything above it) its whole dtype."""
-  return u.bounds != FULL.get(u.dtype, (None, None))
+  """No ADD or MUL on the way to u wrapped: range analysis gives a wrapped node (and everything above it) its whole dtype.
+  Never for vectors (their bounds are the whole dtype's) and non-integers."""
+  full = FULL.get(u.dtype)
+  return full is not None and u.bounds != full
 
 # ---- sums as term lists ----
 
@@ -216,10 +218,11 @@ def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
   subs: dict[UOp, UOp] = {}
   topo = None
   for i, (n, lo, hi) in enumerate(_clauses(v, negate)):
-    if n.op is CONST or (lo <= n.vmin and n.vmax <= hi) or lo > hi: continue
+    if n.op is CONST: continue
+    lo, hi = max(lo, n.vmin), min(hi, n.vmax)
+    if (lo == n.vmin and hi == n.vmax) or lo > hi: continue  # nothing new, or x is never used (other rules fold v)
     if topo is None: topo = x.toposort()
     if n not in topo: continue
-    lo, hi = max(lo, n.vmin), min(hi, n.vmax)
     subs[n] = uop(Ops.DEFINE_VAR, n.dtype, (), (f"_valid{i}", lo, hi), ("valid", n))
   if not subs: return None
   y = graph_rewrite(x.substitute(subs), symbolic)
@@ -233,3 +236,13 @@ def where_given(c: UOp, x: UOp, y: UOp) -> UOp | None:
   a, b = given_valid(c, x), given_valid(c, y, True)
   if a is None and b is None: return None
   return uop(Ops.WHERE, x.dtype, (c, x if a is None else a, y if b is None else b))
+
+def index_given(u: UOp, i: UOp, v: UOp) -> UOp | None:
+  """INDEX(buf, i, valid) with i simplified knowing valid holds: a guarded load never uses i when valid fails."""
+  if (j := given_valid(v, i)) is None: return None
+  return uop(Ops.INDEX, u.dtype, (u.src[0], j, v) + u.src[3:], u.arg)
+
+def and_given(a: UOp, b: UOp) -> UOp | None:
+  """a & b with b simplified knowing a holds (where a fails, the AND is False whatever b is)."""
+  if (c := given_valid(a, b)) is None: return None
+  return uop(AND, dtypes.bool, (a, c))
