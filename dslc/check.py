@@ -2,7 +2,7 @@
 can't infer. Every problem is a Diagnostic; all of them are reported together.
 """
 from __future__ import annotations
-import importlib, re
+import importlib, math, re
 from runtime.ops import ARITY, Ops
 from dslc.diagnostics import Diagnostic
 from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
@@ -19,6 +19,7 @@ class Checker:
     self.diags: list[Diagnostic] = []
     self.lines = rf.source.split("\n")
     self.imported: set[str] = set()
+    self.used: set[str] = set()
 
   def error(self, message: str, span: Span | None, name: str | None = None) -> None:
     line, col = (span.line, span.col) if span is not None else (1, 1)
@@ -36,8 +37,10 @@ class Checker:
 
   def run(self) -> None:
     self.check_imports()
+    self.used = {n for rs in self.rf.rulesets for r in rs.rules for n in _expr_names(r)}  # what guards and results read
     names = {rs.name for rs in self.rf.rulesets}
     for rs in self.rf.rulesets:
+      self.check_ruleset_name(rs)
       if rs.compose is not None:
         for part in rs.compose:
           if part not in names and part not in self.imported: self.error(f"unknown ruleset '{part}'", rs.span, part)
@@ -61,16 +64,35 @@ class Checker:
     for module, names, span in self.rf.imports:
       try: mod = importlib.import_module(module)
       except Exception as e:  # noqa: BLE001 - any failure to import is the user's to fix
-        self.error(f"can't import '{module}': {type(e).__name__}: {e}", span)
+        self.error(f"can't import '{module}': {type(e).__name__}: {e}", span, module)  # the caret under the module name
+        self.imported |= set(names)  # reported once here, not again at every use
         continue
       for n in names:
         if not hasattr(mod, n): self.error(f"'{module}' has no '{n}'", span, n)
-        else: self.imported.add(n)
+        self.imported.add(n)
+
+  def check_ruleset_name(self, rs) -> None:
+    # a ruleset is a global of the generated module: named like a name its code reads, it replaces that name for every rule
+    if rs.name in PRELUDE_NAMES | GENERATED_NAMES or rs.name in self.imported:
+      self.error(f"a ruleset can't be named '{rs.name}': the generated code uses that name", rs.span, rs.name)
+    elif rs.name in BUILTINS and rs.name in self.used:
+      self.error(f"a ruleset can't be named '{rs.name}' in this file: a guard or result uses the builtin {rs.name}()", rs.span, rs.name)
 
   def check_rule(self, r: Rule) -> None:
+    n_orders = count_variants(r.pattern)
+    if n_orders > MAX_VARIANTS:
+      # each commutative node doubles the source orders the generated code tries: 2**depth functions' worth of code
+      self.error(f"this pattern has {n_orders} source orders (commutative ops match both ways), more than {MAX_VARIANTS}: "
+                 "write some in the order they appear, with '!' as in (ADD! x y)", r.span)
+      return
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
     for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", r.span, n)
+    # captures are locals of a function shared by every rule of that op: one named like a helper, a builtin or a name of
+    # the generated module makes that name local to the whole function, and other rules fail with UnboundLocalError
+    for n in sorted((node_names | arg_names) & (PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used) - {"ctx"}):
+      what = "an imported helper" if n in self.imported else "a builtin" if n in BUILTINS else "a name of the generated code"
+      self.error(f"'{n}' can't be a capture name: it is {what}", r.span, n)
     known = node_names | arg_names | set(r.opvars) | PRELUDE_NAMES | BUILTINS | self.imported
     for g in r.guards:
       for n in sorted(g.names - known): self.error(f"'{n}' is used in a guard but never bound", g.span, n)
@@ -119,6 +141,32 @@ class Checker:
     elif isinstance(res, CallResult):
       for n in res.params:
         if n not in known: self.error(f"the function's parameter '{n}' is not a capture of the pattern", res.span)
+
+MAX_VARIANTS = 256
+# module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
+GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
+
+def _expr_names(r: Rule) -> set[str]:
+  """Every name the guards and the result of a rule read."""
+  out = {n for g in r.guards for n in g.names}
+  stack: list = [r.result]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, Ref): out.add(x.name)
+    elif isinstance(x, PyResult): out |= x.expr.names
+    elif isinstance(x, Construct):
+      out |= {n for e in (x.dtype, x.arg) if e is not None for n in e.names}
+      stack += x.src
+  return out
+
+def count_variants(p: Pat) -> int:
+  """An upper bound on len(emit.variants(p)), computed without building them (that is exponential in the depth)."""
+  if p.alternatives is not None: return sum(count_variants(a) for a in p.alternatives)
+  n = 1
+  for s in p.src or (): n *= count_variants(s)
+  if p.any_order and p.src is not None: n *= math.factorial(len(p.src))
+  if p.rest is not None: n *= count_variants(p.rest)
+  return n
 
 def _all_names(p: Pat, skip: Pat) -> set[str]:
   out: set[str] = set()

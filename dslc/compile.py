@@ -1,9 +1,9 @@
 """The dslc driver: parse, check, emit, and verify the emitted Python compiles. Used by build.py and the CLI."""
 from __future__ import annotations
-import os
+import os, re, warnings
 from dslc.diagnostics import Diagnostic, DslError
 from dslc.emit import EmitError, emit_module
-from dslc.ir import RuleFile
+from dslc.ir import RuleFile, Span
 from dslc.parse import parse_rules
 from dslc.check import check_file
 
@@ -24,11 +24,28 @@ def compile_rules(path: str, display_path: str | None = None, source: str | None
   except EmitError as e:
     span = e.rule.span if e.rule is not None else None
     raise DslError([Diagnostic(shown, span.line if span else 1, span.col if span else 1, str(e))], rf.source) from None
-  try: compile(code, shown.replace(".rules", ".py"), "exec")
-  except SyntaxError as e:
-    message = f"internal error: the generated Python does not compile ({e.msg}, line {e.lineno})"
-    raise DslError([Diagnostic(shown, 1, 1, message)], rf.source) from None
+  try:
+    with warnings.catch_warnings():
+      # a SyntaxWarning in generated code is a bug in a rule (`x.arg is 1`, `1[0]`): report it, as Python would only warn
+      warnings.simplefilter("error", SyntaxWarning)
+      compile(code, shown.replace(".rules", ".py"), "exec")
+  except (SyntaxError, SyntaxWarning, RecursionError, MemoryError) as e:
+    lineno = getattr(e, "lineno", None)
+    # a SyntaxWarning comes back as a SyntaxError; with a rule to blame it is that rule's (`x.arg is 1`), else the emitter's
+    span = _rule_at(rf, code, lineno)
+    what = "the generated code of this rule does not compile" if span else "internal error: the generated Python does not compile"
+    message = f"{what}: {getattr(e, 'msg', None) or str(e) or type(e).__name__} (generated line {lineno})"
+    raise DslError([Diagnostic(shown, span.line if span else 1, span.col if span else 1, message)], rf.source) from None
   return code
+
+def _rule_at(rf: RuleFile, code: str, lineno: int | None) -> Span | None:
+  """The rule whose generated code holds line `lineno`: the nearest rule id above it (`# r1a2b3c: ...`, `def r1a2b3c_alone`)."""
+  spans = {r.id: r.span for rs in rf.rulesets for r in rs.rules}
+  lines = code.split("\n")
+  for i in range(min(lineno or 0, len(lines)) - 1, -1, -1):
+    m = re.match(r"\s*(?:# (r[0-9a-f]{6}): |def (r[0-9a-f]{6})_alone\()", lines[i])
+    if m and (m.group(1) or m.group(2)) in spans: return spans[m.group(1) or m.group(2)]
+  return None
 
 def rel(path: str, root: str) -> str:
   return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")

@@ -9,14 +9,16 @@ class Diagnostic:
   col: int
   message: str
   severity: str = "error"
+  line_text: str | None = None  # the source line, for a file that has no usable text (not UTF-8, binary)
 
   def format(self, source: str | None) -> str:
     out = f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
-    if source is not None:
-      lines = source.split("\n")
-      if 1 <= self.line <= len(lines):
-        text = lines[self.line - 1].replace("\t", " ")
-        out += f"\n{text}\n{' ' * max(self.col - 1, 0)}^"
+    lines = source.split("\n") if source is not None else None
+    text = lines[self.line - 1] if lines is not None and 1 <= self.line <= len(lines) else self.line_text
+    if text is not None:
+      # one character per column, so the caret stays under it: a tab as a space, a NUL as a visible symbol
+      text = text.replace("\t", " ").replace("\x00", "\u2400")
+      out += f"\n{text}\n{' ' * max(self.col - 1, 0)}^"
     return out
 
 class DslError(Exception):

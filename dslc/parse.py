@@ -3,16 +3,16 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import ast, hashlib, os
+import ast, hashlib, math, os
 from functools import cache
 from typing import Any
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, UnexpectedEOF
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import Diagnostic
 from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span
-from dslc.split import split_items
+from dslc.split import MAX_DEPTH, split_items
 
 DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
                  "sints": frozenset(d for d in dtypes.all() if dtypes.is_int(d) and not dtypes.is_unsigned(d)),
@@ -46,8 +46,13 @@ _PREC = {"or_": 1, "and_": 2, "not_": 3, "compare": 4, "binop+": 5, "binop*": 6,
 def _free_names(text: str, line: int, col: int) -> frozenset[str]:
   try: tree = ast.parse(text, mode="eval")
   except SyntaxError as e: raise _Error(f"invalid Python expression: {e.msg}", line, col + max((e.offset or 1) - 1, 0)) from None
+  except (RecursionError, MemoryError): raise _Error("this Python expression is nested too deeply", line, col) from None
   loads, stores = set(), set()
   for n in ast.walk(tree):
+    # yield/await would turn the generated matcher into a generator or a syntax error, and := could overwrite its variables
+    if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)):
+      what = {ast.Yield: "yield", ast.YieldFrom: "yield from", ast.Await: "await", ast.NamedExpr: "':='"}[type(n)]
+      raise _Error(f"{what} is not allowed in a {{python}} expression", line, col)
     if isinstance(n, ast.Name): (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
     elif isinstance(n, ast.arg): stores.add(n.arg)
   return frozenset(loads - stores)
@@ -99,8 +104,12 @@ class ExprBuilder:
       if head == "Ops" and attr not in Ops.__members__: raise _Error(f"unknown op '{attr}'", *_pos(c[0]))
       self.names.add(head)
       return str(c[0]), 9
-    if k in ("literal", "true", "false", "none"): return _literal_text(t), 9
-    if k == "string": return str(c[0]), 9
+    if k in ("literal", "true", "false", "none"):
+      _literal_value(t)  # an invalid number (`03`) is reported here, not as broken generated code
+      return _literal_text(t), 9
+    if k == "string":
+      literal_value(str(c[0]), *_pos(c[0]))  # likewise an invalid escape ("\\N")
+      return str(c[0]), 9
     if k == "tuple":
       items = [self.emit(x)[0] for x in c if x is not None]
       return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")", 9
@@ -125,7 +134,21 @@ def _literal_text(t: Tree) -> str:
   return str(t.children[0])
 
 def _literal_value(t: Tree) -> Any:
-  return ast.literal_eval(_literal_text(t))
+  tok = t.children[0] if t.children else t
+  return literal_value(_literal_text(t), *_pos(tok))
+
+class _InfNan(ast.NodeTransformer):
+  # `inf` and `nan` are numbers in .rules (generated modules define them); Python's literal_eval does not know them
+  def visit_Name(self, n: ast.Name) -> ast.AST: return ast.Constant(math.inf if n.id == "inf" else math.nan) if n.id in ("inf", "nan") else n
+
+def literal_value(text: str, line: int, col: int) -> Any:
+  """The Python value of a literal written in a .rules file; an invalid one (`03`, `"\\N"`) is a diagnostic, not a crash."""
+  try: tree = ast.parse(text.strip(), mode="eval")
+  except SyntaxError as e: raise _Error(f"invalid literal {text.strip()}: {e.msg}", line, col) from None
+  except (RecursionError, MemoryError): raise _Error("this literal is nested too deeply", line, col) from None
+  # ValueError: not a literal (callers that accept other expressions catch it); TypeError: an unhashable key, as {[1]: 2}
+  try: return ast.literal_eval(_InfNan().visit(tree))
+  except TypeError as e: raise ValueError(str(e)) from None
 
 # ---- the file ----
 
@@ -147,7 +170,14 @@ class FileParser:
   def parse(self) -> RuleFile:
     for item in split_items(self.source):
       if item.stray is not None:
-        self.error(f"unbalanced '{item.stray[2]}': nothing to close", item.stray[0], item.stray[1])
+        line, col, ch = item.stray
+        if item.stray_opener is None: self.error(f"unbalanced '{ch}': nothing to close", line, col)
+        else:
+          oline, ocol, och = item.stray_opener
+          self.error(f"unbalanced '{ch}': it does not match the '{och}' opened at {oline}:{ocol}", line, col)
+        continue
+      if item.too_deep is not None:
+        self.error(f"brackets nested more than {MAX_DEPTH} deep: split the rule (a 'let' pattern, a helper function)", *item.too_deep)
         continue
       try: tree = grammar().parse(item.text)
       except UnexpectedInput as e:
@@ -159,7 +189,9 @@ class FileParser:
     return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source))
 
   def syntax_error(self, e: UnexpectedInput, item) -> None:
-    if item.unclosed is not None and (isinstance(e, UnexpectedEOF) or isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+    if item.unclosed is not None:
+      # a bracket never closed is the cause of whatever error follows it (`(ADD x (MUL y 2) -> x` fails at '->'):
+      # report the bracket, where the fix goes
       line, col, ch = item.unclosed
       self.error(f"unbalanced '{ch}': it is never closed", line, col)
       return
@@ -181,15 +213,19 @@ class FileParser:
     k = t.data
     if k == "ruleset_decl":
       name = str(t.children[0])
-      doc = ast.literal_eval(str(t.children[1])) if t.children[1] is not None else ""
-      self.check_new_ruleset(name, t)
-      self.current = RuleSet(name, doc.strip(), [], self.span(t))
+      problem = self.new_ruleset_problem(name, t)
+      try: doc = literal_value(str(t.children[1]), *_pos(t.children[1])) if t.children[1] is not None else ""
+      except _Error as e: doc, problem = "", problem or e
+      # the set opens even when it has a problem, so the rules after it are not reported against another set
+      self.current = RuleSet(name, str(doc).strip(), [], self.span(t))
       self.rulesets.append(self.current)
+      if problem is not None: raise problem
     elif k == "compose_decl":
       name = str(t.children[0])
-      self.check_new_ruleset(name, t)
+      problem = self.new_ruleset_problem(name, t)
       self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[1:]]))
       self.current = None
+      if problem is not None: raise problem
     elif k == "use_decl":
       module = ".".join(str(x) for x in t.children[0].children)
       if not (module.startswith("rules.") or module.startswith("runtime.") or module in ("math",)):
@@ -198,33 +234,61 @@ class FileParser:
     elif k == "let_decl":
       name = str(t.children[0])
       if name in self.named: raise _Error(f"pattern '{name}' is defined twice", *_pos(t))
-      self.named[name] = self.pattern(t.children[1])
+      p = self.pattern(t.children[1])
+      if _depth(p) > MAX_DEPTH + 1:
+        # named patterns inside named patterns can nest without limit; a stand-in keeps the rules using it from more errors
+        self.named[name] = Pat(span=p.span)
+        raise _Error(f"pattern '{name}' nests more than {MAX_DEPTH} deep", *_pos(t))
+      self.named[name] = p
     elif k == "for_open":
       var = str(t.children[0])
-      if any(v == var for v, _, _ in self.scopes): raise _Error(f"'{var}' is already a for variable here", *_pos(t))
+      problem: _Error | None = None
+      try: self.check_for_variable(var, t)
+      except _Error as e: problem = e
       ops: set[Ops] = set()
       for o in t.children[1:]:
-        if o.type != "UNAME": raise _Error(f"'{o}' is not an op or op group", *_pos(o))
-        ops |= resolve_ops(str(o), *_pos(o))
+        try:
+          if o.type != "UNAME": raise _Error(f"'{o}' is not an op or op group", *_pos(o))
+          ops |= resolve_ops(str(o), *_pos(o))
+        except _Error as e: problem = problem or e
+      # the block opens even with a problem, so its '}' is not reported too as closing nothing
       self.scopes.append((var, frozenset(ops), self.span(t)))
+      if problem is not None: raise problem
     elif k == "for_close":
       if not self.scopes: raise _Error("'}' closes no 'for' block", *_pos(t))
       self.scopes.pop()
     elif k == "rule": self.rule(t, text)
     else: raise _Error(f"unexpected item '{k}'", *_pos(t))
 
-  def check_new_ruleset(self, name: str, t: Tree) -> None:
-    if self.scopes: raise _Error("a ruleset can't start inside a 'for' block", *_pos(t))
+  def new_ruleset_problem(self, name: str, t: Tree) -> _Error | None:
+    if self.scopes: return _Error("a ruleset can't start inside a 'for' block", *_pos(t))
+    # the generated module's own globals start with '_' (_const, _uop, _rest_0, ...)
+    if name.startswith("_"): return _Error(f"ruleset names can't start with '_' ('{name}')", *_pos(t.children[0]))
     for rs in self.rulesets:
-      if rs.name == name: raise _Error(f"ruleset '{name}' is already defined at line {rs.span.line}", *_pos(t))
+      if rs.name == name: return _Error(f"ruleset '{name}' is already defined at line {rs.span.line}", *_pos(t))
+    return None
+
+  def check_for_variable(self, var: str, t: Tree) -> None:
+    if any(v == var for v, _, _ in self.scopes): raise _Error(f"'{var}' is already a for variable here", *_pos(t))
+    # the variable is a local of generated functions (`op = _u.op`), as captures are: it must not hide a name they use
+    self.check_capture_name(var, t.children[0])
+    from dslc.emit import PRELUDE_NAMES  # here: emit imports this module
+    if var in PRELUDE_NAMES | {"len", "match_all"} or any(var in names for _, names, _ in self.imports):
+      raise _Error(f"'{var}' can't be a for variable: the generated code uses that name", *_pos(t.children[0]))
 
   def rule(self, t: Tree, text: str) -> None:
     if self.current is None:
-      if any(rs.compose is not None for rs in self.rulesets): raise _Error("a rule after a composed ruleset needs its own 'ruleset' line", *_pos(t))
+      if any(rs.compose is not None for rs in self.rulesets):
+        # reported once; the rules that follow go to a stand-in set (never emitted: the file has an error), so their own
+        # problems are still checked and reported
+        self.current = RuleSet("_orphans", "", [], self.span(t))
+        self.rulesets.append(self.current)
+        raise _Error("a rule after a composed ruleset needs its own 'ruleset' line", *_pos(t))
       self.current = RuleSet(os.path.splitext(os.path.basename(self.path))[0], "", [], Span(self.path, 1, 1))
       self.rulesets.append(self.current)
     self.opvar_seen: dict[str, Pat] = {}
     pattern = self.pattern(t.children[0])
+    if _depth(pattern) > MAX_DEPTH + 1: raise _Error(f"this pattern nests more than {MAX_DEPTH} deep", *_pos(t))
     guards = self.guards(t.children[1]) if t.children[1] is not None else []
     result = self.result(t.children[-1])
     one_line = _one_line(text)
@@ -263,7 +327,9 @@ class FileParser:
       if t.children[1] is not None: self.dtypes(p, t.children[1])
       return p
     if k == "const_pattern":
-      return Pat(ops=frozenset({Ops.CONST}), arg_eq=_literal_value(t.children[0]), has_arg_eq=True, span=self.span(t))
+      value = _literal_value(t.children[0])
+      _check_not_nan(value, t)
+      return Pat(ops=frozenset({Ops.CONST}), arg_eq=value, has_arg_eq=True, span=self.span(t))
     if k == "named_pattern":
       name = str(t.children[0])
       if name not in self.named:
@@ -332,9 +398,10 @@ class FileParser:
       return
     b = ExprBuilder()
     x = b.build(e)
-    try: p.arg_eq = ast.literal_eval(x.text)
-    except (ValueError, SyntaxError):
+    try: p.arg_eq = literal_value(x.text, *_pos(e))
+    except ValueError:
       raise _Error("an arg pattern is a literal ([0], [(1, 2)], ...) or a name to bind the arg to ([c])", *_pos(e)) from None
+    _check_not_nan(p.arg_eq, e)
     p.has_arg_eq = True
 
   # ---- results ----
@@ -402,6 +469,11 @@ def _expected_hint(expected: set[str]) -> str:
   if e & {"__ANON_0", "MINUS_GT"} or any("->" in x for x in e): return ", expected 'if' or '->'"
   return ""
 
+def _check_not_nan(value: Any, t) -> None:
+  # a pattern tests the arg with ==, and nan == nan is False: such a rule could never fire
+  if isinstance(value, float) and value != value:
+    raise _Error("nan equals nothing, not even nan: match any constant and test it in a guard, as c@(CONST) if {math.isnan(c.arg)}", *_pos(t))
+
 def _one_line(text: str) -> str:
   parts = []
   for line in text.strip("\n").split("\n"):
@@ -426,6 +498,15 @@ def _header_comment(source: str) -> str:
     elif out: break
   return "\n".join(out)
 
+def _depth(p: Pat) -> int:
+  """How deep a pattern nests (iteratively: this guards the recursive passes after it)."""
+  deepest, stack = 0, [(p, 1)]
+  while stack:
+    x, d = stack.pop()
+    deepest = max(deepest, d)
+    stack += [(s, d + 1) for s in (*(x.src or ()), *((x.rest,) if x.rest else ()), *(x.alternatives or ()))]
+  return deepest
+
 def _copy_pat(p: Pat) -> Pat:
   import copy
   return copy.deepcopy(p)
@@ -439,13 +520,23 @@ def parse_rules(path: str, source: str | None = None, display_path: str | None =
     except OSError as e: return None, [Diagnostic(shown, 1, 1, f"can't read the file: {e.strerror}")]
     try: source = raw.decode("utf-8")
     except UnicodeDecodeError as e:
+      start = raw.rfind(b"\n", 0, e.start) + 1
       line = raw[:e.start].count(b"\n") + 1
-      col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-      return None, [Diagnostic(shown, line, col, "the file is not UTF-8 text")]
+      col = len(raw[start:e.start].decode("utf-8")) + 1  # in characters, as every other column (the prefix is valid UTF-8)
+      end = raw.find(b"\n", e.start)
+      text = raw[start:end if end >= 0 else len(raw)].decode("utf-8", "replace")
+      return None, [Diagnostic(shown, line, col, f"the file is not UTF-8 text: byte 0x{raw[e.start]:02x} can't be decoded", line_text=text)]
+  try: source.encode("utf-8")
+  except UnicodeEncodeError as e:  # text given as a str with lone surrogates (bytes that were never UTF-8)
+    line = source.count("\n", 0, e.start) + 1
+    col = e.start - (source.rfind("\n", 0, e.start) + 1) + 1
+    text = source.split("\n")[line - 1].encode("utf-8", "replace").decode("utf-8")
+    return None, [Diagnostic(shown, line, col, "the text is not valid Unicode (a lone surrogate)", line_text=text)]
   if "\x00" in source:
     i = source.index("\x00")
     line = source.count("\n", 0, i) + 1
-    return None, [Diagnostic(shown, line, i - (source.rfind("\n", 0, i) + 1) + 1, "the file contains a NUL byte: is it binary?")]
+    text = source.split("\n")[line - 1]
+    return None, [Diagnostic(shown, line, i - (source.rfind("\n", 0, i) + 1) + 1, "the file contains a NUL byte: is it binary?", line_text=text)]
   fp = FileParser(path, source, shown)
   rf = fp.parse()
   return rf, fp.diags

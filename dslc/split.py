@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 CONTINUATIONS = ("if", "->", "and", "or")
 STARTERS = ("(", "ruleset", "for", "let", "from", "}", "#")
+# brackets nested deeper than this are an error: the parser and checks recurse, and the generated code nests an `if` per level
+MAX_DEPTH = 48
 
 @dataclass
 class Item:
@@ -16,6 +18,8 @@ class Item:
   line: int            # first line (1-based)
   unclosed: tuple[int, int, str] | None  # (line, col, bracket) of a bracket never closed, if any
   stray: tuple[int, int, str] | None     # (line, col, bracket) of a closing bracket with no opener, if any
+  stray_opener: tuple[int, int, str] | None = None  # the bracket still open when `stray` came, if any: it does not match
+  too_deep: tuple[int, int] | None = None  # (line, col) of the first bracket nested deeper than MAX_DEPTH
 
 def _starts_item(line: str) -> bool:
   return any(line.startswith(s) for s in STARTERS) or line[:1].isalpha()
@@ -31,7 +35,7 @@ def split_items(text: str) -> list[Item]:
       continue
     start = i
     stack: list[tuple[int, int, str]] = []
-    stray = None
+    stray = stray_opener = too_deep = None
     in_string: str | None = None
     while True:
       line = lines[i]
@@ -52,9 +56,11 @@ def split_items(text: str) -> list[Item]:
           # a `{` closing a `for` header opens a block, not a bracket
           if ch == "{" and not stack and lines[start].lstrip().startswith("for "): break
           stack.append((i + 1, j + 1, ch))
+          if len(stack) > MAX_DEPTH: too_deep = too_deep or (i + 1, j + 1)
         elif ch in ")]}":
           if stack and stack[-1][2] == "([{"[")]}".index(ch)]: stack.pop()
-          elif stack or ch != "}": stray = stray or (i + 1, j + 1, ch)
+          elif stack or ch != "}":
+            if stray is None: stray, stray_opener = (i + 1, j + 1, ch), (stack[-1] if stack else None)
         j += 1
       if in_string in ("'", '"'): in_string = None  # a one-line string never spans lines
       i += 1
@@ -73,5 +79,5 @@ def split_items(text: str) -> list[Item]:
         continue
       break
     body = "\n".join(lines[start:i])
-    items.append(Item("\n" * start + body, start + 1, stack[-1] if stack else None, stray))
+    items.append(Item("\n" * start + body, start + 1, stack[-1] if stack else None, stray, stray_opener, too_deep))
   return items
