@@ -13,7 +13,8 @@ IDX = dtypes.index
 def _c(v: int) -> UOp: return uop(Ops.CONST, IDX, (), v)
 def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, IDX, (a, b))
 def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, IDX, (a, b))
-def _at(x: UOp, valid: UOp, idx) -> UOp: return uop(Ops.AT, x.dtype, (x, valid, *idx))
+# the value's dtype: a parameter's AT is an element, not the pointer
+def _at(x: UOp, valid: UOp, idx) -> UOp: return uop(Ops.AT, x.dtype.base, (x, valid, *idx))
 def _and(a: UOp, b: UOp) -> UOp:
   if a.op is Ops.CONST: return b if a.arg else a
   return uop(Ops.AND, dtypes.bool, (a, b))
@@ -116,7 +117,14 @@ def _zero(d):
   return False if d is dtypes.bool else 0.0 if dtypes.is_float(d) else 0
 
 def at_reduce(ctx, a: UOp) -> UOp:
-  """A reduction at an index: a REDUCE over fresh RANGEs for the reduced axes (size-1 axes need no loop)."""
+  """A reduction at an index: a REDUCE over fresh RANGEs for the reduced axes (size-1 axes need no loop).
+  Memoized in ctx: the same reduction at the same index is one REDUCE, however often the rewrite meets it (graph_rewrite
+  memoizes a node's final form, not the steps on the way, and fresh RANGEs make this rule's result differ each call)."""
+  if a in ctx.reduces: return ctx.reduces[a]
+  ctx.reduces[a] = out = _reduce(ctx, a)
+  return out
+
+def _reduce(ctx, a: UOp) -> UOp:
   r = a.src[0]
   x, (op, axes) = r.src[0], r.arg
   new, ranges = list(a.src[2:]), []
@@ -127,4 +135,6 @@ def at_reduce(ctx, a: UOp) -> UOp:
       ranges.append(rng)
       new[ax] = rng
   inner = _at(x, a.src[1], new)
-  return uop(Ops.REDUCE, r.dtype, (inner, *ranges), op) if ranges else inner
+  if not ranges: return inner
+  ctx.origins[ranges[0]] = r  # the scheduler asks which REDUCE_AXIS a REDUCE came from
+  return uop(Ops.REDUCE, r.dtype, (inner, *ranges), op)

@@ -16,13 +16,16 @@ from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from tensor.codegen.linearize import linearize
 
-__all__ = ["full_rewrite_to_sink", "linearize", "Program", "kernel_name"]
+__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "recomputed_reductions"]
 
 class CodegenContext:
-  """Counters for fresh RANGE and accumulator ids, and the scope memo the lowering uses."""
+  """Counters for fresh RANGE and accumulator ids, the scope memo the lowering uses, and which REDUCE_AXIS of the AST
+  each reduction's first RANGE came from (the scheduler asks which reductions fusing would recompute)."""
   def __init__(self, first_range: int = 0):
     self.next_range, self.next_reg = first_range, 0
     self.scopes: dict = {}
+    self.origins: dict[UOp, UOp] = {}
+    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (rules/rangeify_helpers.at_reduce)
   def new_range(self) -> int:
     self.next_range += 1
     return self.next_range - 1
@@ -48,8 +51,37 @@ def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
 
 def _c(v: int) -> UOp: return uop(Ops.CONST, dtypes.index, (), v)
 
-def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
-  """The lowered kernel of a kernel AST: STOREs to INDEXed DEFINE_GLOBALs of values computed from LOADs, in loops."""
+def recomputed_reductions(sink: UOp, ctx: CodegenContext) -> set[UOp]:
+  """The REDUCE_AXIS nodes (of the AST rangeified into `sink`) whose reductions the loops would recompute: one evaluated
+  at several indices, or one sitting inside a loop its value does not depend on (the linearizer puts a node in every loop
+  enclosing the loops it uses, as rules/lower_helpers.scope and linearize's nests define them)."""
+  from rules.lower_helpers import scope
+  topo = list(sink.toposort())
+  reduces = [u for u in topo if u.op is Ops.REDUCE]
+  closer: dict[UOp, tuple[UOp, int]] = {}
+  for q in reduces:
+    for k, r in enumerate(q.src[1:]): closer.setdefault(r, (q, k))
+  outputs = [u for u in topo if u.op is Ops.RANGE and u not in closer]
+  memo: dict = {}
+  nests: dict[UOp, frozenset] = {}
+  def nest(r: UOp) -> frozenset:
+    if r not in nests:
+      if r in closer:
+        q, k = closer[r]
+        nests[r] = frozenset().union(*(nest(o) for o in scope(q, memo))) | set(q.src[1:k + 2])
+      else: nests[r] = frozenset(o for o in outputs if o.arg <= r.arg)
+    return nests[r]
+  bad, seen = set(), set()
+  for q in reduces:
+    origin = ctx.origins.get(q.src[1])
+    if origin is None: continue
+    inside = scope(q, memo)
+    if origin in seen or frozenset().union(*(nest(r) for r in inside)) != inside: bad.add(origin)
+    seen.add(origin)
+  return bad
+
+def lower_kernel(ast: UOp, opt: bool | None = None) -> tuple[UOp, list[tuple]]:
+  """The lowered kernel of a kernel AST, and the optimizations applied to it (("UPCAST", axis, amount), ...)."""
   from rules.lower import lower
   from rules.symbolic import symbolic
   from tensor.codegen.opt import upcast
@@ -57,8 +89,16 @@ def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
   ctx = CodegenContext()
   sink = rangeify(ast, ctx)
   sink = graph_rewrite(sink, symbolic, name="symbolic")
-  if opt if opt is not None else not NOOPT: sink = graph_rewrite(upcast(sink), symbolic, name="symbolic after upcast")
-  return graph_rewrite(sink, lower, ctx, name="lower")
+  opts: list[tuple] = []
+  if opt if opt is not None else not NOOPT:
+    sink, opts = upcast(sink)
+    if opts: sink = graph_rewrite(sink, symbolic, name="symbolic after upcast")
+  return graph_rewrite(sink, lower, ctx, name="lower"), opts
+
+def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
+  """The lowered kernel of a kernel AST: STOREs to INDEXed DEFINE_GLOBALs of values computed from LOADs, in loops.
+  opt=None applies the default optimizations unless NOOPT=1; True/False force them on or off."""
+  return lower_kernel(ast, opt)[0]
 
 @dataclass
 class Program:
@@ -72,8 +112,13 @@ class Program:
   ops: int = 0
   mem: int = 0
   vars: list[UOp] = field(default_factory=list)
+  opts: list[tuple] = field(default_factory=list)
 
 _names: dict[str, int] = {}
+
+def global_size(ast: UOp) -> tuple[int, ...]:
+  """The output loop sizes of a kernel (its output shape without size-1 dims), as DEBUG=2 prints them."""
+  return tuple(d for d in ast.src[0].src[1].shape if d != 1) or (1,)
 
 def kernel_name(ast: UOp) -> str:
   """E_4 for an elementwise kernel over shape (4,), r_4_8 for one reducing 8 values into each of 4: as in tinygrad."""

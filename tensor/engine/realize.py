@@ -1,5 +1,9 @@
-"""Running kernels: each KERNEL node's AST is lowered, rendered and compiled once (cached by AST), then run on its
-buffers. Last stage of the pipeline; DEBUG=2 prints one line per kernel and totals at exit.
+"""Running kernels: realize() schedules tensors into KERNEL nodes (tensor/engine/schedule.py), plans the memory of the
+intermediates (tensor/engine/memory.py), then runs each kernel: its AST is lowered, rendered and compiled once (cached by
+AST and device). Last stage of the pipeline.
+
+DEBUG=1 prints the schedule and the memory plan; 2 one line per kernel (device, name, global size, time, GFLOPS, GB/s) and
+totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 5 its lowered UOps.
 """
 from __future__ import annotations
 import atexit, time
@@ -9,8 +13,10 @@ from runtime.helpers import DEBUG, GlobalCounters
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 from runtime.dtype import dtypes
-from tensor.codegen import Program, estimate, full_rewrite_to_sink, kernel_name
+from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
+from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
+from tensor.engine.schedule import apply_becomes, fresh_buffers, is_kernelized, kernelize
 from tensor.tensor import Tensor, buffers
 
 class Runner:
@@ -39,17 +45,19 @@ _programs: dict[tuple[str, UOp], Runner] = {}
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
   name = kernel_name(ast)
-  if DEBUG >= 3: print(f"--- {name} AST ---\n{ast}")
-  sink = full_rewrite_to_sink(ast)
+  sink, opts = lower_kernel(ast)
+  if DEBUG >= 3:
+    print(f"--- {name} AST ---\n{ast}")
+    print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
   uops = linearize(sink)
   if DEBUG >= 5:
+    print(f"--- {name} lowered UOps ---")
     for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[uops.index(s) if s in uops else '-' for s in u.src]} {u.arg!r}")
   src = render(device, name, uops)
   if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
   ops, mem = estimate(uops)
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  gsize = tuple(u.src[0].arg for u in uops if u.op is Ops.RANGE and u.src[0].op is Ops.CONST)[:3]
-  return Program(name, uops, src, device, n_params, gsize, ops, mem)
+  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, opts=opts)
 
 def get_runner(ast: UOp, device: str) -> Runner:
   key = (device, ast)
@@ -60,12 +68,16 @@ def get_runner(ast: UOp, device: str) -> Runner:
       _programs[key] = CompiledRunner(p, Device[device].program(p.src, p.name))
   return _programs[key]
 
-def _buffer_of(u: UOp) -> Buffer:
+def _buffer_of(u: UOp) -> UOp:
   while u.op is not Ops.BUFFER: u = u.src[0]
-  return buffers[u]
+  return u
+
+def kernel_buffers(k: UOp) -> list[UOp]:
+  """The BUFFER nodes a KERNEL runs on, output first (its other sources are kernels it only waits for)."""
+  return [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
 
 def run_kernel(k: UOp) -> None:
-  bufs = [_buffer_of(s) for s in k.src]
+  bufs = [buffers[b] for b in kernel_buffers(k)]
   device = bufs[0].device
   runner = get_runner(k.arg.ast, device)
   for b in bufs: b.ensure_allocated()
@@ -78,20 +90,53 @@ def run_kernel(k: UOp) -> None:
     GlobalCounters.global_ops += runner.program.ops
     GlobalCounters.global_mem += runner.program.mem
   if DEBUG >= 2:
-    ops, mem = (runner.program.ops, runner.program.mem) if isinstance(runner, CompiledRunner) else (0, bufs[0].nbytes * 2)
+    if isinstance(runner, CompiledRunner): ops, mem, gsz = runner.program.ops, runner.program.mem, runner.program.global_size
+    else: ops, mem, gsz = 0, bufs[0].nbytes * 2, (bufs[0].size,)
     print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {runner.name:18s} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
-          f"tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")
+          f"gsz {str(list(gsz)):14s} tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")
+
+def schedule_of(uops: list[UOp]) -> list[UOp]:
+  """The KERNEL nodes under these graphs, in an order they can run in (every kernel after the kernels it depends on)."""
+  sink = uop(Ops.SINK, dtypes.void, tuple(uops))
+  return [u for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+
+def _held_buffers() -> set[UOp]:
+  """The BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run."""
+  held: set[UOp] = set()
+  for t in list(Tensor._live):
+    for n in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER and not is_kernelized(u)):
+      if n.op is Ops.BUFFER: held.add(n)
+      elif is_kernelized(n): held.add(n.src[0])
+  return held
+
+def plan(schedule: list[UOp]) -> MemoryPlan:
+  """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks."""
+  steps = [kernel_buffers(k) for k in schedule]
+  held = _held_buffers()
+  if NO_MEMORY_PLANNER: return MemoryPlan()
+  plannable = {s[0] for s in steps if s[0] in fresh_buffers and s[0] not in held and not buffers[s[0]].is_allocated()}
+  if not plannable: return MemoryPlan()
+  p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
+  apply_plan(p, buffers, lambda b: buffers[b].device)
+  return p
 
 def realize(tensors: list[Tensor]) -> None:
-  from tensor.engine.schedule import apply_becomes, kernelize
+  from tensor.engine import memory
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return
-  kernelize(pending)
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending))
+  pending = kernelize(pending)
+  schedule = schedule_of([t.uop for t in pending])
+  p = plan(schedule)
+  memory.last_plan = p.summary()
+  if DEBUG >= 1 and p.placement:
+    print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
+          f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
+  del p
+  for k in schedule: run_kernel(k)
   done: dict[UOp, UOp] = {}
+  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending))
   for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER):
-    if u.op is Ops.KERNEL: run_kernel(u)
-    elif u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
+    if is_kernelized(u): done[u] = u.src[0]
   apply_becomes(done)
 
 def _is_done(u: UOp) -> bool:

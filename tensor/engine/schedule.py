@@ -1,112 +1,272 @@
 """The scheduler: cuts a tensor graph into kernels. Second stage of the pipeline (Tensor graph -> kernels -> codegen).
 
 A node becomes a kernel's output ("realize point") when it must exist in memory: a tensor being realized, a COPY,
-a CONTIGUOUS, an ASSIGN, and a reduction whose result is expanded (or used twice), since fusing it would recompute
-it per element. Everything else fuses into the kernel that reads it. `kernelize` leaves ASSIGN(BUFFER, KERNEL) nodes
-in the graph, as the seeds show; the graph rewrites themselves are rules/kernelize.rules.
+a CONTIGUOUS, an ASSIGN. Everything else fuses into the kernel that reads it, reductions included: a reduction whose
+result is broadcast back (softmax's max and sum, layernorm's mean) runs inside the consumer's loops when rangeify shows
+it is computed once per value it produces. A reduction becomes its own kernel only when fusing would recompute it
+(read by several kernels, evaluated at several indices, or inside loops it does not depend on).
+
+`kernelize` leaves ASSIGN(BUFFER, KERNEL) nodes in the graph, as the seeds show. A KERNEL's sources are its output
+buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must wait for without reading them (an
+assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
+import heapq, weakref
 from runtime.device import Buffer
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG
-from runtime.ops import Ops
+from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
+class ScheduleError(Exception):
+  """The graph asks for an order of kernels that can't exist (an assign whose old value is read after it)."""
+
 class Kernel:
-  """The arg of a KERNEL node: the kernel's AST, a SINK of STOREs to DEFINE_GLOBAL parameters (or a COPY)."""
-  __slots__ = ("ast",)
-  def __init__(self, ast: UOp): self.ast = ast
-  def __hash__(self) -> int: return hash(self.ast)
-  def __eq__(self, other) -> bool: return isinstance(other, Kernel) and other.ast is self.ast
+  """The arg of a KERNEL node: the kernel's AST (a SINK of STOREs to DEFINE_GLOBAL parameters, or a COPY) and how many of
+  the KERNEL's sources are buffers it runs on; the rest are kernels it only waits for."""
+  __slots__ = ("ast", "nbufs")
+  def __init__(self, ast: UOp, nbufs: int): self.ast, self.nbufs = ast, nbufs
+  def __hash__(self) -> int: return hash((self.ast, self.nbufs))
+  def __eq__(self, other) -> bool: return isinstance(other, Kernel) and other.ast is self.ast and other.nbufs == self.nbufs
   def __repr__(self) -> str: return f"<Kernel {'COPY' if self.ast.op is Ops.COPY else 'SINK'}>"
 
-class KernelContext:
-  """What to_kernel_ast needs: which nodes are inputs, and the parameter each one became."""
-  def __init__(self, inputs: set[UOp]):
-    self.inputs = inputs
-    self.params: list[UOp] = []
-    self.globals: dict[UOp, UOp] = {}
-  def is_input(self, x: UOp) -> bool: return x in self.inputs
-  def param(self, x: UOp) -> UOp:
-    if x not in self.globals:
-      self.params.append(x)
-      self.globals[x] = uop(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.size), (), len(self.params))
-    return self.globals[x]
+# BUFFERs the scheduler made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
+fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
 
-def _is_buffer_view(u: UOp) -> bool:
-  # a realized tensor: a BUFFER, or a reshape of one
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+# ---- what is in memory already ----
 
-def realize_points(sink: UOp) -> list[UOp]:
-  """The nodes that become kernel outputs, in dependency order."""
-  topo = list(sink.toposort(gate=lambda u: u.op is not Ops.BUFFER))
-  points: set[UOp] = {s for s in sink.src if not _is_buffer_view(s)}
-  for u in topo:
-    if u.op in (Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN) and u.src[0].op is not Ops.BUFFER_VIEW: points.add(u)
-    if u.op is Ops.COPY and not _is_buffer_view(u.src[0]): points.add(u.src[0])
-  # consumers first: a reduction that some consumer expands (inside the same kernel) must be its own kernel
-  users: dict[UOp, list[UOp]] = {}
-  for u in topo:
-    for s in u.src: users.setdefault(s, []).append(u)
-  expanded: dict[UOp, bool] = {}
-  for u in reversed(topo):
-    e = False
-    for c in users.get(u, []):
-      if c in points: e |= c.op is Ops.EXPAND
-      else: e |= expanded.get(c, False) or c.op is Ops.EXPAND
-    if u.op is Ops.REDUCE_AXIS and (e or len(users.get(u, [])) > 1):
-      points.add(u)
-      e = False
-    expanded[u] = e
-  return [u for u in topo if u in points]
+def is_kernelized(u: UOp) -> bool:
+  """ASSIGN(BUFFER, KERNEL): the output of a kernel made by an earlier kernelize (it may not have run yet)."""
+  return u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL
 
-def _kernel_value(x: UOp) -> UOp:
+def strip(u: UOp) -> UOp:
+  """Below any RESHAPEs: a reshape of stored data is the same memory."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u
+
+def is_stored(u: UOp) -> bool:
+  u = strip(u)
+  return u.op is Ops.BUFFER or is_kernelized(u)
+
+def target_buffer(u: UOp) -> UOp | None:
+  """The BUFFER behind stored data or an assign chain (None for a computed value)."""
+  while u.op in (Ops.RESHAPE, Ops.ASSIGN): u = u.src[0]
+  return u if u.op is Ops.BUFFER else None
+
+def _gate(u: UOp) -> bool: return u.op is not Ops.BUFFER and not is_kernelized(u)
+
+# ---- kernels: the part of the graph each realize point computes ----
+
+def kernel_value(x: UOp) -> UOp:
   """What the kernel for realize point x computes."""
   if x.op is Ops.ASSIGN: return x.src[1]
   if x.op is Ops.CONTIGUOUS: return x.src[0]
   return x
 
-def _target_buffer(x: UOp) -> UOp:
+class KernelContext:
+  """What to_kernel_ast needs: which nodes are inputs, and the parameter each one became (one per buffer)."""
+  def __init__(self, point: UOp, points: set[UOp]):
+    self.point, self.points = point, points
+    self.params: list[UOp] = []
+    self.globals: dict[UOp, UOp] = {}
+  def is_input(self, x: UOp) -> bool:
+    b = strip(x)
+    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or is_kernelized(b))
+  def param(self, x: UOp) -> UOp:
+    b = strip(x)
+    if b not in self.globals:
+      self.params.append(b)
+      self.globals[b] = uop(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), len(self.params))
+    return self.globals[b]
+
+def region(x: UOp, points: set[UOp]) -> tuple[list[UOp], list[UOp]]:
+  """(nodes computed by the kernel of point x, the inputs it reads)."""
+  ctx = KernelContext(x, points)
+  value = kernel_value(x)
+  nodes, inputs = [], []
+  for u in value.toposort(gate=lambda u: not ctx.is_input(u)):
+    (inputs if ctx.is_input(u) else nodes).append(u)
+  return nodes, inputs
+
+def kernel_ast(x: UOp, points: set[UOp]) -> tuple[UOp, KernelContext]:
+  """The AST of point x's kernel (a SINK storing the value to DEFINE_GLOBAL 0), and the context naming its inputs."""
+  ctx = KernelContext(x, points)
+  if x.op is Ops.COPY:
+    return uop(Ops.COPY, x.dtype, (ctx.param(x.src[0]), x.src[1])), ctx
+  body = graph_rewrite(kernel_value(x), to_kernel_ast, ctx, bottom_up=True, name="to_kernel_ast")
+  g0 = uop(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.size), (), 0)
+  return uop(Ops.SINK, dtypes.void, (uop(Ops.STORE, dtypes.void, (g0, body)),)), ctx
+
+# ---- realize points ----
+
+def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
+  """The nodes that become kernel outputs."""
+  if topo is None: topo = list(sink.toposort(gate=_gate))
+  points: set[UOp] = set()
+  for s in sink.src:
+    if not is_stored(s): points.add(strip(s))  # a reshape of a kernel's output costs nothing
+  for u in topo:
+    if u.op in (Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN) and not is_kernelized(u): points.add(u)
+    # a copy moves a whole buffer: its source must be in memory
+    if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(strip(u.src[0]))
+  # grow the set until every kernel is safe and computes each reduction once
+  checked: dict[UOp, set[UOp]] = {}
+  while True:
+    regions = {x: region(x, points) for x in points}
+    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points)
+    if not new: new = set().union(*(_unfusable_reductions(x, nodes, points, checked) for x, (nodes, _) in regions.items()))
+    if not new: return points
+    points |= new
+
+def _shared_reductions(regions: dict) -> set[UOp]:
+  """A reduction that several kernels would compute is computed once, into its own buffer."""
+  owners: dict[UOp, int] = {}
+  for nodes, _ in regions.values():
+    for u in nodes:
+      if u.op is Ops.REDUCE_AXIS: owners[u] = owners.get(u, 0) + 1
+  return {u for u, n in owners.items() if n > 1}
+
+_SAME_INDEX = GroupOp.Elementwise | {Ops.RESHAPE}
+
+def _unsafe_inplace_reads(regions: dict) -> set[UOp]:
+  """An assign's kernel writes its target while it runs: it may read the target only at the element it writes.
+  A read through a movement op or a reduction is moved into a kernel of its own, which runs first."""
+  out: set[UOp] = set()
+  for x, (nodes, _) in regions.items():
+    if x.op is not Ops.ASSIGN: continue
+    target = target_buffer(x.src[0])
+    inside = set(nodes)
+    same: set[UOp] = set()
+    stack = [kernel_value(x)]
+    while stack:  # nodes evaluated at the very element being written
+      u = stack.pop()
+      if u in same or u not in inside: continue
+      same.add(u)
+      if u.op in _SAME_INDEX: stack.extend(u.src)
+    for u in nodes:
+      if u in same and u.op in _SAME_INDEX: continue
+      if any(s not in inside and target_buffer(s) is target for s in u.src if s.op is not Ops.DEVICE): out.add(u)
+  return out
+
+def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
+  """A kernel that reads the version of a buffer an assign overwrites and also needs the assign's result can run neither
+  before nor after it: its nodes that read the old version (and don't need the assign) get kernels of their own."""
+  writers = {strip(w.src[0]): w for w in points if w.op is Ops.ASSIGN}  # version of a buffer -> the assign overwriting it
+  if not writers: return set()
+  needs: dict[UOp, set[UOp]] = {}
+  def needed(x: UOp) -> set[UOp]:  # the points x's kernel depends on, transitively (iterative: graphs can be deep)
+    stack = [x]
+    while stack:
+      u = stack[-1]
+      if u in needs: stack.pop(); continue  # noqa: E702
+      direct = [strip(i) for i in regions[u][1] if strip(i) in points]
+      todo = [d for d in direct if d not in needs]
+      if todo: stack.extend(todo); continue  # noqa: E702
+      stack.pop()
+      needs[u] = set(direct).union(*(needs[d] for d in direct))
+    return needs[x]
+  out: set[UOp] = set()
+  for r, (nodes, ins) in regions.items():
+    for i in ins:
+      w = writers.get(strip(i))
+      if w is None or w is r or w not in needed(r): continue
+      ctx = KernelContext(r, points)
+      out.update(u for u in nodes if i in u.src and w not in u.toposort(gate=lambda n: not ctx.is_input(n)))
+  return out
+
+def _unfusable_reductions(x: UOp, nodes: list[UOp], points: set[UOp], checked: dict[UOp, set[UOp]]) -> set[UOp]:
+  """The reductions inside x's kernel that fusing would recompute: rangeify the kernel and look at each REDUCE's loops.
+  `checked` remembers the answer per kernel AST."""
+  inner = [u for u in nodes if u.op is Ops.REDUCE_AXIS and u is not kernel_value(x)]
+  if not inner: return set()
+  from rules.symbolic import symbolic
+  from tensor.codegen import CodegenContext, rangeify, recomputed_reductions
+  ast, kctx = kernel_ast(x, points)
+  if ast not in checked:
+    cg = CodegenContext()
+    sink = graph_rewrite(rangeify(ast, cg), symbolic, name="symbolic")
+    checked[ast] = recomputed_reductions(sink, cg)
+  # which tensor-graph reduction each kernel-AST reduction is (the same rewrite gives the same, hash-consed node)
+  origin = {graph_rewrite(r, to_kernel_ast, kctx, bottom_up=True, name="to_kernel_ast"): r for r in inner}
+  return {origin[r] for r in checked[ast] if r in origin}
+
+# ---- building the kernels ----
+
+def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp], dict[UOp, set[UOp]]]:
+  """Points in an order their kernels can run in, and the points each one waits for without reading them (an assign
+  waits for the kernel writing the version it overwrites, and for every kernel reading that version)."""
+  deps: dict[UOp, set[UOp]] = {x: {strip(i) for i in ins if strip(i) in points} for x, (_, ins) in regions.items()}
+  extra: dict[UOp, set[UOp]] = {x: set() for x in points}
+  readers: dict[UOp, list[UOp]] = {}
+  for r, (_, ins) in regions.items():
+    for i in ins: readers.setdefault(strip(i), []).append(r)
+  for w in points:
+    if w.op is not Ops.ASSIGN: continue
+    prev = strip(w.src[0])  # the version of the target this assign overwrites
+    if prev in points or is_kernelized(prev): extra[w].add(prev)
+    extra[w].update(r for r in readers.get(prev, ()) if r is not w)
+  for x in points: deps[x] |= extra[x] & points
+  # Kahn's algorithm, ties broken by graph order so the schedule is deterministic
+  pos = {u: i for i, u in enumerate(topo)}
+  users: dict[UOp, list[UOp]] = {x: [] for x in points}
+  for x, ds in deps.items():
+    for d in ds: users[d].append(x)
+  indeg = {x: len(ds) for x, ds in deps.items()}
+  heap = [(pos[x], x) for x, n in indeg.items() if n == 0]
+  heapq.heapify(heap)
+  order: list[UOp] = []
+  while heap:
+    _, x = heapq.heappop(heap)
+    order.append(x)
+    for u in users[x]:
+      indeg[u] -= 1
+      if indeg[u] == 0: heapq.heappush(heap, (pos[u], u))
+  if len(order) != len(points):
+    raise ScheduleError("an assign's target is read, in its old version, by a computation that also needs the assign's result: "
+                        "realize the tensor that reads the old value before assigning")
+  return order, extra
+
+def build_kernels(sink: UOp) -> dict[UOp, UOp]:
+  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
+  topo = list(sink.toposort(gate=_gate))
+  points = realize_points(sink, topo)
+  regions = {x: region(x, points) for x in points}
+  order, extra = _order(points, regions, topo)
+  becomes: dict[UOp, UOp] = {}
+  def resolve(p: UOp) -> UOp:
+    b = strip(p)
+    b = becomes.get(b, b)
+    return strip(b)
+  for x in order:
+    value = kernel_value(x)
+    if x.op is Ops.CONTIGUOUS and KernelContext(x, points).is_input(value):
+      # contiguous of data in memory already: that memory
+      b = resolve(value)
+      becomes[x] = b if b.shape == x.shape else uop(Ops.RESHAPE, x.dtype, (b,), x.shape)
+      continue
+    out = _output_buffer(x)
+    ast, ctx = kernel_ast(x, points)
+    srcs = [out] + [resolve(p) for p in ctx.params]
+    waits = [resolve(d) for d in extra[x]]
+    srcs += [w for w in waits if w not in srcs]
+    k = uop(Ops.KERNEL, dtypes.void, tuple(srcs), Kernel(ast, 1 + len(ctx.params)))
+    done = uop(Ops.ASSIGN, out.dtype, (out, k))
+    becomes[x] = done if x.shape == done.shape else uop(Ops.RESHAPE, x.dtype, (done,), x.shape)
+  return becomes
+
+def _output_buffer(x: UOp) -> UOp:
   if x.op is Ops.ASSIGN:
-    t = x.src[0]
-    base = t.src[0] if t.op is Ops.RESHAPE else t
-    if base.op is not Ops.BUFFER:
+    base = target_buffer(x.src[0])
+    if base is None:
       raise NotImplementedError("assign into a tensor that is not a whole realized buffer: realize it first, or assign to the whole tensor")
     return base
   b = uop(Ops.BUFFER, x.dtype, (_new_unique(), _device(x.device)), x.size)  # type: ignore[arg-type]
   buffers[b] = Buffer(x.device, x.size, x.dtype)  # type: ignore[arg-type]
+  fresh_buffers.add(b)
   return b
-
-def build_kernels(sink: UOp) -> dict[UOp, UOp]:
-  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
-  points = realize_points(sink)
-  pset = set(points)
-  becomes: dict[UOp, UOp] = {}
-  for x in points:
-    value = _kernel_value(x)
-    out = _target_buffer(x)
-    if x.op is Ops.COPY:
-      src = value.src[0]
-      ctx = KernelContext({src})
-      ast = uop(Ops.COPY, x.dtype, (ctx.param(src), value.src[1]))
-    else:
-      # the kernel's part of the graph stops at buffers and at other kernels' outputs
-      inputs = {u for u in value.toposort(gate=lambda u: u is value or (u not in pset and u.op is not Ops.BUFFER))
-                if u is not value and (u in pset or u.op is Ops.BUFFER)}
-      ctx = KernelContext(inputs)
-      body = graph_rewrite(value, to_kernel_ast, ctx, bottom_up=True, name="to_kernel_ast")
-      g0 = uop(Ops.DEFINE_GLOBAL, x.dtype.ptr(x.size), (), 0)
-      ast = uop(Ops.SINK, dtypes.void, (uop(Ops.STORE, dtypes.void, (g0, body)),))
-    srcs = [out] + [becomes.get(p, p) if p.op is not Ops.BUFFER else p for p in ctx.params]
-    # inputs that are realize points appear as their ASSIGN (dependencies stay explicit), reshaped views unwrapped
-    srcs = [s.src[0] if s.op is Ops.RESHAPE and s.src[0].op is Ops.ASSIGN else s for s in srcs]
-    k = uop(Ops.KERNEL, dtypes.void, tuple(srcs), Kernel(ast))
-    done = uop(Ops.ASSIGN, out.dtype, (out, k))
-    becomes[x] = done if x.shape == done.shape else uop(Ops.RESHAPE, x.dtype, (done,), x.shape)
-  return becomes
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement."""
@@ -114,19 +274,52 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   for t in list(Tensor._live):
     u = t.uop
     if u in becomes: t.uop = becomes[u]
-    elif not _is_buffer_view(u) and any(x in becomes for x in u.toposort(gate=lambda n: n.op is not Ops.BUFFER)): t.uop = u.substitute(becomes)
+    elif u.op is not Ops.BUFFER and not (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) and \
+        any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
 
-def kernelize(tensors: list[Tensor]) -> None:
-  """Replace the computations behind `tensors` with KERNEL nodes (nothing runs)."""
+def _reads(u: UOp) -> set[UOp]:
+  """The buffers a pending graph reads (not the ones it only assigns into)."""
+  out: set[UOp] = set()
+  for n in u.toposort(gate=_gate):
+    for k, s in enumerate(n.src):
+      if n.op is Ops.ASSIGN and k == 0: continue
+      b = strip(s)
+      if b.op is Ops.BUFFER: out.add(b)
+  return out
+
+def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
+  """Live tensors not yet computed that read a buffer these tensors assign into: they must see the old values, so they
+  are scheduled together with the assign (and run before it)."""
+  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is Ops.ASSIGN and not is_kernelized(n)}
+  targets.discard(None)
+  if not targets: return []
+  mine = set(map(id, tensors))
+  out = []
+  for t in list(Tensor._live):
+    if id(t) in mine or is_stored(t.uop): continue
+    if _reads(t.uop) & targets: out.append(t)
+  return out
+
+def kernelize(tensors: list[Tensor]) -> list[Tensor]:
+  """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
+  any pending tensors that read the old value of a buffer they assign into."""
+  tensors = tensors + pending_readers(tensors)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
   becomes = build_kernels(clean)
-  # map the original nodes: cleanup may have replaced them
+  # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
+    if new not in becomes and strip(new) in becomes:
+      b = becomes[strip(new)]
+      becomes[new] = b if b.shape == new.shape else uop(Ops.RESHAPE, new.dtype, (strip(b),), new.shape)
     if orig is not new:
       if new in becomes: becomes[orig] = becomes[new]
-      elif _is_buffer_view(new) or new.op is Ops.ASSIGN: becomes[orig] = new
-  if DEBUG >= 1: print(f"scheduled {sum(1 for v in becomes.values() if v.op in (Ops.ASSIGN, Ops.RESHAPE))} kernels")
+      elif is_stored(new): becomes[orig] = new
+  if DEBUG >= 1:
+    ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+    copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
+    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
   apply_becomes(becomes)
+  return tensors
 
-__all__ = ["kernelize", "Kernel"]
+__all__ = ["kernelize", "Kernel", "ScheduleError"]
