@@ -44,6 +44,11 @@ class ExprGen:
   def __init__(self, rng: random.Random, n_vars: int = 3, dtype: DType = dtypes.int):
     self.rng, self.dtype = rng, dtype
     self.vars = [UOp.variable(f"v{i}", *random_range(rng, dtype), dtype) for i in range(n_vars)]
+    # loop indices: RANGE(end) is in [0, end), end a constant or a positive variable (a symbolic shape)
+    for i in range(rng.choice([0, 0, 1, 2])):
+      ends = [v for v in self.vars if v.op is Ops.DEFINE_VAR and v.arg[1] >= 1]
+      end = rng.choice(ends) if ends and rng.random() < 0.4 else UOp.const(dtype, rng.choice([1, 2, 3, 4, 7, 8, 16, 32]))
+      self.vars.append(uop(Ops.RANGE, dtype, (end,), i))
     self.pool: list[UOp] = list(self.vars)
     self.bools: list[UOp] = []
 
@@ -87,7 +92,8 @@ class ExprGen:
       if rng.random() < 0.5:  # the strided-view form (a*(c*j) + b) op c
         j = rng.choice([1, 1, 2, 3, -1])
         x = uop(Ops.ADD, d, (uop(Ops.MUL, d, (x, self.const(c * j))), self.expr(depth - 1)))
-      y = self.const(c) if rng.random() < 0.85 else self.expr(depth - 1)
+      y = self.const(c) if rng.random() < 0.8 else self.expr(depth - 1)
+      if y.op is not Ops.CONST and rng.random() < 0.5: x = uop(Ops.ADD, d, (uop(Ops.MUL, d, (x, y)), self.leaf()))  # (x*y + z) op y
       out = uop(op, d, (x, y))
     elif r < 0.68: out = uop(Ops.MAX, d, (x, self.expr(depth - 1)))
     elif r < 0.72: out = uop(Ops.NEG, d, (x,))
@@ -113,17 +119,24 @@ def evaluate_all(root: UOp, env: dict[str, int]) -> dict[UOp, object]:
   for u in root.toposort():
     if u.op is Ops.CONST: v = u.arg
     elif u.op is Ops.DEFINE_VAR: v = env[u.arg[0]]
+    elif u.op is Ops.RANGE: v = env[f"ridx{u.arg}"]
     elif u.op is Ops.CAST: v = cast_value(vals[u.src[0]], u.dtype)
     elif u.op in GroupOp.ALU: v = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
     else: raise ValueError(f"can't evaluate {u.op}")
     vals[u] = v
   return vals
 
-def variables(u: UOp) -> list[UOp]: return [x for x in u.toposort() if x.op is Ops.DEFINE_VAR]
+def variables(u: UOp) -> list[UOp]:
+  """The DEFINE_VARs and RANGEs of u, each RANGE after the variables its end reads."""
+  return sorted((x for x in u.toposort() if x.op in (Ops.DEFINE_VAR, Ops.RANGE)), key=lambda x: x.op is Ops.RANGE)
 
 def random_point(rng: random.Random, vs: list[UOp]) -> dict[str, int]:
-  env = {}
+  env: dict[str, int] = {}
   for v in vs:
+    if v.op is Ops.RANGE:
+      end = evaluate_all(v.src[0], env)[v.src[0]]
+      env[f"ridx{v.arg}"] = rng.randint(0, end - 1) if end > 0 else 0
+      continue
     _, lo, hi = v.arg
     r = rng.random()
     env[v.arg[0]] = lo if r < 0.1 else hi if r < 0.2 else (0 if lo <= 0 <= hi and r < 0.25 else rng.randint(lo, hi))

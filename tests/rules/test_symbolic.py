@@ -140,6 +140,12 @@ EXAMPLES = [
   ('ab.where(K(3), K(5)) + 4', '((a<b)?7:9)'),
   ('lt(a, K(5)).where(a // 8, b)', '((a<5)?0:b)'),
   ('uop(Ops.CMPNE, B, (uop(Ops.CAST, I, (ab,)), K(0)))', '(a<b)'),
+  ('n % (p + 10)', '(n%(p+10))'),
+  ('a % (p + 10)', 'a'),
+  ('uop(Ops.RANGE, I, (p,), 2) % p', 'ridx2'),
+  ('uop(Ops.RANGE, I, (p,), 2) // p', '0'),
+  ('(n * p) // p', 'n'),
+  ('(n * b) % b', '0'),
   ('IX((r * 4 + q) // 8, A(Ops.AND, lt(r, K(2)), lt(r * 4 + q, K(5))))', 'INDEX(DEFINE_GLOBAL(, 0), 0, ((ridx0<2)&(((ridx0*4)+ridx1)<5)))'),
   ('A(Ops.AND, lt(r, K(2)), lt(r * 3 + q, K(7)))', '(ridx0<2)'),
   ('uop(Ops.CAST, B, (a,))', '(a!=0)'),
@@ -237,6 +243,7 @@ def int_specs(max_leaves: int = 14):
       st.tuples(st.sampled_from(["idiv", "mod"]), x, divisors),
       st.tuples(st.sampled_from(["idivv", "modv"]), x, x),
       st.tuples(st.sampled_from(["sdiv", "smod"]), x, st.sampled_from([1, 2, 3, -1]), x, divisors),   # (x*(c*j) + y) op c
+      st.tuples(st.sampled_from(["vdiv", "vmod"]), x, x, x),                                           # (x*y + z) op y
       st.tuples(st.just("neg"), x),
       st.tuples(st.just("where"), cmp, x, x, x, x),
       st.tuples(st.just("wherec"), cmp, x, consts, x, x))
@@ -258,6 +265,9 @@ def build_int(t, vs: list[UOp], dt=I) -> UOp:
     _, x, j, y, c = t
     s = uop(Ops.ADD, dt, (uop(Ops.MUL, dt, (r(x), k(c * j))), r(y)))
     return uop(Ops.IDIV if op == "sdiv" else Ops.MOD, dt, (s, k(c)))
+  if op in ("vdiv", "vmod"):
+    y = r(t[2])
+    return uop(Ops.IDIV if op == "vdiv" else Ops.MOD, dt, (uop(Ops.ADD, dt, (uop(Ops.MUL, dt, (r(t[1]), y)), r(t[3]))), y))
   if op == "neg": return uop(Ops.NEG, dt, (r(t[1]),))
   if op in ("where", "wherec"):
     _, cmp, x, y, p_, q = t
