@@ -146,7 +146,8 @@ class Tensor:
   def to(self, device: str | None) -> Tensor:
     dev = Device.canonicalize(device)
     if dev == self.device: return self
-    return Tensor(uop(Ops.COPY, self.dtype, (self.contiguous().uop, _device(dev))))
+    # the scheduler makes the source of a COPY contiguous when it is not a whole buffer already
+    return Tensor(uop(Ops.COPY, self.dtype, (self.uop, _device(dev))))
   def contiguous(self) -> Tensor: return Tensor(uop(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def detach(self) -> Tensor: return Tensor(uop(Ops.DETACH, self.dtype, (self.uop,)))
   def assign(self, x: Tensor | Any) -> Tensor:
@@ -206,10 +207,12 @@ class Tensor:
       x = self.shrink(tuple((-min(b, 0), d + min(a, 0)) for (b, a), d in zip(pairs, self.shape)))
       return x.pad([(max(b, 0), max(a, 0)) for b, a in pairs], value)
     if all(p == (0, 0) for p in pairs): return self
+    if self.numel() == 0:  # nothing to move: the result is all padding
+      return Tensor.full(tuple(d + b + a for d, (b, a) in zip(self.shape, pairs)), value, self.dtype, self.device)
     out = self._mv(Ops.PAD, tuple(pairs))
     if value == 0: return out
     mask = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._mv(Ops.PAD, tuple(pairs))
-    return mask.where(out, value)
+    return mask.where(out, self._const_like(value))  # the fill takes the tensor's dtype, as numpy's constant_values
   def shrink(self, arg: Sequence) -> Tensor:
     pairs = tuple((0, d) if p is None else (int(p[0]), int(p[1])) for p, d in zip(arg, self.shape))
     if len(pairs) != self.ndim or any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)):
@@ -221,7 +224,7 @@ class Tensor:
   def squeeze(self, dim: int | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(d for d in self.shape if d != 1))
     a = self._axis(dim)
-    return self if self.shape[a] != 1 else self.reshape(self.shape[:a] + self.shape[a + 1:])
+    return self if self.ndim == 0 or self.shape[a] != 1 else self.reshape(self.shape[:a] + self.shape[a + 1:])
   def unsqueeze(self, dim: int) -> Tensor:
     a = self._axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
@@ -273,7 +276,7 @@ class Tensor:
     # C truncates toward zero; Python and numpy floor: step down when the signs differ and it did not divide exactly
     q, r = a._alu(Ops.IDIV, b), a._alu(Ops.MOD, b)
     if dtypes.is_unsigned(a.dtype) or a.dtype is dtypes.bool: return q
-    fix = r.ne(0) & ((r < 0) ^ (b < 0))
+    fix = r.ne(0) & b.ne(0) & ((r < 0) ^ (b < 0))  # x // 0 == 0, and x % 0 == x must not shift it
     return fix.where(q - 1, q)
   def mod(self, x, reverse=False) -> Tensor:
     a, b = self._operands(x, reverse)
@@ -284,10 +287,16 @@ class Tensor:
     fixed = (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
     return b.eq(0).where(0, fixed)
   def pow(self, x, reverse=False) -> Tensor:
-    if not reverse and not isinstance(x, Tensor) and isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 4:
-      out = self.ones_like() if x == 0 else self
-      for _ in range(x - 1): out = out * self
-      return out
+    if not reverse and not isinstance(x, Tensor) and isinstance(x, int) and not isinstance(x, bool) and x >= 0 and \
+       (x <= 4 or not dtypes.is_float(self.dtype)):
+      # a small or integer power is square-and-multiply: exact, and an int tensor stays int (wrapping, as numpy's)
+      out: Tensor | None = None
+      base = self
+      while x:
+        if x & 1: out = base if out is None else out * base
+        x >>= 1
+        if x: base = base * base
+      return out if out is not None else self.ones_like()
     a, b = self._operands(x, reverse)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     return a._alu(Ops.POW, b)
@@ -313,8 +322,9 @@ class Tensor:
   def _cmp(self, op: Ops, x, reverse: bool = False) -> Tensor: return self._binop(op, x, reverse, out=dtypes.bool)
   def __lt__(self, x): return self._cmp(Ops.CMPLT, x)
   def __gt__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True)
-  def __le__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True).logical_not()
-  def __ge__(self, x): return self._cmp(Ops.CMPLT, x).logical_not()
+  # a <= b is not (b < a) except for nan, which compares false with everything
+  def __le__(self, x): return self._cmp(Ops.CMPLT, x) | self.eq(x) if _floaty(self, x) else self._cmp(Ops.CMPLT, x, reverse=True).logical_not()
+  def __ge__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True) | self.eq(x) if _floaty(self, x) else self._cmp(Ops.CMPLT, x).logical_not()
   def eq(self, x) -> Tensor: return self._cmp(Ops.CMPEQ, x)
   def ne(self, x) -> Tensor: return self._cmp(Ops.CMPNE, x)
   def __eq__(self, x): return self.eq(x)  # type: ignore[override]
@@ -418,7 +428,8 @@ class Tensor:
   # ---- reductions ----
   def _axes(self, axis) -> tuple[int, ...]:
     if axis is None: return tuple(range(self.ndim))
-    return tuple(sorted({self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}))
+    axes = {self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
+    return tuple(sorted(axes)) if self.ndim else ()  # a 0-d tensor takes axis 0 or -1, as torch, and has nothing to reduce
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
     axes = self._axes(axis)
     out_shape = tuple(1 if i in axes else d for i, d in enumerate(self.shape))
@@ -451,11 +462,17 @@ class Tensor:
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool).max(axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
-    if axis is None: return self.flatten().argmax(0)
+    if axis is None:
+      out = self.flatten().argmax(0)
+      return out.reshape((1,) * self.ndim) if keepdim else out
     a = self._axis(axis)
+    if self.ndim == 0: return Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     n = self.shape[a]
-    # the first index of the maximum: mark maxima with (n - index) and take the largest mark
-    is_max = self == self.max(a, keepdim=True)
+    if n == 0: raise TensorError(f"argmax over axis {axis} of size 0 (shape {self.shape}): an empty axis has no maximum")
+    # the first index of the maximum (of the first nan, as numpy, since max propagates nan): mark maxima with
+    # (n - index) and take the largest mark
+    m = self.max(a, keepdim=True)
+    is_max = (self == m) | self.isnan() if dtypes.is_float(self.dtype) else self == m
     marks = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (is_max.cast(dtypes.int32) * marks).max(a, keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim: bool = False) -> Tensor: return (-self if dtypes.is_float(self.dtype) else ~self).argmax(axis, keepdim)
@@ -509,6 +526,10 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
 def _to_bf16(arr: np.ndarray) -> np.ndarray:
   f = arr.astype(np.float32).reshape(-1).view(np.uint32)
   return ((f + 0x7FFF + ((f >> 16) & 1)) >> 16).astype(np.uint16)
+
+def _floaty(a: Tensor, b: Any) -> bool:
+  """Whether a comparison of a with b happens in a float type (where nan makes `not (b < a)` differ from `a <= b`)."""
+  return dtypes.is_float(a.dtype) or isinstance(b, (float, np.floating)) or (isinstance(b, Tensor) and dtypes.is_float(b.dtype))
 
 def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   if a.shape == b.shape: return a, b
