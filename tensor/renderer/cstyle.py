@@ -35,10 +35,13 @@ class CContext:
     elif kind == "ftoi":
       assert src is not None
       lo, hi = dtypes.min(d), dtypes.max(d)
-      # in range: C's truncation; otherwise (nan, inf, too big) what cast_value gives: the wrapped value, or 0
+      # in range: C's truncation; otherwise (nan, inf, too big) what cast_value gives: the value wrapped modulo 2**64 (fmod
+      # is exact) and converted through a 64-bit int, which wraps to the narrower type; or 0
       body = (f"if (!(a > {lo - 1}.0 && a < {hi + 1}.0)) {{ if (a != a || a == INFINITY || a == -INFINITY) return 0; "
-              f"double w = fmod(trunc((double)a), 18446744073709551616.0); if (w < 0) w += 18446744073709551616.0; "
-              f"return ({t})(unsigned long long)w; }} return ({t})a;")
+              f"double w = fmod(trunc((double)a), 18446744073709551616.0); "
+              f"if (w >= 9223372036854775808.0) return ({t})(unsigned long long)w; "
+              f"if (w < -9223372036854775808.0) return ({t})(unsigned long long)(w + 18446744073709551616.0); "
+              f"return ({t})(long long)w; }} return ({t})a;")
       self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
       return name
     elif kind == "bitcast":
@@ -103,6 +106,9 @@ def render_c(name: str, uops: list[UOp]) -> str:
     var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "cast")
     body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
     ctx.text[u] = var
+  # buffers are passed by position: a parameter the simplified kernel no longer reads still takes its place
+  used = {i for i, _ in params if i < 10**6}
+  params += [(i, f"void* data{i}") for i in range(max(used, default=-1)) if i not in used]
   args = ", ".join(p for _, p in sorted(params))
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.helpers.values()]
   return "\n".join(head + [f"void {name}({args}) {{", *body, "}", ""])
