@@ -16,6 +16,9 @@ class DeviceError(Exception):
 class CompileError(DeviceError):
   """A kernel did not compile, or there is no compiler."""
 
+# SANITIZE=1 (kernels built with AddressSanitizer, see runtime/ops_cpu.py): buffers get no slack around them
+_SANITIZE = os.environ.get("SANITIZE", "") not in ("", "0")
+
 def _storage(dtype: DType) -> np.dtype:
   # bfloat16 has no numpy type: its bits live in uint16
   return np.dtype(np.uint16) if dtype.scalar is dtypes.bfloat16 else dtypes.to_numpy(dtype.scalar)
@@ -34,10 +37,13 @@ class Buffer:
   def is_allocated(self) -> bool: return self._array is not None
   def ensure_allocated(self) -> Buffer:
     if self._array is None:
-      # 64-byte aligned, so vector loads in kernels never straddle cache lines
-      raw = np.empty(self.nbytes + 64, dtype=np.uint8)
-      off = (-raw.ctypes.data) % 64
-      self._array = raw[off:off + self.nbytes].view(_storage(self.dtype))
+      if _SANITIZE:  # exactly the buffer's bytes, so AddressSanitizer sees any access past either end
+        self._array = np.empty(self.nbytes, dtype=np.uint8).view(_storage(self.dtype))
+      else:
+        # 64-byte aligned, so vector loads in kernels never straddle cache lines
+        raw = np.empty(self.nbytes + 64, dtype=np.uint8)
+        off = (-raw.ctypes.data) % 64
+        self._array = raw[off:off + self.nbytes].view(_storage(self.dtype))
       self._ptr = self._array.ctypes.data
       GlobalCounters.mem_used += self.nbytes
     return self

@@ -3,6 +3,7 @@ with ctypes. Shared objects are cached on disk, keyed by a hash of the source, t
 
 CC picks the compiler (default `cc`), CACHE_DIR the cache folder (default ~/.cache/rulegrad). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); never -ffast-math, which would change results.
+SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 """
 from __future__ import annotations
 import ctypes, functools, hashlib, os, shutil, subprocess, sys, tempfile, warnings
@@ -10,6 +11,11 @@ from typing import Callable
 from runtime.device import Buffer, Compiled, CompileError
 
 CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"]
+# -O0 under the sanitizers: every load the source writes happens (-O3 may drop an out-of-bounds load whose value is unused)
+SANITIZE_FLAGS = ["-O0", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+# _Float16 arithmetic rounds after every operation, as exec_alu does: gcc computes it in float unless told (clang's
+# spelling second); the first flag the compiler takes is used
+HALF_FLAGS = ["-fexcess-precision=16", "-ffloat16-excess-precision=none"]
 
 @functools.cache
 def find_compiler(required: bool = True) -> str | None:
@@ -26,6 +32,19 @@ def compiler_version() -> str:
   try: out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout  # type: ignore[list-item]
   except (OSError, subprocess.TimeoutExpired): out = ""
   return out.splitlines()[0] if out else cc or ""
+
+@functools.cache
+def _takes_flag(cc: str, flag: str) -> bool:
+  try: r = subprocess.run([cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"], input="int x;", capture_output=True, text=True, timeout=60)
+  except (OSError, subprocess.TimeoutExpired): return False
+  return r.returncode == 0
+
+def cflags() -> list[str]:
+  """The flags kernels are compiled with (they are part of the cache key)."""
+  cc = find_compiler()
+  half = next((f for f in HALF_FLAGS if _takes_flag(cc, f)), None)  # type: ignore[arg-type]
+  sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
+  return CFLAGS + ([half] if half else []) + (SANITIZE_FLAGS if sanitize else [])
 
 _warned_readonly = False
 
@@ -46,7 +65,7 @@ def cache_dir() -> str:
 def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
   """The path of a shared object built from `src` (from the cache when it is there). Raises CompileError."""
   cc = find_compiler()
-  flags = CFLAGS + list(extra_flags)
+  flags = cflags() + list(extra_flags)
   key = hashlib.sha256("\0".join([src, " ".join(flags), compiler_version()]).encode()).hexdigest()[:32]
   d = cache_dir()
   out = os.path.join(d, f"k_{key}.so")
