@@ -1,0 +1,116 @@
+"""Fuzzing the .rules front end with hypothesis: whatever the input, `compile_rules` returns Python that compiles, or raises
+DslError whose every diagnostic has a line and column inside the file. Never any other exception.
+
+Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer hunt):
+  token soup     600  random sequences of the language's tokens, names and troublesome characters
+  any text       200  hypothesis' unicode text, alone or after a valid rule
+  random bytes   200  raw bytes in a file, alone or after a valid rule (decoding, NUL, binary)
+  mutations      600  a window of lines of rules/*.rules or the golden file, with chars and lines deleted, inserted,
+                      duplicated or swapped, and truncated
+  whole files     30  the same mutations on whole files (slower: they are larger)
+About 5-15 s on one core.
+"""
+import glob, os, tempfile, warnings
+from hypothesis import HealthCheck, given, settings, strategies as st
+from dslc.compile import compile_rules
+from dslc.diagnostics import DslError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCALE = int(os.environ.get("FUZZ_EXAMPLES", "1"))
+SOURCES = sorted(glob.glob(os.path.join(ROOT, "rules", "*.rules")) + glob.glob(os.path.join(ROOT, "tests", "dslc", "golden", "*.rules")))
+TEXTS = [open(p, encoding="utf-8").read() for p in SOURCES]
+
+TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NEG", "(ALU", "(Binary", "(SINK", "(op", "(_", "x", "y", "c",
+          "u@", "c1@(CONST)", "_", "!", ":", ":ints", ":bool", ":float32", ":x.dtype", "|", "...", "0", "1", "-1", "2.5", "0x10", "inf", "nan",
+          "True", "False", "None", "->", "if", "and", "or", "not", "in", "is", "==", "<", ">=", "+", "-", "*", "//", "%", "**", "~", ".",
+          ",", "=", "@", "x.arg", "x.vmin", "c.arg", "Ops.ADD", "Ops.FOO", "f(", "fold_alu(u)", "x.const_like(", "{x.arg > 0}", "{",
+          "ruleset", "ruleset t", "ruleset all = t + u", "for op in ADD, MUL {", "for", "let", "let P = ", "P", "from", "import",
+          "from rules.symbolic_helpers import fold_alu", '"doc"', '"""', "'", '"', "#", "# comment", "\n", "\n", "\n", " ", " ", "  ",
+          "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":="]
+RULE = "ruleset t\n(ADD x 0) -> x\n"
+
+def check(text: str | None, path: str = "fuzz.rules") -> None:
+  """The property: Python that compiles, or a DslError with every position inside the file."""
+  try:
+    code = compile_rules(path, "fuzz.rules", source=text)
+  except DslError as e:
+    assert e.diagnostics
+    if text is None:
+      with open(path, "rb") as f: text = f.read().decode("utf-8", "replace")
+    lines = text.split("\n")
+    for d in e.diagnostics:
+      assert d.file == "fuzz.rules"
+      assert 1 <= d.line <= len(lines), (d, len(lines))
+      assert 1 <= d.col <= len(lines[d.line - 1]) + 1, (d, lines[d.line - 1])
+    str(e)  # formatting every diagnostic with its line and caret works too
+    return
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    compile(code, "fuzz.py", "exec")
+
+def fuzz(n: int) -> settings:
+  return settings(max_examples=n * SCALE, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+@fuzz(600)
+@given(st.lists(st.sampled_from(TOKENS), max_size=40), st.sampled_from(["", " ", "\n"]))
+def test_token_soup(tokens, sep):
+  check(sep.join(tokens))
+
+@fuzz(200)
+@given(st.text(max_size=80), st.booleans())
+def test_any_text(text, after_a_rule):
+  check((RULE if after_a_rule else "") + text)
+
+@fuzz(200)
+@given(st.binary(max_size=120), st.booleans())
+def test_random_bytes(data, after_a_rule):
+  with tempfile.TemporaryDirectory() as d:
+    path = os.path.join(d, "fuzz.rules")
+    with open(path, "wb") as f: f.write((RULE.encode() if after_a_rule else b"") + data)
+    check(None, path)
+
+# ---- mutations of real rule files ----
+
+CHARS = "()[]{}->!@:|._ \n\t#\"'0123456789xyzcADDMULCONST"
+
+@st.composite
+def mutated(draw, window: bool):
+  text = draw(st.sampled_from(TEXTS))
+  if window:
+    # a window of lines (a whole file compiles in ~0.1 s; a window in a few ms): keep the header sometimes
+    lines = text.split("\n")
+    start = draw(st.integers(0, max(len(lines) - 1, 0)))
+    size = draw(st.integers(1, 30))
+    text = "\n".join(lines[:6] + lines[start:start + size]) if draw(st.booleans()) else "\n".join(lines[start:start + size])
+  for _ in range(draw(st.integers(1, 4))):
+    kind = draw(st.sampled_from(["del_char", "ins_char", "dup_char", "swap_chars", "del_line", "dup_line", "swap_lines", "truncate"]))
+    if kind.endswith(("char", "chars")) or kind == "truncate":
+      i = draw(st.integers(0, len(text)))
+      j = draw(st.integers(0, len(text)))
+      if kind == "del_char": text = text[:i] + text[i + 1:]
+      elif kind == "ins_char": text = text[:i] + draw(st.sampled_from(CHARS)) + text[i:]
+      elif kind == "dup_char": text = text[:i] + text[i:i + 1] + text[i:]
+      elif kind == "swap_chars" and i < j < len(text): text = text[:i] + text[j] + text[i + 1:j] + text[i] + text[j + 1:]
+      elif kind == "truncate": text = text[:i]
+    else:
+      lines = text.split("\n")
+      i = draw(st.integers(0, len(lines) - 1))
+      j = draw(st.integers(0, len(lines) - 1))
+      if kind == "del_line": del lines[i]
+      elif kind == "dup_line": lines.insert(j, lines[i])
+      else: lines[i], lines[j] = lines[j], lines[i]
+      text = "\n".join(lines)
+  return text
+
+@fuzz(600)
+@given(mutated(window=True))
+def test_mutated_windows(text):
+  check(text)
+
+@fuzz(30)
+@given(mutated(window=False))
+def test_mutated_files(text):
+  check(text)
+
+def test_real_files_compile():
+  for text in TEXTS: check(text)
