@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
   from dslc.compile import compile_rules
   from dslc.diagnostics import DslError
   t0 = time.perf_counter()
-  errors, stale, written = 0, [], 0
+  errors, stale, outputs = 0, [], []
   for src in sources():
     rel = os.path.relpath(src, ROOT).replace(os.sep, "/")
     out = src[:-len(".rules")] + ".py"
@@ -33,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     old = open(out).read() if os.path.exists(out) else None
     if old == code: continue
     if args.check: stale.append((rel, out, old is None))
-    else:
-      write_atomic(out, code)
-      written += 1
+    else: outputs.append((out, code))
   generated = {s[:-len(".rules")] + ".py" for s in sources()}
   for py in sorted(glob.glob(os.path.join(ROOT, "rules", "*.py"))):
     with open(py) as f: first = f.readline()
@@ -44,9 +42,14 @@ def main(argv: list[str] | None = None) -> int:
       errors += 1
   for rel, out, missing in stale:
     print(f"{os.path.relpath(out, ROOT)}: {'missing' if missing else 'stale'}: regenerate it from {rel} with `python build.py`", file=sys.stderr)
+  if errors or stale:
+    if errors and outputs: print(f"build.py: {errors} error{'s' if errors != 1 else ''}: nothing written", file=sys.stderr)
+    return 1
+  # all or nothing: the generated modules import each other's helpers and rule sets, so a half-regenerated rules/ is worse
+  # than a stale one
+  for out, code in outputs: write_atomic(out, code)
   dt = time.perf_counter() - t0
-  if errors or stale: return 1
-  if not args.check: print(f"build.py: {len(sources())} rule files, {written} regenerated, in {dt * 1000:.0f} ms")
+  if not args.check: print(f"build.py: {len(sources())} rule files, {len(outputs)} regenerated, in {dt * 1000:.0f} ms")
   return 0
 
 if __name__ == "__main__": sys.exit(main())
