@@ -77,16 +77,12 @@ def _range(terms, k: int) -> tuple[int, int]:
 def _base(t: UOp) -> tuple[UOp, int]:
   return (t.src[0], t.src[1].arg) if t.op is MUL and t.src[1].op is CONST else (t, 1)
 
-def add_term(x: UOp, y: UOp) -> UOp | None:
-  """x + y where the sum x already holds a term of y's base: the coefficients add (x*3 + b + x*5 -> x*8 + b);
-  or y completes a split of a term: a%c*m + ... + (a//c)*(c*m) -> a*m + ... ."""
-  d = x.dtype
-  terms, k = split_sum(x)
-  base, coef = _base(y)
+def _merge(terms: list, base: UOp, coef: int, like: bool = True) -> bool:
+  """Add coef*base into terms in place when it meets a term: the same base (like=True), or the other half of a div/mod split."""
   for i, (b, f) in enumerate(terms):
-    if b is base:
+    if like and b is base:
       terms[i] = (b, f + coef)
-      return build_sum(d, terms, k)
+      return True
   # (a % c)*m and (a // c)*(c*m) are a*m: C's a == (a//c)*c + a%c holds for every a and c
   if base.op is MOD or base.op is IDIV:
     a, c = base.src
@@ -96,7 +92,22 @@ def add_term(x: UOp, y: UOp) -> UOp | None:
         fm, fd = (coef, f) if base.op is MOD else (f, coef)
         if fd == fm * c.arg:
           terms[i] = (a, fm)
-          return build_sum(d, terms, k)
+          return True
+  return False
+
+def add_term(x: UOp, y: UOp) -> UOp | None:
+  """x + y where the sum x already holds a term of y's base: the coefficients add (x*3 + b + x*5 -> x*8 + b);
+  or y completes a split of a term: a%c*m + ... + (a//c)*(c*m) -> a*m + ... . A multiple of a sum in x is
+  distributed only when that lets y complete a split inside it: (x*2 + a//2)*2 + a%2 -> x*4 + a."""
+  d = x.dtype
+  terms, k = split_sum(x)
+  base, coef = _base(y)
+  if _merge(terms, base, coef): return build_sum(d, terms, k)
+  for i, (b, f) in enumerate(terms):
+    if b.op is ADD:
+      inner, ik = split_sum(b)
+      expanded = [(ib, g * f) for ib, g in inner]
+      if _merge(expanded, base, coef, like=False): return build_sum(d, terms[:i] + expanded + terms[i + 1:], k + ik * f)
   return None
 
 # ---- division and remainder by a positive constant ----
