@@ -85,6 +85,9 @@ def cmd_stats(args) -> int:
       mod, _, fn = args.workload.partition(":")
       getattr(importlib.import_module(mod), fn or "main")()
   print_rule_stats()
+  # graph_rewrite registered the same table to print at exit: once is enough
+  import atexit
+  atexit.unregister(print_rule_stats)
   return 0
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
   p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
   p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
   args = ap.parse_args(argv)
-  return {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats}[args.cmd](args)
+  try: return {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats}[args.cmd](args)
+  except BrokenPipeError:
+    # the reader went away (`python -m dslc explain FILE | head`): stop quietly, as Python's docs advise for pipes
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
 
 if __name__ == "__main__": sys.exit(main())
