@@ -28,7 +28,8 @@ def scope(u: UOp, memo: dict) -> frozenset:
 
 def lower_reduce(ctx, r: UOp) -> UOp:
   x, ranges, op = r.src[0], r.src[1:], r.arg
-  outer = sorted(scope(r, ctx.scopes), key=lambda g: g.arg)
+  # upcast lanes share their reduce loops: an accumulator lives in every loop around any reduction sharing its loops
+  outer = sorted(scope(r, ctx.scopes).union(*(ctx.shared_outer.get(g, ()) for g in ranges)), key=lambda g: g.arg)
   # the accumulator is declared (and reset) inside the loops around the reduction, so each output starts fresh
   acc = uop(Ops.DEFINE_REG, r.dtype, (uop(Ops.CONST, r.dtype, (), identity(op, r.dtype)), *outer), ctx.new_reg())
   upd = uop(Ops.ASSIGN, r.dtype, (acc, uop(op, r.dtype, (acc, x))))

@@ -4,6 +4,7 @@ Every function takes a = AT(x, valid, i0, ...) where x is the op being indexed, 
 level down. Index expressions are built with plain ADD/MUL/IDIV/MOD/CMPLT nodes; the symbolic rules clean them up.
 """
 from __future__ import annotations
+import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -112,6 +113,19 @@ def at_pad(a: UOp) -> UOp:
   value = _at(x, _and(valid, inside), new)
   if inside.op is Ops.CONST: return value
   return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
+
+def is_plus_zero(v) -> bool:
+  """v is the zero a guarded load reads (0, False or +0.0; not -0.0, whose sign a select would keep)."""
+  return v == 0 and not (isinstance(v, float) and math.copysign(1.0, v) < 0)
+
+def implied_by(v: UOp, w: UOp) -> bool:
+  """v is one of the clauses of the AND chain w (so w implies v)."""
+  stack = [w]
+  while stack:
+    u = stack.pop()
+    if u is v: return True
+    if u.op is Ops.AND: stack.extend(u.src)
+  return False
 
 def _zero(d):
   return False if d is dtypes.bool else 0.0 if dtypes.is_float(d) else 0

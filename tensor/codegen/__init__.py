@@ -26,6 +26,7 @@ class CodegenContext:
     self.scopes: dict = {}
     self.origins: dict[UOp, UOp] = {}
     self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (rules/rangeify_helpers.at_reduce)
+    self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
   def new_range(self) -> int:
     self.next_range += 1
     return self.next_range - 1
@@ -93,7 +94,19 @@ def lower_kernel(ast: UOp, opt: bool | None = None) -> tuple[UOp, list[tuple]]:
   if opt if opt is not None else not NOOPT:
     sink, opts = upcast(sink)
     if opts: sink = graph_rewrite(sink, symbolic, name="symbolic after upcast")
+  ctx.shared_outer = shared_outer(sink)
   return graph_rewrite(sink, lower, ctx, name="lower"), opts
+
+def shared_outer(sink: UOp) -> dict[UOp, frozenset]:
+  """For each reduce RANGE, the loops around every REDUCE over it. Upcast lanes share reduce loops (one loop updating
+  several accumulators); a lane that does not use an outer loop still sits in it, so its accumulator must reset there."""
+  from rules.lower_helpers import scope
+  memo: dict = {}
+  out: dict[UOp, frozenset] = {}
+  for q in sink.toposort():
+    if q.op is Ops.REDUCE:
+      for r in q.src[1:]: out[r] = out.get(r, frozenset()) | scope(q, memo)
+  return out
 
 def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
   """The lowered kernel of a kernel AST: STOREs to INDEXed DEFINE_GLOBALs of values computed from LOADs, in loops.

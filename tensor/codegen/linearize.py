@@ -41,6 +41,17 @@ def linearize(sink: UOp) -> list[UOp]:
   for u in topo:
     if u.op in (Ops.SINK, Ops.RANGE): continue
     path[u] = tuple(sorted(frozenset().union(*(nest(r) for r in scope(u, memo))), key=lambda r: r.arg))
+  # an accumulator update runs once per iteration of the loops its END closes, even when its value does not use them
+  # (the sum of a broadcast value: acc = acc + x, with x computed once outside)
+  for u in topo:
+    if u.op is not Ops.END: continue
+    upd = u.src[0]
+    loops = frozenset().union(*(nest(r) for r in u.src[1:]))
+    # the update and everything in it that reads the accumulator (acc + x) run in those loops
+    reads: dict[UOp, bool] = {}
+    for n in upd.toposort():
+      reads[n] = (n is upd.src[0]) or any(reads.get(x, False) for x in n.src)
+      if reads[n] and n is not upd.src[0]: path[n] = tuple(sorted(frozenset(path[n]) | loops, key=lambda r: r.arg))
   # the loop tree: one _Loop per distinct path prefix
   loops: dict[tuple, _Loop] = {(): _Loop(None)}
   def loop_of(p: tuple) -> _Loop:
@@ -94,6 +105,8 @@ def linearize(sink: UOp) -> list[UOp]:
       for j in users[k]:
         indeg[j] -= 1
         if indeg[j] == 0: heapq.heappush(heap, (key[j], j))
+    # an internal invariant: a cycle between the items of one loop would silently drop code
+    if any(indeg.values()): raise RuntimeError(f"linearize: the items of loop {lp.rng} depend on each other in a cycle")
     if lp.rng is not None: out.append(uop(Ops.END, dtypes.void, (lp.rng,)))
   emit(loops[()])
   return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
-from runtime.helpers import DEBUG, GlobalCounters
+from runtime.helpers import DEBUG, NOOPT, GlobalCounters
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 from runtime.dtype import dtypes
@@ -40,7 +40,7 @@ def render(device: str, name: str, uops: list[UOp]):
   from tensor.renderer.cstyle import render_c
   return render_c(name, uops)
 
-_programs: dict[tuple[str, UOp], Runner] = {}
+_programs: dict[tuple[str, UOp, bool], Runner] = {}
 
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
@@ -60,7 +60,7 @@ def get_program(ast: UOp, device: str) -> Program:
   return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, opts=opts)
 
 def get_runner(ast: UOp, device: str) -> Runner:
-  key = (device, ast)
+  key = (device, ast, bool(NOOPT))  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
   if key not in _programs:
     if ast.op is Ops.COPY: _programs[key] = CopyRunner()
     else:
