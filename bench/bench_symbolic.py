@@ -2,7 +2,8 @@
 
 Workload: bench/expr_gen.py (seeded random index expressions, 20-60 tree nodes). Each system builds the same
 expressions as its own UOps and simplifies them with `graph_rewrite(e, symbolic)`; the two alternate rep by rep so
-machine noise hits both. Also: graph_rewrite's per-node overhead on a 10,000-node chain with a matcher that never fires.
+machine noise hits both. Also: graph_rewrite's per-node overhead on a 10,000-node chain x+x+...+x with a matcher that
+never fires, and with `symbolic` (which folds the chain to x*10001).
 
   python bench/bench_symbolic.py                  # 2,000 expressions, seed 0, both systems when tinygrad is importable
   python bench/bench_symbolic.py --no-tinygrad    # ours only
@@ -118,13 +119,15 @@ def time_simplify(sys_: dict, corpus: list) -> float:
   del exprs, outs
   return dt
 
-def time_chain(sys_: dict, n: int, reps: int) -> float:
+def time_chain(sys_: dict, n: int, reps: int, kind: str = "never") -> float:
+  """us per node of graph_rewrite on the n-node chain: `never` (a matcher with no rule for ADD) or `simplify`."""
   ts = []
   for _ in range(reps):
+    sys_["clear"]()
     c = sys_["chain"](n)
     gc.collect()
-    t0 = time.perf_counter(); r = sys_["never"](c); ts.append(time.perf_counter() - t0)
-    assert r is c
+    t0 = time.perf_counter(); r = sys_[kind](c); ts.append(time.perf_counter() - t0)
+    assert kind != "never" or r is c
     del c, r
   return statistics.median(ts) / (n + 1) * 1e6
 
@@ -160,21 +163,23 @@ def main(argv=None) -> int:
     r["exprs_per_s"] = len(corpus) / med
     r["in_nodes_per_s"] = r["quality"]["in_nodes"] / med
     r["chain_never_fires_us_per_node"] = time_chain(s, args.chain, max(3, args.reps))
+    r["chain_symbolic_us_per_node"] = time_chain(s, args.chain, 3, "simplify")
   print(f"symbolic: {len(corpus)} expressions (seed {args.seed}, {tree_nodes} tree nodes), median of {args.reps} reps, python {res['python']}")
-  print(f"{'system':34} {'expr/s':>9} {'in nodes/s':>11} {'out/in nodes':>13} {'mismatches':>11} {'chain us/node':>14}")
+  print(f"{'system':34} {'expr/s':>9} {'in nodes/s':>11} {'out/in nodes':>13} {'mismatches':>11} {'chain us/node':>14} {'symbolic chain':>15}")
   for s in systems:
     r = res["systems"][s["name"]]
     q = r["quality"]
     print(f"{s['name']:34} {r['exprs_per_s']:9.0f} {r['in_nodes_per_s']:11.0f} {q['ratio']:13.3f} {q['mismatches']:>5}/{q['evaluations']:<5} "
-          f"{r['chain_never_fires_us_per_node']:14.2f}")
+          f"{r['chain_never_fires_us_per_node']:14.2f} {r['chain_symbolic_us_per_node']:15.2f}")
   if len(systems) == 2:
     a, b = (res["systems"][s["name"]] for s in systems)
     res["ratios"] = {"exprs_per_s": a["exprs_per_s"] / b["exprs_per_s"], "in_nodes_per_s": a["in_nodes_per_s"] / b["in_nodes_per_s"],
                      "node_ratio": a["quality"]["ratio"] / b["quality"]["ratio"],
-                     "chain_us_per_node": a["chain_never_fires_us_per_node"] / b["chain_never_fires_us_per_node"]}
+                     "chain_us_per_node": a["chain_never_fires_us_per_node"] / b["chain_never_fires_us_per_node"],
+                     "symbolic_chain_us_per_node": a["chain_symbolic_us_per_node"] / b["chain_symbolic_us_per_node"]}
     x = res["ratios"]
     print(f"{'ours / tinygrad':34} {x['exprs_per_s']:8.2f}x {x['in_nodes_per_s']:10.2f}x {x['node_ratio']:12.3f}x {'':11} "
-          f"{x['chain_us_per_node']:13.2f}x")
+          f"{x['chain_us_per_node']:13.2f}x {x['symbolic_chain_us_per_node']:14.3f}x")
   line = json.dumps(res)
   print("RESULT " + line)
   if args.json:

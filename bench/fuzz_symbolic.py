@@ -4,7 +4,7 @@ at random points inside the variables' ranges. A failure is a point where the si
 the original's, a node of either graph whose value is outside its [vmin, vmax], or a simplification that raises.
 
   python bench/fuzz_symbolic.py                          # 20,000 evaluations, seed 0
-  python bench/fuzz_symbolic.py --evals 1000000          # the long run (about a minute or two per 100,000 on 2 cores)
+  python bench/fuzz_symbolic.py --evals 1000000          # the long run (a minute or two)
   python bench/fuzz_symbolic.py --seed 7 --evals 50000 --show 3
 
 Ranges include negative values, zero and single values; divisors include 0, negatives and variables that cross 0;

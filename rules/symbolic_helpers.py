@@ -95,16 +95,35 @@ def _merge(terms: list, base: UOp, coef: int, like: bool = True) -> bool:
           return True
   return False
 
+def _split_tail(x: UOp, limit: int = 64) -> tuple[list[tuple[UOp, int]], int, bool]:
+  """split_sum of a left-leaning chain, but only its last `limit` terms: what lies below them stays one opaque first
+  term (coefficient 1), so adding terms one by one to a chain of n terms costs O(n), not O(n^2)."""
+  rev: list[tuple[UOp, int]] = []
+  k = 0
+  cur = x
+  while cur.op is ADD and len(rev) < limit:
+    t = cur.src[1]
+    if t.op is CONST: k += t.arg
+    else: rev.append(_base(t))
+    cur = cur.src[0]
+  opaque = cur.op is ADD
+  if opaque: rev.append((cur, 1))
+  elif cur.op is CONST: k += cur.arg
+  else: rev.append(_base(cur))
+  rev.reverse()
+  return rev, k, opaque
+
 def add_term(x: UOp, y: UOp) -> UOp | None:
   """x + y where the sum x already holds a term of y's base: the coefficients add (x*3 + b + x*5 -> x*8 + b);
   or y completes a split of a term: a%c*m + ... + (a//c)*(c*m) -> a*m + ... . A multiple of a sum in x is
-  distributed only when that lets y complete a split inside it: (x*2 + a//2)*2 + a%2 -> x*4 + a."""
+  distributed only when that lets y complete a split inside it: (x*2 + a//2)*2 + a%2 -> x*4 + a.
+  Only the last 64 terms of a chain are searched (a longer sum stays correct, and linear to build)."""
   d = x.dtype
-  terms, k = split_sum(x)
+  terms, k, opaque = _split_tail(x)
   base, coef = _base(y)
   if _merge(terms, base, coef): return build_sum(d, terms, k)
   for i, (b, f) in enumerate(terms):
-    if b.op is ADD:
+    if b.op is ADD and (i > 0 or not opaque):  # not the opaque rest of a long chain
       inner, ik = split_sum(b)
       expanded = [(ib, g * f) for ib, g in inner]
       if _merge(expanded, base, coef, like=False): return build_sum(d, terms[:i] + expanded + terms[i + 1:], k + ik * f)
