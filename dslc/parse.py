@@ -3,7 +3,7 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import ast, hashlib, math, os
+import ast, hashlib, math, os, warnings
 from functools import cache
 from typing import Any
 from lark import Lark, Token, Tree
@@ -43,8 +43,14 @@ def resolve_ops(name: str, line: int, col: int) -> frozenset[Ops]:
 
 _PREC = {"or_": 1, "and_": 2, "not_": 3, "compare": 4, "binop+": 5, "binop*": 6, "unop": 7, "pow_": 8}
 
+def _parse_python(text: str) -> ast.Expression:
+  with warnings.catch_warnings():
+    # what Python only warns about (`1if x else 2`, `x is 1`) is an error here: it is reported at the rule, not on stderr
+    warnings.simplefilter("error", SyntaxWarning)
+    return ast.parse(text, mode="eval")
+
 def _free_names(text: str, line: int, col: int) -> frozenset[str]:
-  try: tree = ast.parse(text, mode="eval")
+  try: tree = _parse_python(text)
   except SyntaxError as e: raise _Error(f"invalid Python expression: {e.msg}", line, col + max((e.offset or 1) - 1, 0)) from None
   except (RecursionError, MemoryError): raise _Error("this Python expression is nested too deeply", line, col) from None
   loads, stores = set(), set()
@@ -143,7 +149,7 @@ class _InfNan(ast.NodeTransformer):
 
 def literal_value(text: str, line: int, col: int) -> Any:
   """The Python value of a literal written in a .rules file; an invalid one (`03`, `"\\N"`) is a diagnostic, not a crash."""
-  try: tree = ast.parse(text.strip(), mode="eval")
+  try: tree = _parse_python(text.strip())
   except SyntaxError as e: raise _Error(f"invalid literal {text.strip()}: {e.msg}", line, col) from None
   except (RecursionError, MemoryError): raise _Error("this literal is nested too deeply", line, col) from None
   # ValueError: not a literal (callers that accept other expressions catch it); TypeError: an unhashable key, as {[1]: 2}

@@ -30,10 +30,14 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
-  """The property: Python that compiles, or a DslError with every position inside the file."""
+  """The property: Python that compiles, or a DslError with every position inside the file; and no warning on the way."""
   try:
-    code = compile_rules(path, "fuzz.rules", source=text)
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      code = compile_rules(path, "fuzz.rules", source=text)
+    assert not caught, [str(w.message) for w in caught]
   except DslError as e:
+    assert not caught, [str(w.message) for w in caught]
     assert e.diagnostics
     if text is None:
       with open(path, "rb") as f: text = f.read().decode("utf-8", "replace")
