@@ -153,9 +153,10 @@ def _fits(d: DType, lo: int, hi: int) -> bool: return int_min[d] <= lo and hi <=
 
 def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
   """x // c or x % c (u's op) for a constant c > 0 and x >= 0 that never wraps: truncation is floor division there.
-  Tries, in order: the quotient is linear (congruence); a coefficient f divides c, so x//c == (x//f)//(c//f);
-  a term a%m with c | m is a in a remainder; terms whose coefficient c divides leave the division;
-  a common factor of every coefficient and c divides out. Each returns a graph no bigger than the input."""
+  Tries, in order: the quotient is linear (congruence: (a*8 + b)//8 -> a for b in [0, 8)); a coefficient f divides
+  c and x == f*q + r with r in [0, f) (x//c -> q//(c/f)); for %, coefficients and constant reduce mod c and a term
+  a%m with c | m*f becomes a; for //, whole multiples of c leave the division; x//c == (x//f)//(c/f) when x//f
+  simplifies and the result is no bigger; a common factor of every coefficient and c divides out."""
   d = u.dtype
   is_div = u.op is IDIV
   terms, k = split_sum(x)
@@ -190,8 +191,8 @@ def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
     if changed or k % c != k or len(rest) != len(terms) or any(f >= c or f < 0 for _, f in terms):
       lo, hi = _range(rest, k % c)
       if lo >= 0 and _fits(d, lo, hi): return uop(MOD, d, (build_sum(d, rest, k % c), UOp.const(d, c)))
-  # nested by a factor f of c that some coefficient has: x//c == (x//f)//(c/f), kept when x//f simplifies and the result is no bigger;
-  # x%c == ((x//f) % (c/f))*f + x%f when x%f is linear and in [0, f)
+  # nested by a factor f of c that some coefficient has: x//c == (x//f)//(c/f), kept when x//f simplifies and the result
+  # is no bigger (the smallest over the factors)
   best = None
   for f in (sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}) if is_div else ()):
     if (inner := fold_divmod(uop(IDIV, d, (x, UOp.const(d, f))), x, f)) is None: continue
@@ -245,11 +246,14 @@ def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
   tighter range, x is simplified, and the nodes come back. None when that changes nothing."""
   from runtime.rewrite import graph_rewrite
   from rules.symbolic import symbolic
+  bounds: dict[UOp, tuple[int, int]] = {}
+  for n, lo, hi in _clauses(v, negate):
+    if n.op is CONST: continue
+    plo, phi = bounds.get(n, (n.vmin, n.vmax))
+    bounds[n] = (max(lo, plo), min(hi, phi))
   subs: dict[UOp, UOp] = {}
   topo = None
-  for i, (n, lo, hi) in enumerate(_clauses(v, negate)):
-    if n.op is CONST: continue
-    lo, hi = max(lo, n.vmin), min(hi, n.vmax)
+  for i, (n, (lo, hi)) in enumerate(bounds.items()):
     if (lo == n.vmin and hi == n.vmax) or lo > hi: continue  # nothing new, or x is never used (other rules fold v)
     if topo is None: topo = x.toposort()
     if n not in topo: continue
