@@ -49,8 +49,8 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
       squeeze.append(axis)
       axis += 1
       continue
+    if it.step == 0: raise TensorError(f"slice step cannot be zero (axis {axis} of shape {t.shape})")
     start, stop, step = it.indices(n)
-    if step == 0: raise TensorError("slice step cannot be zero")
     if step > 0:
       stop = max(stop, start)
       out = out.shrink([None] * axis + [(start, stop)] + [None] * (out.ndim - axis - 1))

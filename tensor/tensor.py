@@ -6,7 +6,7 @@ import math, weakref
 from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
-from runtime.dtype import DType, dtypes, least_upper_dtype, least_upper_float
+from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -29,6 +29,15 @@ def buffer_uop(buf: Buffer) -> UOp:
   buffers[u] = buf
   return u
 
+def to_dtype(x: Any) -> DType:
+  """A tensor dtype from a DType, its name ("float32", "int") or a numpy type; TypeError for anything else."""
+  if isinstance(x, DType) and not isinstance(x, PtrDType) and x.count == 1 and x is not dtypes.void: return x
+  if isinstance(x, str) and isinstance(DTYPE_NAMES.get(x), DType) and DTYPE_NAMES[x] is not dtypes.void: return DTYPE_NAMES[x]
+  if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
+    try: return dtypes.from_numpy(x)
+    except TypeError: pass
+  raise TypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
+
 def _shape_arg(shape: Sequence) -> tuple[int, ...]:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
   out = tuple(int(s) for s in shape)
@@ -44,6 +53,7 @@ class Tensor:
   def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None, requires_grad: bool | None = None):
     self.requires_grad, self.grad = requires_grad, None
     dev = Device.canonicalize(device)
+    if dtype is not None: dtype = to_dtype(dtype)
     if isinstance(data, UOp): self.uop = data
     elif isinstance(data, Tensor): self.uop = data.to(dev).cast(dtype or data.dtype).uop
     elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
@@ -77,12 +87,15 @@ class Tensor:
   def __bool__(self) -> bool:
     if self.numel() != 1: raise TensorError(f"the truth value of a tensor with {self.numel()} elements is ambiguous: use .any() or .all()")
     return bool(self.item())
-  def __repr__(self) -> str: return f"<Tensor {self.uop.op} {self.shape} {self.dtype} on {self.device} with grad {self.grad!r}>"
+  def __repr__(self) -> str:  # as the seeds print it: <Tensor <UOp CPU (4,) int (Ops.COPY, None)> on CPU with grad None>
+    u = self.uop
+    return f"<Tensor <UOp {self.device} {self.shape} {self.dtype.name} ({u.op!r}, {u.arg!r})> on {self.device} with grad {self.grad!r}>"
 
   # ---- creation ----
   @staticmethod
   def full(shape: Sequence[int] | int, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
     shape = (shape,) if isinstance(shape, int) else _shape_arg(shape)
+    if shape and min(shape) < 0: raise TensorError(f"negative dimension in shape {shape}")
     return Tensor(fill_value, device, dtype, **kwargs).reshape((1,) * len(shape)).expand(shape)
   @staticmethod
   def zeros(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
@@ -93,7 +106,7 @@ class Tensor:
   @staticmethod
   def empty(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
     shape = _shape_arg(shape)
-    dt, dev = dtype or dtypes.default_float, Device.canonicalize(device)
+    dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
     u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), math.prod(shape))
     buffers[u] = Buffer(dev, math.prod(shape), dt)
     return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
@@ -102,7 +115,8 @@ class Tensor:
              device: str | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
     if step == 0: raise TensorError("arange step must not be zero")
-    dt = dtype or (dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int)
+    dt = to_dtype(dtype) if dtype is not None else \
+      dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int
     # constant data: made on the host, like a list literal
     return Tensor(np.arange(start, stop, step).astype(np.float64 if dtypes.is_float(dt) else np.int64), device, dt)
   def full_like(self, fill_value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
@@ -201,7 +215,7 @@ class Tensor:
       flat = list(padding)
       pairs = [(0, 0)] * (self.ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
     else: pairs = [tuple(p) if p is not None else (0, 0) for p in padding]
-    if len(pairs) != self.ndim: raise TensorError(f"padding {padding} has {len(pairs)} pairs for a tensor of {self.ndim} dims")
+    if len(pairs) != self.ndim: raise TensorError(f"padding {padding} has {len(pairs)} pairs for a tensor of shape {self.shape}")
     pairs = [(int(b), int(a)) for b, a in pairs]
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
       x = self.shrink(tuple((-min(b, 0), d + min(a, 0)) for (b, a), d in zip(pairs, self.shape)))
@@ -332,13 +346,17 @@ class Tensor:
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._cmp(Ops.CMPNE, True)
   def _bitop(self, op: Ops, x, reverse=False) -> Tensor:
     a, b = self._operands(x, reverse)
-    if dtypes.is_float(a.dtype): raise TensorError(f"{op.name.lower()} needs bool or int tensors, not {a.dtype}")
+    if dtypes.is_float(a.dtype):
+      other = f"{x.dtype} {x.shape}" if isinstance(x, Tensor) else f"{type(x).__name__} {x!r}"
+      operands = (other, f"{self.dtype} {self.shape}") if reverse else (f"{self.dtype} {self.shape}", other)
+      raise TensorError(f"{_BITOPS[op]} needs bool or int operands, got {operands[0]} and {operands[1]}")
     return a._alu(op, b)
   def bitwise_and(self, x) -> Tensor: return self._bitop(Ops.AND, x)
   def bitwise_or(self, x) -> Tensor: return self._bitop(Ops.OR, x)
   def bitwise_xor(self, x) -> Tensor: return self._bitop(Ops.XOR, x)
   def bitwise_not(self) -> Tensor:
     if self.dtype is dtypes.bool: return self.logical_not()
+    if dtypes.is_float(self.dtype): raise TensorError(f"bitwise_not (~) needs a bool or int tensor, got {self.dtype} {self.shape}")
     return self._bitop(Ops.XOR, -1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
   def lshift(self, x) -> Tensor: return self._bitop(Ops.SHL, x)
   def rshift(self, x) -> Tensor: return self._bitop(Ops.SHR, x)
@@ -415,8 +433,11 @@ class Tensor:
     return out
   clamp = clip
   def isnan(self) -> Tensor: return self.ne(self)
-  def cast(self, dtype: DType) -> Tensor: return self if dtype is self.dtype else Tensor(uop(Ops.CAST, dtype, (self.uop,)))
+  def cast(self, dtype: DType) -> Tensor:
+    dtype = to_dtype(dtype)
+    return self if dtype is self.dtype else Tensor(uop(Ops.CAST, dtype, (self.uop,)))
   def bitcast(self, dtype: DType) -> Tensor:
+    dtype = to_dtype(dtype)
     if dtype.itemsize != self.dtype.itemsize: raise TensorError(f"bitcast from {self.dtype} to {dtype} changes the item size")
     return self if dtype is self.dtype else Tensor(uop(Ops.BITCAST, dtype, (self.uop,)))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
@@ -440,7 +461,7 @@ class Tensor:
     return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
     # small ints and bools add up in int32 (and unsigned in uint32), so counts don't wrap
-    acc = dtype or (least_upper_dtype(self.dtype, dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.int32)
+    acc = to_dtype(dtype) if dtype is not None else (least_upper_dtype(self.dtype, dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.int32)
                     if dtypes.is_int(self.dtype) or self.dtype is dtypes.bool else self.dtype)
     return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
   def prod(self, axis=None, keepdim: bool = False) -> Tensor:
@@ -526,6 +547,8 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
 def _to_bf16(arr: np.ndarray) -> np.ndarray:
   f = arr.astype(np.float32).reshape(-1).view(np.uint32)
   return ((f + 0x7FFF + ((f >> 16) & 1)) >> 16).astype(np.uint16)
+
+_BITOPS = {Ops.AND: "bitwise_and (&)", Ops.OR: "bitwise_or (|)", Ops.XOR: "bitwise_xor (^)", Ops.SHL: "lshift (<<)", Ops.SHR: "rshift (>>)"}
 
 def _floaty(a: Tensor, b: Any) -> bool:
   """Whether a comparison of a with b happens in a float type (where nan makes `not (b < a)` differ from `a <= b`)."""
