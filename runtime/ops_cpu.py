@@ -26,16 +26,22 @@ def find_compiler(required: bool = True) -> str | None:
                        f"(or run on the interpreter with DEV=PYTHON)")
   return path
 
+def _compiler_env() -> dict[str, str]:
+  # the compiler runs without a preloaded sanitizer runtime (SANITIZE=1 tests preload libasan into this process)
+  return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
 @functools.cache
 def compiler_version() -> str:
   cc = find_compiler()
-  try: out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout  # type: ignore[list-item]
+  try: out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30, env=_compiler_env()).stdout  # type: ignore[list-item]
   except (OSError, subprocess.TimeoutExpired): out = ""
   return out.splitlines()[0] if out else cc or ""
 
 @functools.cache
 def _takes_flag(cc: str, flag: str) -> bool:
-  try: r = subprocess.run([cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"], input="int x;", capture_output=True, text=True, timeout=60)
+  try:
+    r = subprocess.run([cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"], input="int x;", capture_output=True, text=True, timeout=60,
+                       env=_compiler_env())
   except (OSError, subprocess.TimeoutExpired): return False
   return r.returncode == 0
 
@@ -74,7 +80,8 @@ def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
   fd, tmp = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".tmp.so", dir=d)
   os.close(fd)
   try:
-    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp, "-lm"], input=src, capture_output=True, text=True)  # type: ignore[list-item]
+    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp, "-lm"], input=src, capture_output=True, text=True,  # type: ignore[list-item]
+                       env=_compiler_env())
     if r.returncode != 0:
       raise CompileError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
     os.replace(tmp, out)
