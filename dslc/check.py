@@ -24,7 +24,8 @@ class Checker:
   def error(self, message: str, span: Span | None, name: str | None = None) -> None:
     line, col = (span.line, span.col) if span is not None else (1, 1)
     if name is not None: line, col = self.find(name, line, col)
-    self.diags.append(Diagnostic(self.rf.path, line, col, message))
+    # a UPat's span names the Python file it was written in; a .rules span names the file itself
+    self.diags.append(Diagnostic(span.file if span is not None and span.file else self.rf.path, line, col, message))
 
   def find(self, name: str, line: int, col: int) -> tuple[int, int]:
     """The position of the identifier `name` at or after (line, col), for a caret under it."""
@@ -93,6 +94,9 @@ class Checker:
     for n in sorted((node_names | arg_names) & (PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used) - {"ctx"}):
       what = "an imported helper" if n in self.imported else "a builtin" if n in BUILTINS else "a name of the generated code"
       self.error(f"'{n}' can't be a capture name: it is {what}", r.span, n)
+    # the generated code's own locals and globals start with '_' (_u, _u_0, _r, _f0, _const, ...); the .rules parser
+    # already refuses such names, a UPat(name=...) reaches here
+    for n in sorted(x for x in node_names | arg_names if x.startswith("_")): self.error(f"capture names can't start with '_' ('{n}')", r.span, n)
     known = node_names | arg_names | set(r.opvars) | PRELUDE_NAMES | BUILTINS | self.imported
     for g in r.guards:
       for n in sorted(g.names - known): self.error(f"'{n}' is used in a guard but never bound", g.span, n)

@@ -5,7 +5,7 @@ emitter as .rules files, once per PatternMatcher, so a matcher built at run time
   graph_rewrite(expr, pm)
 """
 from __future__ import annotations
-import inspect, os, sys
+import dataclasses, inspect, linecache, os, sys
 from typing import Any, Callable, Iterable
 from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
@@ -164,7 +164,8 @@ class PatternMatcher(Matcher):
       rules[-1].result.by_keyword = by_kw  # type: ignore[attr-defined]
     rf = RuleFile("<PatternMatcher>", "", [RuleSet(name, "", rules, Span("<PatternMatcher>", 1, 1))], [])
     diags = [d for d in check_file(rf) if "never fires" not in d.message and "duplicate" not in d.message]
-    if diags: raise DslError(diags)
+    # show the Python line each problem comes from, with its caret, as for a .rules file
+    if diags: raise DslError([dataclasses.replace(d, line_text=linecache.getline(d.file, d.line).rstrip("\n") or None) for d in diags])
     code = emit_module(rf, "<PatternMatcher>", fns)
     ns: dict[str, Any] = {v: k for k, v in fns.items()}
     exec(compile(code, f"<PatternMatcher {name}>", "exec"), ns)  # noqa: S102 - our own generated code
