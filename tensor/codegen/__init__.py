@@ -81,15 +81,29 @@ def recomputed_reductions(sink: UOp, ctx: CodegenContext) -> set[UOp]:
     seen.add(origin)
   return bad
 
+_simplified: dict[UOp, tuple[UOp, CodegenContext]] = {}
+
+def rangeify_simplified(ast: UOp) -> tuple[UOp, CodegenContext]:
+  """rangeify then symbolic, remembered for the last few hundred ASTs: the scheduler's fusion check and the lowering of
+  the same kernel share it. Returns a fresh context (range counter and reduce origins as rangeify left them)."""
+  from rules.symbolic import symbolic
+  if ast not in _simplified:
+    ctx = CodegenContext()
+    sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
+    if len(_simplified) >= 512: _simplified.clear()
+    _simplified[ast] = (sink, ctx)
+  sink, done = _simplified[ast]
+  ctx = CodegenContext(done.next_range)
+  ctx.origins, ctx.reduces = done.origins, done.reduces
+  return sink, ctx
+
 def lower_kernel(ast: UOp, opt: bool | None = None) -> tuple[UOp, list[tuple]]:
   """The lowered kernel of a kernel AST, and the optimizations applied to it (("UPCAST", axis, amount), ...)."""
   from rules.lower import lower
   from rules.symbolic import symbolic
   from tensor.codegen.opt import upcast
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
-  ctx = CodegenContext()
-  sink = rangeify(ast, ctx)
-  sink = graph_rewrite(sink, symbolic, name="symbolic")
+  sink, ctx = rangeify_simplified(ast)
   opts: list[tuple] = []
   if opt if opt is not None else not NOOPT:
     sink, opts = upcast(sink)

@@ -113,11 +113,11 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
     # a copy moves a whole buffer: its source must be in memory
     if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(strip(u.src[0]))
   # grow the set until every kernel is safe and computes each reduction once
-  checked: dict[UOp, set[UOp]] = {}
+  checked: dict[tuple, set[UOp]] = {}
   while True:
     regions = {x: region(x, points) for x in points}
     new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points)
-    if not new: new = set().union(*(_unfusable_reductions(x, nodes, points, checked) for x, (nodes, _) in regions.items()))
+    if not new: new = set().union(*(_unfusable_reductions(x, nodes, ins, points, checked) for x, (nodes, ins) in regions.items()))
     if not new: return points
     points |= new
 
@@ -177,21 +177,22 @@ def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
       out.update(u for u in nodes if i in u.src and w not in u.toposort(gate=lambda n: not ctx.is_input(n)))
   return out
 
-def _unfusable_reductions(x: UOp, nodes: list[UOp], points: set[UOp], checked: dict[UOp, set[UOp]]) -> set[UOp]:
+def _unfusable_reductions(x: UOp, nodes: list[UOp], inputs: list[UOp], points: set[UOp], checked: dict) -> set[UOp]:
   """The reductions inside x's kernel that fusing would recompute: rangeify the kernel and look at each REDUCE's loops.
-  `checked` remembers the answer per kernel AST."""
+  `checked` remembers the answer per kernel (its point and inputs fix its AST)."""
+  key = (x, frozenset(inputs))
+  if key in checked: return checked[key]
   inner = [u for u in nodes if u.op is Ops.REDUCE_AXIS and u is not kernel_value(x)]
-  if not inner: return set()
-  from rules.symbolic import symbolic
-  from tensor.codegen import CodegenContext, rangeify, recomputed_reductions
+  if not inner:
+    checked[key] = set()
+    return checked[key]
+  from tensor.codegen import rangeify_simplified, recomputed_reductions
   ast, kctx = kernel_ast(x, points)
-  if ast not in checked:
-    cg = CodegenContext()
-    sink = graph_rewrite(rangeify(ast, cg), symbolic, name="symbolic")
-    checked[ast] = recomputed_reductions(sink, cg)
-  # which tensor-graph reduction each kernel-AST reduction is (the same rewrite gives the same, hash-consed node)
-  origin = {graph_rewrite(r, to_kernel_ast, kctx, bottom_up=True, name="to_kernel_ast"): r for r in inner}
-  return {origin[r] for r in checked[ast] if r in origin}
+  bad = recomputed_reductions(*rangeify_simplified(ast))
+  # which tensor-graph reduction each kernel-AST reduction is (the same rewrite with the same context gives the same nodes)
+  ks = graph_rewrite(uop(Ops.SINK, dtypes.void, tuple(inner)), to_kernel_ast, kctx, bottom_up=True, name="to_kernel_ast").src
+  checked[key] = {r for r, k in zip(inner, ks) if k in bad}
+  return checked[key]
 
 # ---- building the kernels ----
 

@@ -94,6 +94,54 @@ def test_padded_load_is_guarded():
   assert re.search(r"float val0 = \(.*\(1<ridx0\).*\(ridx0<6\).*\?\*\(data1\+\(ridx0\+\(-2\)\)\):0\.0f\);", src), src
   assert "*(data0+ridx0) = (val0+1.0f);" in src
 
+# ---- optimizations ----
+
+def test_long_contiguous_reduction_splits_into_lanes():
+  a = np.random.default_rng(0).standard_normal((5, 1024)).astype(np.float32)
+  A = Tensor(a).realize()
+  sink, opts = lower_kernel(ast_of(A.sum(1)))
+  assert [o[0] for o in opts] == ["UNROLL"] and opts[0][2] == 16
+  assert sum(1 for u in sink.toposort() if u.op is Ops.DEFINE_REG) == 16  # 16 independent partial sums
+  np.testing.assert_allclose(A.sum(1).numpy(), a.sum(1), rtol=1e-5)
+  np.testing.assert_allclose(A.max(1).numpy(), a.max(1))
+  # ints: the order of a wrapping sum does not matter
+  ai = np.random.default_rng(1).integers(-2**31, 2**31 - 1, 4096, dtype=np.int64).astype(np.int32)
+  np.testing.assert_array_equal(Tensor(ai).sum(dtype=Tensor(ai).dtype).numpy(), ai.sum(dtype=np.int32))
+
+def test_split_max_keeps_nan_and_inf():
+  a = np.full(256, -np.inf, np.float32)
+  assert Tensor(a).max().item() == -np.inf
+  a[77] = np.nan
+  assert np.isnan(Tensor(a).max().item())
+
+def test_strided_reduction_is_not_split():
+  A = Tensor(np.ones((64, 64), np.float32)).realize()
+  assert lower_kernel(ast_of(A @ A))[1] == []
+  assert lower_kernel(ast_of(A.sum(0)))[1] == []  # column sums read with stride 64
+
+def test_split_upcast_of_part_of_a_loop():
+  # r -> r'*4 + k: four accumulators sharing one reduce loop, each as exact as the plain loop
+  from runtime.device import Buffer
+  from runtime.ops_python import program
+  from tensor.codegen import rangeify_simplified
+  from tensor.codegen.linearize import linearize
+  from tensor.codegen.opt import output_ranges, split_upcast
+  from rules.lower import lower
+  from rules.symbolic import symbolic
+  from runtime.rewrite import graph_rewrite
+  a, b = (np.random.default_rng(i).standard_normal((6, 8)).astype(np.float32) for i in (2, 3))
+  A, B = Tensor(a, device="PYTHON").realize(), Tensor(b, device="PYTHON").realize()
+  ast = ast_of(A @ B.T)
+  sink, ctx = rangeify_simplified(ast)
+  sink = graph_rewrite(split_upcast(sink, output_ranges(sink)[-1], 2), symbolic)
+  ctx.shared_outer = codegen.shared_outer(sink)
+  uops = linearize(graph_rewrite(sink, lower, ctx))
+  assert sum(1 for u in uops if u.op is Ops.DEFINE_REG) == 2 and sum(1 for u in uops if u.op is Ops.RANGE) == 3
+  out = Buffer("PYTHON", 36, A.dtype)
+  from tensor.tensor import buffers
+  program(uops, "k")([out, buffers[A.uop.src[0]], buffers[B.uop.src[0]]])
+  np.testing.assert_array_equal(out.numpy().reshape(6, 6), (A @ B.T).numpy())
+
 # ---- NOOPT and the default optimizations compute the same values ----
 
 UNARY = [lambda t: t + 1, lambda t: t * t, lambda t: t.relu(), lambda t: -t, lambda t: t.exp2(), lambda t: (t > 0.5).where(t, 2.0)]
