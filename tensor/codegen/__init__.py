@@ -2,8 +2,8 @@
 
   rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
   symbolic   index arithmetic simplified                                 rules/symbolic.rules
+  opts       long reductions split, small inner loops unrolled (not NOOPT) tensor/codegen/opt.py
   lower      reductions become accumulators                              rules/lower.rules
-  upcast     small inner loops unrolled (not with NOOPT=1)               tensor/codegen/opt.py
   linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
 Python here only drives the passes; every rewrite is a rule.
 """

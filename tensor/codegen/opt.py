@@ -1,5 +1,7 @@
-"""Kernel optimizations chosen before lowering. Default heuristic: unroll ("upcast") a small innermost output loop,
-so a kernel over 4 elements is straight-line code (the seeds' E_4n2); NOOPT=1 keeps every loop."""
+"""Kernel optimizations chosen before lowering (NOOPT=1 keeps every loop as rangeify made it). Default heuristic:
+  UNROLL  a reduction over >= 64 consecutive elements runs as 16 interleaved partial reductions (one loop, 16 accumulators)
+  UPCAST  a short innermost output loop (<= 4) is unrolled: a kernel over 4 elements is straight-line code (the seeds' E_4n2)
+Both are graph substitutions on the rangeified kernel; symbolic cleans the index math after."""
 from __future__ import annotations
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
