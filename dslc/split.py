@@ -1,14 +1,18 @@
 """Cuts .rules text into items (a rule, a `ruleset` line, a `for ... {` header, a `}`), first phase of dslc.
 
 An item ends at a newline outside brackets, unless the next line continues it (it starts with `if`, `->`, `and`,
-`or`). A line that starts a new item at column 1 also ends an unbalanced one, so a missing ')' is reported at the
-bracket that was never closed and the parse goes on with the next rule.
+`or`) or the line can't end an item (it ends with `->`, `and`, an operator, ...). A line that starts a new item at
+column 1 also ends an unbalanced one, so a missing ')' is reported at the bracket that was never closed and the parse
+goes on with the next rule.
 """
 from __future__ import annotations
+import re
 from dataclasses import dataclass
 
 CONTINUATIONS = ("if", "->", "and", "or")
 STARTERS = ("(", "ruleset", "for", "let", "from", "}", "#")
+# the end of a line that can't be the end of an item: an arrow, a keyword or an operator waiting for its operand
+NEEDS_MORE = re.compile(r"(->|[-+*/%<>=|,@:]|(?<![A-Za-z0-9_])(if|and|or|not|in|is))\s*$")
 # brackets nested deeper than this are an error: the parser and checks recurse, and the generated code nests an `if` per level
 MAX_DEPTH = 48
 
@@ -63,6 +67,7 @@ def split_items(text: str) -> list[Item]:
             if stray is None: stray, stray_opener = (i + 1, j + 1, ch), (stack[-1] if stack else None)
         j += 1
       if in_string in ("'", '"'): in_string = None  # a one-line string never spans lines
+      code = line[:j]  # the line without its comment
       i += 1
       if i >= len(lines): break
       nxt = lines[i].strip()
@@ -75,6 +80,11 @@ def split_items(text: str) -> list[Item]:
       k = i
       while k < len(lines) and (not lines[k].strip() or lines[k].strip().startswith("#")): k += 1
       if k < len(lines) and lines[k].strip().split(" ", 1)[0] in CONTINUATIONS or k < len(lines) and lines[k].strip().startswith("->"):
+        i = k
+        continue
+      # a line that ends in `->`, `and`, an operator, ... can't end an item: the next line goes on with it, unless that
+      # one plainly starts another item (then the error is the missing part, on this line)
+      if k < len(lines) and NEEDS_MORE.search(code) and not lines[k].lstrip().startswith(("ruleset ", "for ", "let ", "from ", "}")):
         i = k
         continue
       break

@@ -109,3 +109,13 @@ def test_special_float_literals_compile():
   # inf and nan are numbers (the generated module defines them); nan is only refused where it is compared with ==
   code = compile_rules("t.rules", source="ruleset t\n(ADD x inf) -> x\n(ADD x -inf) -> inf\n(ADD [(1, inf)] x 0) -> -inf\n(MUL x 0) -> nan\n")
   assert "inf" in code
+
+def test_a_line_that_needs_more_goes_on():
+  # `->`, `and`, an operator at the end of a line: the next line continues the item (it used to be cut there, with an
+  # error on each half); a line that starts another item still ends it, with the error on the incomplete line
+  for text in ("ruleset t\n(ADD x y) if x.vmin >= 0 ->\n  y\n", "ruleset t\n(ADD x y)\n  if x.vmin >= 0 and\n  not y.vmin\n  -> y\n",
+               "ruleset t\n(ADD x y) ->\n(MUL x 2)\n", "ruleset a\n(ADD x 0) -> x\nruleset b = a +\n  a\n",
+               "ruleset t\n(ADD x 0) -> x  # a comment that ends in ->\n(MUL x 1) -> x\n"):
+    compile_rules("t.rules", source=text)
+  (d,) = diags("ruleset t\n(ADD x y) ->\nruleset u\n(MUL x 1) -> x\n")
+  assert (d.line, d.col) == (2, 13) and "unexpected end of the rule" in d.message
