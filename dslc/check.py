@@ -50,7 +50,8 @@ class Checker:
       unconditional: list[Rule] = []
       for r in rs.rules:
         self.check_rule(r)
-        key = _normal(r.text)
+        # the same text under other `for` ops is another rule: (op x 0) in `for op in ADD` and in `for op in OR`
+        key = _normal(r.text) + "|" + ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in sorted(r.opvars.items()))
         if key in seen:
           self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
           continue
