@@ -208,9 +208,11 @@ class FileParser:
     elif isinstance(e, UnexpectedToken):
       tok = e.token
       if tok.type == "$END":
-        last = item.text.rstrip().split("\n")
-        self.error("unexpected end of the rule: it needs '-> result'" if "->" not in item.text else "unexpected end of the rule",
-                   len(last), len(last[-1]) + 1 if last else 1)
+        # the caret goes right after the last code of the item, not after a trailing comment or blank line
+        code = [_strip_comment(x).rstrip() for x in item.text.split("\n")]
+        n = max((i for i, x in enumerate(code) if x), default=0)
+        has_arrow = any("->" in x for x in code)
+        self.error("unexpected end of the rule" if has_arrow else "unexpected end of the rule: it needs '-> result'", n + 1, len(code[n]) + 1)
       else: self.error(f"unexpected {tok.value!r}{_expected_hint(e.expected)}", tok.line or line, tok.column or col)
     else: self.error("unexpected end of input", line, col)
 
