@@ -241,9 +241,24 @@ def _clauses(v: UOp, negate: bool):
     return [(b, b.vmin, a.arg)] if negate else [(b, a.arg + 1, b.vmax)]
   return []
 
+def _small_graph(x: UOp, limit: int) -> set[UOp] | None:
+  """Every node of x's graph, or None when it has more than `limit` (a bounded walk: cost O(limit), not O(graph))."""
+  seen = {x}
+  stack = [x]
+  while stack:
+    for s in stack.pop().src:
+      if s not in seen:
+        if len(seen) >= limit: return None
+        seen.add(s)
+        stack.append(s)
+  return seen
+
+VALID_LIMIT = 256  # given_valid leaves bigger expressions alone: nested conditions would cost O(n^2) otherwise
+
 def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
   """x simplified knowing `v` holds (`v` fails, with negate): every node `v` bounds is replaced by a variable with the
-  tighter range, x is simplified, and the nodes come back. None when that changes nothing."""
+  tighter range, x is simplified (a nested graph_rewrite), and the nodes come back. None when that changes nothing,
+  or when x has more than VALID_LIMIT nodes."""
   from runtime.rewrite import graph_rewrite
   from rules.symbolic import symbolic
   bounds: dict[UOp, tuple[int, int]] = {}
@@ -252,11 +267,11 @@ def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
     plo, phi = bounds.get(n, (n.vmin, n.vmax))
     bounds[n] = (max(lo, plo), min(hi, phi))
   subs: dict[UOp, UOp] = {}
-  topo = None
+  graph: set[UOp] | None = None
   for i, (n, (lo, hi)) in enumerate(bounds.items()):
     if (lo == n.vmin and hi == n.vmax) or lo > hi: continue  # nothing new, or x is never used (other rules fold v)
-    if topo is None: topo = x.toposort()
-    if n not in topo: continue
+    if graph is None and (graph := _small_graph(x, VALID_LIMIT)) is None: return None
+    if n not in graph: continue
     subs[n] = uop(Ops.DEFINE_VAR, n.dtype, (), (f"_valid{i}", lo, hi), ("valid", n))
   if not subs: return None
   y = graph_rewrite(x.substitute(subs), symbolic)
