@@ -151,6 +151,18 @@ def _congruent(terms, k: int, c: int):
 
 def _fits(d: DType, lo: int, hi: int) -> bool: return int_min[d] <= lo and hi <= int_max[d]
 
+def _small_graph(x: UOp, limit: int) -> set[UOp] | None:
+  """Every node of x's graph, or None when it has more than `limit` (a bounded walk: cost O(limit), not O(graph))."""
+  seen = {x}
+  stack = [x]
+  while stack:
+    for s in stack.pop().src:
+      if s not in seen:
+        if len(seen) >= limit: return None
+        seen.add(s)
+        stack.append(s)
+  return seen
+
 def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
   """x // c or x % c (u's op) for a constant c > 0 and x >= 0 that never wraps: truncation is floor division there.
   Tries, in order: the quotient is linear (congruence: (a*8 + b)//8 -> a for b in [0, 8)); a coefficient f divides
@@ -197,9 +209,8 @@ def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
   for f in (sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}) if is_div else ()):
     if (inner := fold_divmod(uop(IDIV, d, (x, UOp.const(d, f))), x, f)) is None: continue
     cand = uop(IDIV, d, (inner, UOp.const(d, c // f)))
-    size = len(cand.toposort())
-    if best is None or size < best[0]: best = (size, cand)
-  if best is not None and best[0] <= len(u.toposort()): return best[1]
+    if (g := _small_graph(cand, 256)) is not None and (best is None or len(g) < best[0]): best = (len(g), cand)
+  if best is not None and (g := _small_graph(u, 256)) is not None and best[0] <= len(g): return best[1]
   # a common factor g of every coefficient and c: (g*t + k)//c == (t + k//g)//(c/g), (g*t + k)%c == ((t + k//g)%(c/g))*g + k%g
   g = math.gcd(c, *(f for _, f in terms))
   if g > 1 and terms:
@@ -240,18 +251,6 @@ def _clauses(v: UOp, negate: bool):
   if a.op is CONST:  # a < b  (not: b <= a)
     return [(b, b.vmin, a.arg)] if negate else [(b, a.arg + 1, b.vmax)]
   return []
-
-def _small_graph(x: UOp, limit: int) -> set[UOp] | None:
-  """Every node of x's graph, or None when it has more than `limit` (a bounded walk: cost O(limit), not O(graph))."""
-  seen = {x}
-  stack = [x]
-  while stack:
-    for s in stack.pop().src:
-      if s not in seen:
-        if len(seen) >= limit: return None
-        seen.add(s)
-        stack.append(s)
-  return seen
 
 VALID_LIMIT = 256  # given_valid leaves bigger expressions alone: nested conditions would cost O(n^2) otherwise
 
