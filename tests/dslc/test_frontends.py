@@ -36,7 +36,12 @@ leaves = st.one_of(st.sampled_from(VARS), st.integers(-3, 12).map(lambda v: UOp.
 def _extend(children):
   return st.one_of(st.builds(_binary, st.sampled_from(BINARY), children, children),
                    st.builds(lambda x: -x, children),
-                   children.flatmap(lambda x: st.sampled_from([x + x, x * x, x - x, x + 0, x * 1, (x + 1) + 2, (x * 2) * 3, x // 1, x.maximum(x)])))
+                   children.flatmap(lambda x: st.sampled_from(_shapes(x))))
+
+def _shapes(x: UOp) -> list[UOp]:
+  """Shapes the rules look for: the same node twice, identities, constant chains, bool conditions, casts."""
+  return [x + x, x * x, x - x, x + 0, x * 1, (x + 1) + 2, (x * 2) * 3, x // 1, x.maximum(x), (x < 3).where(x, 0),
+          ((x < 3) & x.ne(5)).where(x, 1), (x < 3).logical_not().where(1, x), x.cast(dtypes.int64).cast(dtypes.int)]
 graphs = st.recursive(leaves, _extend, max_leaves=12)
 assignments = st.fixed_dictionaries({"a": st.integers(0, 10), "b": st.integers(-5, 5), "c": st.integers(1, 100)})
 
