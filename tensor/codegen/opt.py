@@ -63,8 +63,10 @@ def split_reduces(sink: UOp) -> tuple[UOp, list[tuple]]:
     inner = uop(Ops.RANGE, r.dtype, (_c(r, n // amount),), next_arg)
     next_arg += 1
     base = uop(Ops.MUL, r.dtype, (inner, _c(r, amount)))
-    parts = [uop(Ops.REDUCE, q.dtype, (q.src[0].substitute({r: uop(Ops.ADD, r.dtype, (base, _c(r, k))) if k else base}), *q.src[1:-1], inner),
-                 q.arg) for k in range(amount)]
+    # reductions inside this one were split already (sources come first in topo order): use the split ones
+    body = q.src[0].substitute(subs) if subs else q.src[0]
+    parts = [uop(Ops.REDUCE, q.dtype, (body.substitute({r: uop(Ops.ADD, r.dtype, (base, _c(r, k))) if k else base}), *q.src[1:-1], inner), q.arg)
+             for k in range(amount)]
     while len(parts) > 1:  # a balanced tree: short dependency chains (and short C expressions)
       parts = [uop(q.arg, q.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     subs[q] = parts[0]
