@@ -163,64 +163,103 @@ def _small_graph(x: UOp, limit: int) -> set[UOp] | None:
         stack.append(s)
   return seen
 
-def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
-  """x // c or x % c (u's op) for a constant c > 0 and x >= 0 that never wraps: truncation is floor division there.
-  Tries, in order: the quotient is linear (congruence: (a*8 + b)//8 -> a for b in [0, 8)); a coefficient f divides
-  c and x == f*q + r with r in [0, f) (x//c -> q//(c/f)); for %, coefficients and constant reduce mod c and a term
-  a%m with c | m*f becomes a; for //, whole multiples of c leave the division; x//c == (x//f)//(c/f) when x//f
-  simplifies and the result is no bigger; a common factor of every coefficient and c divides out."""
-  d = u.dtype
-  is_div = u.op is IDIV
-  terms, k = split_sum(x)
-  if (r := _congruent(terms, k, c)) is not None:
-    quo, qk, rem, rk = r
-    return build_sum(d, quo, qk) if is_div else build_sum(d, rem, rk)
-  # nested by a factor: x == f*q + r with 0 <= r < f exactly, then x//c == q//(c/f) and x%c == (q%(c/f))*f + r
-  for f in sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}):
+def _factors(terms, c: int) -> list[int]:
+  return sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0})
+
+def _linear(d: DType, is_div: bool, terms, k: int, c: int) -> UOp | None:
+  # x == c*q + r with q linear and r in one period: x // c == q, x % c == r
+  if (r := _congruent(terms, k, c)) is None: return None
+  quo, qk, rem, rk = r
+  return build_sum(d, quo, qk) if is_div else build_sum(d, rem, rk)
+
+def _by_factor(d: DType, is_div: bool, terms, k: int, c: int) -> UOp | None:
+  # x == f*q + r with f | c and 0 <= r < f for every value: x // c == q // (c/f), x % c == (q % (c/f))*f + r
+  for f in _factors(terms, c):
     if (r := _congruent(terms, k, f)) is None: continue
     quo, qk, rem, rk = r
     q = build_sum(d, quo, qk)
     if is_div: return uop(IDIV, d, (q, UOp.const(d, c // f)))
     return build_sum(d, [(uop(MOD, d, (q, UOp.const(d, c // f))), f)] + rem, rk)
-  changed = False
-  if not is_div:
-    # (a % m)*f is a*f in a remainder by c when c divides m*f (and every sum involved is >= 0)
-    for i, (b, f) in enumerate(terms):
-      if b.op is MOD and b.src[1].op is CONST and (m := b.src[1].arg) > 0 and (m * f) % c == 0 and b.src[0].vmin >= 0:
-        terms[i] = (b.src[0], f)
-        changed = True
-  if is_div:
-    # whole multiples of c leave: (a*(c*j) + b + k) // c == a*j + (b + k%c)//c + k//c, when b + k%c >= 0;
-    # a coefficient c+1 splits too, a*(c+1) == a*c + a, which saves its MUL
-    quo = [(b, f // c) for b, f in terms if f % c == 0 or f == c + 1]
-    rest = [(b, 1 if f == c + 1 else f) for b, f in terms if f % c != 0]
-    if quo or k // c:
-      lo, hi = _range(rest, k % c)
-      if lo >= 0 and _fits(d, lo, hi): return build_sum(d, quo + [(uop(IDIV, d, (build_sum(d, rest, k % c), UOp.const(d, c))), 1)], k // c)
-  else:
-    # coefficients and the constant reduce mod c: (a*(c*j + r) + k) % c == (a*r + k%c) % c, when a*r + k%c >= 0
-    rest = [(b, f % c) for b, f in terms if f % c]
-    if changed or k % c != k or len(rest) != len(terms) or any(f >= c or f < 0 for _, f in terms):
-      lo, hi = _range(rest, k % c)
-      if lo >= 0 and _fits(d, lo, hi): return uop(MOD, d, (build_sum(d, rest, k % c), UOp.const(d, c)))
-  # nested by a factor f of c that some coefficient has: x//c == (x//f)//(c/f), kept when x//f simplifies and the result
-  # is no bigger (the smallest over the factors)
+  return None
+
+def _mod_reduce(d: DType, terms, k: int, c: int) -> UOp | None:
+  # (a % m)*f is a*f modulo c when c | m*f and a >= 0; every coefficient and the constant reduce mod c
+  new = [(b.src[0], f) if b.op is MOD and b.src[1].op is CONST and (m := b.src[1].arg) > 0 and (m * f) % c == 0 and b.src[0].vmin >= 0
+         else (b, f) for b, f in terms]
+  rest = [(b, f % c) for b, f in new if f % c]
+  if rest == terms and k % c == k: return None
+  lo, hi = _range(rest, k % c)
+  if lo < 0 or not _fits(d, lo, hi): return None
+  return uop(MOD, d, (build_sum(d, rest, k % c), UOp.const(d, c)))
+
+def _div_split(d: DType, terms, k: int, c: int) -> UOp | None:
+  # terms whose coefficient c divides, and the constant's multiple of c, leave: x//c == q + (r + k%c)//c + k//c when
+  # r + k%c >= 0; a coefficient c+1 splits too (a*(c+1) == a*c + a), which saves its MUL
+  quo = [(b, f // c) for b, f in terms if f % c == 0 or f == c + 1]
+  if not quo and not k // c: return None
+  rest = [(b, 1 if f == c + 1 else f) for b, f in terms if f % c != 0]
+  lo, hi = _range(rest, k % c)
+  if lo < 0 or not _fits(d, lo, hi): return None
+  return build_sum(d, quo + [(uop(IDIV, d, (build_sum(d, rest, k % c), UOp.const(d, c))), 1)], k // c)
+
+def _div_nest(u: UOp, x: UOp, terms, c: int) -> UOp | None:
+  # x // c == (x // f) // (c/f) for a factor f of c that a coefficient has, when x // f simplifies; the smallest result,
+  # kept when it is no bigger than u
   best = None
-  for f in (sorted({abs(f) for _, f in terms if 1 < abs(f) < c and c % abs(f) == 0}) if is_div else ()):
-    if (inner := fold_divmod(uop(IDIV, d, (x, UOp.const(d, f))), x, f)) is None: continue
-    cand = uop(IDIV, d, (inner, UOp.const(d, c // f)))
+  for f in _factors(terms, c):
+    if (inner := fold_divmod(uop(IDIV, u.dtype, (x, UOp.const(u.dtype, f))), x, f)) is None: continue
+    cand = uop(IDIV, u.dtype, (inner, UOp.const(u.dtype, c // f)))
     if (g := _small_graph(cand, 256)) is not None and (best is None or len(g) < best[0]): best = (len(g), cand)
   if best is not None and (g := _small_graph(u, 256)) is not None and best[0] <= len(g): return best[1]
-  # a common factor g of every coefficient and c: (g*t + k)//c == (t + k//g)//(c/g), (g*t + k)%c == ((t + k//g)%(c/g))*g + k%g
-  g = math.gcd(c, *(f for _, f in terms))
-  if g > 1 and terms:
-    t = [(b, f // g) for b, f in terms]
-    lo, hi = _range(t, k // g)
-    if lo >= 0 and _fits(d, lo, hi):
-      inner = build_sum(d, t, k // g)
-      if is_div: return uop(IDIV, d, (inner, UOp.const(d, c // g)))
-      return build_sum(d, [(uop(MOD, d, (inner, UOp.const(d, c // g))), g)], k % g)
   return None
+
+def _common_factor(d: DType, is_div: bool, terms, k: int, c: int) -> UOp | None:
+  # g = gcd(c, every coefficient): (g*t + k) // c == (t + k//g) // (c/g), (g*t + k) % c == ((t + k//g) % (c/g))*g + k%g
+  g = math.gcd(c, *(f for _, f in terms))
+  if g <= 1 or not terms: return None
+  t = [(b, f // g) for b, f in terms]
+  lo, hi = _range(t, k // g)
+  if lo < 0 or not _fits(d, lo, hi): return None
+  inner = build_sum(d, t, k // g)
+  if is_div: return uop(IDIV, d, (inner, UOp.const(d, c // g)))
+  return build_sum(d, [(uop(MOD, d, (inner, UOp.const(d, c // g))), g)], k % g)
+
+# One helper per rule of the "division and remainder of a sum" section: u is IDIV or MOD of x by the constant c > 0,
+# x >= 0 and exact (the rules check), so truncation is floor division. Each reads the sum once and computes on terms.
+
+def divmod_linear(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, k = split_sum(x)
+  return _linear(u.dtype, u.op is IDIV, terms, k, c)
+
+def divmod_factor(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, k = split_sum(x)
+  return _by_factor(u.dtype, u.op is IDIV, terms, k, c)
+
+def mod_reduce(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, k = split_sum(x)
+  return _mod_reduce(u.dtype, terms, k, c)
+
+def div_split(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, k = split_sum(x)
+  return _div_split(u.dtype, terms, k, c)
+
+def div_nest(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, _ = split_sum(x)
+  return _div_nest(u, x, terms, c)
+
+def divmod_common_factor(u: UOp, x: UOp, c: int) -> UOp | None:
+  terms, k = split_sum(x)
+  return _common_factor(u.dtype, u.op is IDIV, terms, k, c)
+
+def fold_divmod(u: UOp, x: UOp, c: int) -> UOp | None:
+  """Every stage above in rule order, for x // f inside div_nest (a helper call, not a nested graph_rewrite)."""
+  d, is_div = u.dtype, u.op is IDIV
+  terms, k = split_sum(x)
+  if (r := _linear(d, is_div, terms, k, c)) is not None: return r
+  if (r := _by_factor(d, is_div, terms, k, c)) is not None: return r
+  if (r := _mod_reduce(d, terms, k, c) if not is_div else _div_split(d, terms, k, c)) is not None: return r
+  if is_div and (r := _div_nest(u, x, terms, c)) is not None: return r
+  return _common_factor(d, is_div, terms, k, c)
 
 # ---- comparisons ----
 
