@@ -140,6 +140,8 @@ EXAMPLES = [
   ('f.where(a, b)', 'b'),
   ('ab.where(c, c)', 'c'),
   ('ab.where(t, f)', '(a<b)'),
+  ('ab.where(lt(b, c), f)', '((a<b)&(b<c))'),
+  ('ab.where(t, lt(b, c))', '((a<b)|(b<c))'),
   ('ab.where(f, t)', '((a<b)!=True)'),
   ('ne(ab, t).where(a, b)', 'max(a, b)'),
   ('ab.where(lt(b, c).where(a, b), b)', '(((a<b)&(b<c))?a:b)'),
