@@ -111,9 +111,9 @@ def _held_buffers() -> set[UOp]:
 
 def plan(schedule: list[UOp]) -> MemoryPlan:
   """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks."""
+  if NO_MEMORY_PLANNER: return MemoryPlan()
   steps = [kernel_buffers(k) for k in schedule]
   held = _held_buffers()
-  if NO_MEMORY_PLANNER: return MemoryPlan()
   plannable = {s[0] for s in steps if s[0] in fresh_buffers and s[0] not in held and not buffers[s[0]].is_allocated()}
   if not plannable: return MemoryPlan()
   p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
