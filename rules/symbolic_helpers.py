@@ -10,7 +10,7 @@ that reasons about the exact value of a sum first checks that no node of it can 
 from __future__ import annotations
 import math
 from runtime.dtype import DType, dtypes
-from runtime.ops import Ops, exec_alu
+from runtime.ops import GroupOp, Ops, exec_alu
 from runtime.uop import UOp, uop
 
 ADD, MUL, IDIV, MOD, CONST, CMPLT, CMPNE, AND = Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.CONST, Ops.CMPLT, Ops.CMPNE, Ops.AND
@@ -151,14 +151,20 @@ def _congruent(terms, k: int, c: int):
 
 def _fits(d: DType, lo: int, hi: int) -> bool: return int_min[d] <= lo and hi <= int_max[d]
 
-def _small_graph(x: UOp, limit: int) -> set[UOp] | None:
-  """Every node of x's graph, or None when it has more than `limit` (a bounded walk: cost O(limit), not O(graph))."""
+# the ops of pure index math: evaluating them has no effect but their value (a LOAD reads memory, whether used or not)
+PURE_OPS = frozenset(GroupOp.ALU | {Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.CAST, Ops.BITCAST, Ops.BIND,
+                                    Ops.VECTORIZE, Ops.GEP})
+
+def _small_graph(x: UOp, limit: int, pure: bool = False) -> set[UOp] | None:
+  """Every node of x's graph, or None when it has more than `limit` (a bounded walk: cost O(limit), not O(graph)),
+  or, with pure, when a node is not pure index math."""
+  if pure and x.op not in PURE_OPS: return None
   seen = {x}
   stack = [x]
   while stack:
     for s in stack.pop().src:
       if s not in seen:
-        if len(seen) >= limit: return None
+        if len(seen) >= limit or (pure and s.op not in PURE_OPS): return None
         seen.add(s)
         stack.append(s)
   return seen
@@ -296,7 +302,8 @@ VALID_LIMIT = 256  # given_valid leaves bigger expressions alone: nested conditi
 def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
   """x simplified knowing `v` holds (`v` fails, with negate): every node `v` bounds is replaced by a variable with the
   tighter range, x is simplified (a nested graph_rewrite), and the nodes come back. None when that changes nothing,
-  or when x has more than VALID_LIMIT nodes."""
+  when x has more than VALID_LIMIT nodes, or when x is not pure index math: a LOAD inside x runs whether `v` holds or
+  not, so the guard of its INDEX must not be simplified knowing `v` (it would read outside its buffer)."""
   from runtime.rewrite import graph_rewrite
   from rules.symbolic import symbolic
   bounds: dict[UOp, tuple[int, int]] = {}
@@ -308,7 +315,7 @@ def given_valid(v: UOp, x: UOp, negate: bool = False) -> UOp | None:
   graph: set[UOp] | None = None
   for i, (n, (lo, hi)) in enumerate(bounds.items()):
     if (lo == n.vmin and hi == n.vmax) or lo > hi: continue  # nothing new, or x is never used (other rules fold v)
-    if graph is None and (graph := _small_graph(x, VALID_LIMIT)) is None: return None
+    if graph is None and (graph := _small_graph(x, VALID_LIMIT, pure=True)) is None: return None
     if n not in graph: continue
     subs[n] = uop(Ops.DEFINE_VAR, n.dtype, (), (f"_valid{i}", lo, hi), ("valid", n))
   if not subs: return None

@@ -397,6 +397,16 @@ def test_sum_times_constant_plus_term():
   check_sound(e, [{"a": 3, "b": 10, "c": 4}, {"a": 0, "b": 0, "c": 7}, {"a": 10, "b": 20, "c": 1}])
   assert simplify(e).render() == "((((c*3)%16)*7)+((b+a)*3))"
 
+def test_load_guard_inside_where_is_kept():
+  # found by tests/engine/test_codegen.py (padding): c ? load(INDEX(g, i, c))*3 : 0 simplified the load's guard knowing c,
+  # but the load runs whether c holds or not and read past its buffer; only pure index math is simplified under c
+  gi = uop(Ops.DEFINE_GLOBAL, I.ptr(), (), 0)
+  rr = uop(Ops.RANGE, I, (K(5),), 0)
+  v = A(Ops.AND, lt(K(1), rr), lt(rr, K(3)))
+  e = uop(Ops.WHERE, I, (v, uop(Ops.LOAD, I, (uop(Ops.INDEX, gi.dtype, (gi, rr - 2, v)),)) * 3, K(0)))
+  guards = [u.src[2] for u in simplify(e).toposort() if u.op is Ops.INDEX]
+  assert guards and all(evaluate_all(gd, {"ridx0": x})[gd] == (x == 2) for gd in guards for x in range(5))
+
 def test_vectors_are_never_exact():
   # a vector's bounds are its whole dtype's: `exact` read a missing table entry as "no wrap"
   from rules.symbolic_helpers import exact
