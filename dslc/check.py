@@ -98,9 +98,12 @@ class Checker:
     # the generated code's own locals and globals start with '_' (_u, _u_0, _r, _f0, _const, ...); the .rules parser
     # already refuses such names, a UPat(name=...) reaches here
     for n in sorted(x for x in node_names | arg_names if x.startswith("_")): self.error(f"capture names can't start with '_' ('{n}')", r.span, n)
-    known = node_names | arg_names | set(r.opvars) | PRELUDE_NAMES | BUILTINS | self.imported
+    # a for variable is bound only where the pattern matches an op with it, outside a repeated pattern (whose matching
+    # runs in a function of its own); used anywhere else it is a NameError at rewrite time
+    bound_ops = _matched_opvars(r.pattern)
+    known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported
     for g in r.guards:
-      for n in sorted(g.names - known): self.error(f"'{n}' is used in a guard but never bound", g.span, n)
+      for n in sorted(g.names - known): self.error(self.unbound(n, r, "a guard"), g.span, n)
     self.check_result(r.result, r, known, set(r.opvars))
     # dtypes the result must infer: try building it
     sb = StepBuilder(Consts(), root_dispatched=True)
@@ -130,18 +133,26 @@ class Checker:
       for n in sorted(inner & outer): self.error(f"'{n}' inside a repeated pattern can't also be bound outside it", p.rest.span, n)
       self.check_pattern(p.rest, nodes, args, r, False)
 
+  def unbound(self, n: str, r: Rule, where: str) -> str:
+    if n in r.opvars and n in _all_opvars(r.pattern):
+      return (f"'{n}' is used in {where}, but the pattern matches an op with it only inside a repeated pattern (p...), "
+              "which does not bind op variables")
+    if n in r.opvars: return f"'{n}' is used in {where}, but the pattern matches no op with it: write ({n} ...) in the pattern"
+    return f"'{n}' is used in {where} but never bound"
+
   def check_result(self, res: Result, r: Rule, known: set[str], opvars: set[str]) -> None:
     if isinstance(res, Ref):
       if res.name in opvars: self.error(f"'{res.name}' is an op, not a node: build one, as ({res.name} ...)", res.span, res.name)
-      elif res.name not in known: self.error(f"'{res.name}' is used in the result but never bound", res.span, res.name)
+      elif res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
     elif isinstance(res, PyResult):
-      for n in sorted(res.expr.names - known): self.error(f"'{n}' is used in the result but never bound", res.span, n)
+      for n in sorted(res.expr.names - known): self.error(self.unbound(n, r, "the result"), res.span, n)
     elif isinstance(res, Construct):
+      if res.opvar is not None and res.opvar not in known: self.error(self.unbound(res.opvar, r, "the result"), res.span, res.opvar)
       if res.op is not None and res.op in ARITY and ARITY[res.op] != len(res.src):
         self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {len(res.src)}", res.span)
       for e in (res.dtype, res.arg):
         if e is not None:
-          for n in sorted(e.names - known): self.error(f"'{n}' is used in the result but never bound", e.span, n)
+          for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
       for s in res.src: self.check_result(s, r, known, opvars)
     elif isinstance(res, CallResult):
       for n in res.params:
@@ -172,6 +183,25 @@ def count_variants(p: Pat) -> int:
   if p.any_order and p.src is not None: n *= math.factorial(len(p.src))
   if p.rest is not None: n *= count_variants(p.rest)
   return n
+
+def _matched_opvars(p: Pat) -> set[str]:
+  """The for variables a pattern binds: those it matches an op with, outside repeated patterns."""
+  out: set[str] = set()
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x.opvar: out.add(x.opvar)
+    stack += list(x.src or ()) + list(x.alternatives or ())
+  return out
+
+def _all_opvars(p: Pat) -> set[str]:
+  out: set[str] = set()
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    if x.opvar: out.add(x.opvar)
+    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
+  return out
 
 def _all_names(p: Pat, skip: Pat) -> set[str]:
   out: set[str] = set()
