@@ -144,9 +144,8 @@ def test_op_suite_has_no_findings():
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
   assert "checked" in r.stdout
 
-@pytest.mark.xfail(strict=True, reason="rules/symbolic.rules: (WHERE c x:ints y) -> where_given drops clauses of the valid of a LOAD under the "
-                                       "WHERE, so a padded tensor of more than 4 elements loads outside its buffer (heap-buffer-overflow)")
 def test_padded_tensors_have_no_findings():
+  """Padding with a nonzero fill around more than 4 elements: guarded loads in a loop (once a heap-buffer-overflow)."""
   code = """
   import numpy as np
   from tensor import Tensor
