@@ -16,6 +16,10 @@ SANITIZE_FLAGS = ["-O0", "-fsanitize=address,undefined", "-fno-sanitize-recover=
 # _Float16 arithmetic rounds after every operation, as exec_alu does: gcc computes it in float unless told (clang's
 # spelling second); the first flag the compiler takes is used
 HALF_FLAGS = ["-fexcess-precision=16", "-ffloat16-excess-precision=none"]
+# gcc 12 at -O3 -mavx2 miscompiles guarded loads `c ? *(p + i) : 0.0f` of a padded tensor into masked loads whose results
+# land in lanes where c is false (tests/tensor/test_devices.py has the kernel); loops with such loads stay scalar.
+# Used when the compiler takes it (clang does not have it)
+WORKAROUND_FLAGS = ["-fno-tree-loop-if-convert"]
 
 @functools.cache
 def find_compiler(required: bool = True) -> str | None:
@@ -49,8 +53,9 @@ def cflags() -> list[str]:
   """The flags kernels are compiled with (they are part of the cache key)."""
   cc = find_compiler()
   half = next((f for f in HALF_FLAGS if _takes_flag(cc, f)), None)  # type: ignore[arg-type]
+  workarounds = [f for f in WORKAROUND_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
-  return CFLAGS + ([half] if half else []) + (SANITIZE_FLAGS if sanitize else [])
+  return CFLAGS + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
 _warned_readonly = False
 
