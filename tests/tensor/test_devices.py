@@ -122,6 +122,37 @@ def test_a_compiler_that_fails(cache, monkeypatch, fresh_compiler):
   with pytest.raises(CompileError, match="failed on a generated kernel"): ops_cpu.compile_c(kernel_source("k_fails", 1))
   assert not os.listdir(cache)                                         # nothing half-written left behind
 
+# the C the renderer wrote for Tensor(arange(36).reshape(3, 6, 2)).pad(((2, 0), (0, 0), (2, 0))): gcc 12.2 at -O3 -mavx2
+# turned the guarded loads into masked loads and stored loaded values where the guard is false (the lanes of i <= 1)
+PADDED = """
+void E_5_6_4(float* restrict data0, float* restrict data1) {
+  for (int ridx0 = 0; ridx0 < 5; ridx0++) {
+    int alu0 = (ridx0*24);
+    int alu1 = (ridx0*12);
+    bool alu2 = (1<ridx0);
+    for (int ridx1 = 0; ridx1 < 6; ridx1++) {
+      int alu3 = (alu0+(ridx1*4));
+      int alu4 = (alu1+(ridx1*2));
+      float val0 = (0?*(data1+(alu4+(-26))):0.0f);
+      float val1 = (0?*(data1+(alu4+(-25))):0.0f);
+      float val2 = (alu2?*(data1+(alu4+(-24))):0.0f);
+      float val3 = (alu2?*(data1+(alu4+(-23))):0.0f);
+      *(data0+alu3) = val0;
+      *(data0+(alu3+1)) = val1;
+      *(data0+(alu3+2)) = val2;
+      *(data0+(alu3+3)) = val3;
+    }
+  }
+}
+"""
+
+def test_guarded_loads_compile_right(cache):
+  prog = ops_cpu.program("#include <stdbool.h>\n" + PADDED, "E_5_6_4")
+  out, inp = Buffer("CPU", 120, dtypes.float32), Buffer("CPU", 36, dtypes.float32, np.arange(1, 37, dtype=np.float32))
+  prog([out, inp])
+  expected = np.pad(np.arange(1, 37, dtype=np.float32).reshape(3, 6, 2), ((2, 0), (0, 0), (2, 0)))
+  np.testing.assert_array_equal(out.numpy().reshape(5, 6, 4), expected)
+
 # ---- the PYTHON device ----
 def _program(index: int, store_at: int = 0, valid: bool | None = None):
   """A linear program: data0[store_at] = data1[index] (the load guarded by `valid` when given)."""
