@@ -310,17 +310,22 @@ def _wrap(indent: str, line: str) -> list[str]:
     return [indent + "if (" + parts[0]] + [indent + "    and " + p for p in parts[1:-1]] + [indent + "    and " + parts[-1] + "):"]
   return [full]
 
-def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, done: dict[str, str] | None = None) -> None:
+def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, done: dict[str, str] | None = None) -> set[str]:
   """Emit alternatives in order; consecutive ones that start with the same step share it.
-  `done` maps each variable assigned earlier at this depth to its assignment, so an alternative skips a repeat of it."""
+  `done` maps each variable assigned earlier at this depth to its assignment, so an alternative skips a repeat of it.
+  Returns the names assigned here or in nested blocks: Python variables are function-wide, so after a nested block
+  the caller can no longer trust what it knew of them."""
   done = {} if done is None else done
+  assigned: set[str] = set()
   i = 0
   while i < len(alts):
     a = alts[i]
     while a.steps and a.steps[0].kind == "bind" and _already(a.steps[0].text, done): a.steps.pop(0)
     if not a.steps:
       if comment and not a.commented: out.add(depth, _rule_comment(a.rule))
-      for line in a.result: out.add(depth, line)
+      for line in a.result:
+        out.add(depth, line)
+        if line.startswith("_r = "): assigned.add("_r")
       i += 1
       continue
     first = a.steps[0].key()
@@ -340,13 +345,18 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       else:
         out.add(depth, f"if {text}:")
         for g in group: g.steps = g.steps[1:]
-      emit_alts(group, out, depth + 1, comment, dict(done))
+      inner = emit_alts(group, out, depth + 1, comment, dict(done))
+      for name in inner: done.pop(name, None)
+      assigned |= inner
     else:
       out.add(depth, text)
-      for name in _assigned(text): done[name] = text
+      names = _assigned(text)
+      for name in names: done[name] = text
+      assigned |= set(names)
       for g in group: g.steps = g.steps[1:]
-      emit_alts(group, out, depth, comment, done)
+      assigned |= emit_alts(group, out, depth, comment, done)
     i = j
+  return assigned
 
 def _assigned(stmt: str) -> list[str]: return [n.strip() for n in stmt.split(" = ", 1)[0].split(",") if n.strip()]
 def _already(stmt: str, done: dict[str, str]) -> bool: return all(done.get(n) == stmt for n in _assigned(stmt))

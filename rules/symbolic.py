@@ -248,6 +248,7 @@ def symbolic_ADD(_u: UOp, ctx):
       x = _u_0_1
       return (r9c9285, _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
   # r9c9285: (ADD (ADD x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)
+  y = _u_0
   if y.op is not Ops.CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
@@ -415,6 +416,7 @@ def symbolic_ADD(_u: UOp, ctx):
       if _r is not None: return (r01fe48, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r01fe48: (ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)
   if _u_0.dtype.scalar in DTS_0:
+    y = _u_0
     if y.op is not Ops.CONST and _u_1.op is ADD:
       s = _u_1
       _r = add_term(s, y)
@@ -585,6 +587,7 @@ def symbolic_MUL(_u: UOp, ctx):
       x = _u_0_1
       return (r95a350, _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None))
   # r95a350: (MUL (MUL x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)
+  y = _u_0
   if y.op is not Ops.CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
@@ -2807,6 +2810,7 @@ def r9c9285_alone(_u: UOp, ctx):
       c = _u_0_0
       x = _u_0_1
       return _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
+  y = _u_0
   if y.op is not Ops.CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
@@ -2838,6 +2842,7 @@ def r95a350_alone(_u: UOp, ctx):
       c = _u_0_0
       x = _u_0_1
       return _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None)
+  y = _u_0
   if y.op is not Ops.CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:

@@ -247,9 +247,7 @@ def test_movement_ops_are_guarded_index_expressions(prog, seed):
   for opt in (0, 1):
     with Context(NOOPT=opt): np.testing.assert_array_equal(Tensor(t.uop).numpy(), ref)  # KernelMemoryError if out of bounds
 
-@pytest.mark.xfail(strict=True, reason="rules/symbolic.rules: (WHERE c x:ints y) -> where_given(c, x, y) simplifies the guard of a LOAD "
-                                       "inside x under c, but the load runs whether or not c holds: where(v, load(g, r-2, v)*3, 0) with "
-                                       "v = (1<r)&(r<3) gets the guard (1<r) and reads past the buffer for r = 3, 4")
+# once wrong: the symbolic rules weakened a load's guard under an int WHERE, though the load runs either way
 def test_int_padding_keeps_its_load_guard():
   A = Tensor(np.array([5], np.int32), device="PYTHON").realize()
   sink = full_rewrite_to_sink(ast_of((A * 3).pad(((2, 2),)) + 1), opt=False)
@@ -258,8 +256,6 @@ def test_int_padding_keeps_its_load_guard():
   assert guards and all([g.sym_infer({}) for g in [g.substitute({rng: rng.const_like(r)}) for r in range(5)]] == [r == 2 for r in range(5)]
                         for g in guards)
 
-@pytest.mark.xfail(strict=True, reason="rules/symbolic.rules: where_given weakens load guards inside an int WHERE (see above): a padded "
-                                       "int reduction reads outside its input")
 def test_padded_int_reduction_reads_inside_its_input():
   x = Tensor(np.arange(12, dtype=np.int32).reshape(3, 4), device="PYTHON")
   assert x.sum(1).pad(((1, 1),)).tolist() == [0, 6, 22, 38, 0]
