@@ -5,7 +5,7 @@ bindings) in a fixed order, so consecutive rules that start with the same tests 
 sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
 """
 from __future__ import annotations
-import hashlib, itertools
+import hashlib, itertools, re
 from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
@@ -14,6 +14,7 @@ from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule
 from dslc.parse import DTYPE_CLASSES, GROUPS
 
 MAX_COLS = 150
+_OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 ROOT = "_u"
 
 class EmitError(Exception):
@@ -24,7 +25,7 @@ class EmitError(Exception):
 # names a guard or result may use without binding them
 BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
                       "min", "range", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
-PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
+PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "uop", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
 
 @dataclass
 class Step:
@@ -53,6 +54,10 @@ class Consts:
   def op(self, o: Ops) -> str:
     self.ops.add(o)
     return o.name
+  def op_aliases(self, text: str) -> str:
+    """Python text with each `Ops.X` read through the module's alias X (a global load instead of a lookup on Ops)."""
+    def alias(m: re.Match) -> str: return self.op(Ops[m.group(1)]) if m.group(1) in Ops.__members__ else m.group(0)
+    return _OPS_REF.sub(alias, text)
   def opset(self, s: frozenset[Ops]) -> str:
     if s not in self.sets:
       group = next((k for k, v in GROUPS.items() if v == s), None)
@@ -392,13 +397,14 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     for i in range(len(steps) + 1):
       for g in placed.get(i, []):
         alias(g.names, final)
-        final.append(Step("test", _guard_text(g.text)))
+        final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
       if i < len(steps): final.append(steps[i])
     for g in guards_dear:
       alias(g.names, final)
-      final.append(Step("test", _guard_text(g.text)))
+      final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
     rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names)
     text, conditional = rb.top()
+    text = consts.op_aliases(text)
     alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
     ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
     if conditional:
@@ -493,7 +499,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "import math",
           "from runtime.dtype import dtypes",
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
-          "from runtime.uop import UOp, uop as _uop",
+          "from runtime.uop import UOp, uop, uop as _uop",
           "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src",
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",

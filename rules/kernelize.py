@@ -8,7 +8,7 @@ Assumes tensor-graph nodes (with shapes); movement ops carry their new shape / o
 import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
-from runtime.uop import UOp, uop as _uop
+from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.kernelize_helpers import kernel_input
 _const = UOp.const

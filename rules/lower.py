@@ -7,7 +7,7 @@ Run by tensor/codegen after rangeify and symbolic; ctx hands out accumulator ids
 import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
-from runtime.uop import UOp, uop as _uop
+from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.lower_helpers import lower_reduce
 _const = UOp.const

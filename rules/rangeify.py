@@ -10,7 +10,7 @@ guarded by it so they never read outside a buffer."""
 import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
-from runtime.uop import UOp, uop as _uop
+from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.rangeify_helpers import at_elementwise, at_reshape, at_permute, at_expand, at_pad, at_shrink, at_flip, at_reduce, at_const
 from rules.rangeify_helpers import is_plus_zero, implied_by

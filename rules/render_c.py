@@ -10,7 +10,7 @@ shifts out of range give 0, MAX propagates nan."""
 import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
-from runtime.uop import UOp, uop as _uop
+from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.render_c_helpers import cconst, ctype, fn_suffix, bits, math_fn
 _const = UOp.const

@@ -16,7 +16,7 @@ a sum holds each base once (x*3 + x*5 -> x*8); bool ADD/MUL/MAX are OR/AND/OR; n
 import math
 from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
-from runtime.uop import UOp, uop as _uop
+from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules.symbolic_helpers import fold_alu, exact, add_term, lt_fold, divmod_linear, divmod_factor, mod_reduce, div_split, div_nest, divmod_common_factor, where_given, index_given, and_given, int_min, int_max
 _const = UOp.const
@@ -163,7 +163,7 @@ def symbolic_ADD(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # r70f51b: (ADD x:bool y) -> (OR x y)
@@ -227,13 +227,13 @@ def symbolic_ADD(_u: UOp, ctx):
   if _u_0.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if y.op is not CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
       c = _u_0_1
       x = _u_0_0
       return (r9c9285, _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
   # r9c9285: (ADD (ADD x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is ADD:
+  if y.op is not CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
       c = _u_1_1
@@ -243,13 +243,13 @@ def symbolic_ADD(_u: UOp, ctx):
   if _u_0.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
+    if y.op is not CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
       c = _u_0_0
       x = _u_0_1
       return (r9c9285, _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
   # r9c9285: (ADD (ADD x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is ADD:
+  if y.op is not CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
       c = _u_1_0
@@ -410,14 +410,14 @@ def symbolic_ADD(_u: UOp, ctx):
   # r01fe48: (ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)
   if _u_0.op is ADD and _u_1.dtype.scalar in DTS_0:
     y = _u_1
-    if y.op is not Ops.CONST:
+    if y.op is not CONST:
       s = _u_0
       _r = add_term(s, y)
       if _r is not None: return (r01fe48, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r01fe48: (ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)
   if _u_0.dtype.scalar in DTS_0:
     y = _u_0
-    if y.op is not Ops.CONST and _u_1.op is ADD:
+    if y.op is not CONST and _u_1.op is ADD:
       s = _u_1
       _r = add_term(s, y)
       if _r is not None: return (r01fe48, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -426,14 +426,14 @@ def symbolic_ADD(_u: UOp, ctx):
     _u_0_0, _u_0_1 = _u_0.src
     if _u_1.dtype.scalar in DTS_0:
       term = _u_1
-      if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_0_0.op is ADD and _u_0_1.op is CONST:
+      if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_0_0.op is ADD and _u_0_1.op is CONST:
         m = _u_0
         _r = add_term(m, term)
         if _r is not None: return (r809f40, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r809f40: (ADD m@(MUL (ADD) (CONST)) term:ints) if term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL -> add_term(m, term)
   if _u_0.dtype.scalar in DTS_0:
     term = _u_0
-    if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_1.op is MUL:
+    if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_1.op is MUL:
       _u_1_0, _u_1_1 = _u_1.src
       if _u_1_0.op is ADD and _u_1_1.op is CONST:
         m = _u_1
@@ -444,14 +444,14 @@ def symbolic_ADD(_u: UOp, ctx):
     _u_0_0, _u_0_1 = _u_0.src
     if _u_1.dtype.scalar in DTS_0:
       term = _u_1
-      if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_0_0.op is CONST and _u_0_1.op is ADD:
+      if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_0_0.op is CONST and _u_0_1.op is ADD:
         m = _u_0
         _r = add_term(m, term)
         if _r is not None: return (r809f40, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r809f40: (ADD m@(MUL (ADD) (CONST)) term:ints) if term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL -> add_term(m, term)
   if _u_0.dtype.scalar in DTS_0:
     term = _u_0
-    if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_1.op is MUL:
+    if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_1.op is MUL:
       _u_1_0, _u_1_1 = _u_1.src
       if _u_1_0.op is CONST and _u_1_1.op is ADD:
         m = _u_1
@@ -503,7 +503,7 @@ def symbolic_MUL(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # r9cbb91: (MUL x:bool y) -> (AND x y)
@@ -566,13 +566,13 @@ def symbolic_MUL(_u: UOp, ctx):
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if y.op is not CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
       c = _u_0_1
       x = _u_0_0
       return (r95a350, _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None))
   # r95a350: (MUL (MUL x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is MUL:
+  if y.op is not CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
       c = _u_1_1
@@ -582,13 +582,13 @@ def symbolic_MUL(_u: UOp, ctx):
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
+    if y.op is not CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
       c = _u_0_0
       x = _u_0_1
       return (r95a350, _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None))
   # r95a350: (MUL (MUL x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is MUL:
+  if y.op is not CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
       c = _u_1_0
@@ -769,7 +769,7 @@ def symbolic_IDIV(_u: UOp, ctx):
   if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
     c = _u_1
     x = _u_0
-    if (c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
+    if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
       _r = divmod_linear(u, x, c.arg)
       if _r is not None: return (rb43328, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r3e4dfd: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)
@@ -890,7 +890,7 @@ def symbolic_MOD(_u: UOp, ctx):
   if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
     c = _u_1
     x = _u_0
-    if (c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
+    if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
       _r = divmod_linear(u, x, c.arg)
       if _r is not None: return (rb43328, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r3e4dfd: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)
@@ -937,7 +937,7 @@ def symbolic_MAX(_u: UOp, ctx):
     # re3f4d0: (MAX! c@(CONST) x:ints|bool) if x.op is not Ops.CONST -> (MAX x c)
     if (_u_1.dtype is DT_bool or _u_1.dtype.scalar in DTS_0):
       x = _u_1
-      if x.op is not Ops.CONST:
+      if x.op is not CONST:
         c = _u_0
         return (re3f4d0, _uop(MAX, x.dtype, (x, c), None))
   # r079336: (MAX x:bool y) -> (OR x y)
@@ -1552,7 +1552,7 @@ def symbolic_CMPNE(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # r6af0fc: (CMPNE x:ints|bool x) -> False
@@ -1805,7 +1805,7 @@ def symbolic_CMPEQ(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # r4ae1b2: (CMPEQ x:ints|bool x) -> True
@@ -1888,7 +1888,7 @@ def symbolic_XOR(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # r8b9c32: (XOR x:ints|bool x) -> 0
@@ -1959,7 +1959,7 @@ def symbolic_OR(_u: UOp, ctx):
   # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # re1a8da: (op x:ints|bool x) -> x
@@ -2102,7 +2102,7 @@ def symbolic_AND(_u: UOp, ctx):
   # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
   # re1a8da: (op x:ints|bool x) -> x
@@ -2459,7 +2459,7 @@ def rd47bab_alone(_u: UOp, ctx):
   op = _u.op
   if _u_0.op is CONST:
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None)
   return None
@@ -2468,7 +2468,7 @@ def re3f4d0_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is CONST and (_u_1.dtype is DT_bool or _u_1.dtype.scalar in DTS_0):
     x = _u_1
-    if x.op is not Ops.CONST:
+    if x.op is not CONST:
       c = _u_0
       return _uop(MAX, x.dtype, (x, c), None)
   return None
@@ -2792,12 +2792,12 @@ def r9c9285_alone(_u: UOp, ctx):
   if _u_0.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if y.op is not CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
       c = _u_0_1
       x = _u_0_0
       return _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is ADD:
+  if y.op is not CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
       c = _u_1_1
@@ -2806,12 +2806,12 @@ def r9c9285_alone(_u: UOp, ctx):
   if _u_0.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
+    if y.op is not CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
       c = _u_0_0
       x = _u_0_1
       return _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is ADD:
+  if y.op is not CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
       c = _u_1_0
@@ -2824,12 +2824,12 @@ def r95a350_alone(_u: UOp, ctx):
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if y.op is not CONST and _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
       c = _u_0_1
       x = _u_0_0
       return _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is MUL:
+  if y.op is not CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
       c = _u_1_1
@@ -2838,12 +2838,12 @@ def r95a350_alone(_u: UOp, ctx):
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     y = _u_1
-    if y.op is not Ops.CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
+    if y.op is not CONST and _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
       c = _u_0_0
       x = _u_0_1
       return _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None)
   y = _u_0
-  if y.op is not Ops.CONST and _u_1.op is MUL:
+  if y.op is not CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
     if _u_1_0.op is CONST and _u_1_1.dtype.scalar in DTS_0:
       c = _u_1_0
@@ -3043,13 +3043,13 @@ def r01fe48_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is ADD and _u_1.dtype.scalar in DTS_0:
     y = _u_1
-    if y.op is not Ops.CONST:
+    if y.op is not CONST:
       s = _u_0
       _r = add_term(s, y)
       if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
   if _u_0.dtype.scalar in DTS_0:
     y = _u_0
-    if y.op is not Ops.CONST and _u_1.op is ADD:
+    if y.op is not CONST and _u_1.op is ADD:
       s = _u_1
       _r = add_term(s, y)
       if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
@@ -3061,13 +3061,13 @@ def r809f40_alone(_u: UOp, ctx):
     _u_0_0, _u_0_1 = _u_0.src
     if _u_1.dtype.scalar in DTS_0:
       term = _u_1
-      if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_0_0.op is ADD and _u_0_1.op is CONST:
+      if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_0_0.op is ADD and _u_0_1.op is CONST:
         m = _u_0
         _r = add_term(m, term)
         if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
   if _u_0.dtype.scalar in DTS_0:
     term = _u_0
-    if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_1.op is MUL:
+    if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_1.op is MUL:
       _u_1_0, _u_1_1 = _u_1.src
       if _u_1_0.op is ADD and _u_1_1.op is CONST:
         m = _u_1
@@ -3077,13 +3077,13 @@ def r809f40_alone(_u: UOp, ctx):
     _u_0_0, _u_0_1 = _u_0.src
     if _u_1.dtype.scalar in DTS_0:
       term = _u_1
-      if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_0_0.op is CONST and _u_0_1.op is ADD:
+      if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_0_0.op is CONST and _u_0_1.op is ADD:
         m = _u_0
         _r = add_term(m, term)
         if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
   if _u_0.dtype.scalar in DTS_0:
     term = _u_0
-    if (term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL) and _u_1.op is MUL:
+    if (term.op is MOD or term.op is IDIV or term.op is MUL) and _u_1.op is MUL:
       _u_1_0, _u_1_1 = _u_1.src
       if _u_1_0.op is CONST and _u_1_1.op is ADD:
         m = _u_1
@@ -3248,7 +3248,7 @@ def rb43328_alone(_u: UOp, ctx):
   if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
     c = _u_1
     x = _u_0
-    if (c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
+    if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
       u = _u
       _r = divmod_linear(u, x, c.arg)
       if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r

@@ -9,7 +9,7 @@ each rule, and tests check the two agree.
 from __future__ import annotations
 import atexit, time
 from typing import Any, Callable
-from runtime.helpers import RULESTATS, REWRITE_LIMIT
+from runtime.helpers import RULESTATS, REWRITE_LIMIT, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -92,8 +92,13 @@ def _timed(rules: list[Rule]) -> OpFn:
 
 _tracked: dict[int, Rule] = {}
 def _track(rules: list[Rule]) -> None:
-  if not _tracked: atexit.register(print_rule_stats)
+  # the table prints at exit when the environment asked for it; Context(RULESTATS=1) in code reads rule_stats() itself
+  if not _tracked and getenv("RULESTATS", 0): atexit.register(print_rule_stats)
   for r in rules: _tracked[id(r)] = r
+
+def reset_rule_stats() -> None:
+  """Zero every rule's counters (attempts, hits, time)."""
+  for r in _tracked.values(): r.attempts, r.hits, r.time_ns = 0, 0, 0
 
 def rule_stats() -> list[Rule]:
   """Every rule RULESTATS has run so far, most time first."""

@@ -321,6 +321,12 @@ def _shape_of(u: UOp):
 # ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
 
 def _compute_bounds(root: UOp) -> tuple:
+  # the common case: every source already has its bounds
+  for s in root.src:
+    if s._bounds is None: break
+  else:
+    root._bounds = _bounds_of(root)
+    return root._bounds
   # iterative: sources first, so a deep chain never recurses
   stack = [root]
   while stack:
@@ -335,7 +341,8 @@ def _compute_bounds(root: UOp) -> tuple:
 def _dtype_bounds(d: DType) -> tuple: return (dtypes.min(d), dtypes.max(d))
 
 def _fits(d: DType, lo, hi) -> tuple:
-  # an integer result outside its dtype's range may have wrapped: then nothing is known
+  # an integer result outside its dtype's range may have wrapped: then nothing is known. The symbolic rules rely on
+  # this (rules/symbolic_helpers.exact): bounds narrower than the dtype's whole range mean nothing on the way wrapped.
   if dtypes.is_int(d) and (lo < dtypes.min(d) or hi > dtypes.max(d)): return _dtype_bounds(d)
   if d.scalar is dtypes.bool: return (bool(lo), bool(hi))
   return (lo, hi)
