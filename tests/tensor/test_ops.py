@@ -126,8 +126,9 @@ BINARY = {
 def _binary_inputs(name: str, da: DType, db: DType, sa, sb, data) -> tuple[np.ndarray, np.ndarray]:
   rng = BINARY[name][3]
   if name in ("lshift", "rshift"):
-    # shift amounts around the bit width, negative ones included (0 or -1, as numpy gives too)
-    return data.draw(arrays(da, sa)), data.draw(hnp.arrays(np_dt(db), sb, elements=int_values(db, -2, 8 * db.itemsize + 1)))
+    # shift amounts around the bit width of the promoted type, negative ones included (0 or -1, as numpy gives too)
+    bits = 8 * promoted(da, db).itemsize
+    return data.draw(arrays(da, sa)), data.draw(hnp.arrays(np_dt(db), sb, elements=int_values(db, -2, bits + 1)))
   if rng is not None and name in ("floordiv", "mod"):
     # integer values: floor(a / b) of floats is then exact, as numpy's floor_divide computes it
     return (data.draw(hnp.arrays(np_dt(da), sa, elements=int_values(da, *rng))), data.draw(hnp.arrays(np_dt(db), sb, elements=int_values(db, *rng))))
@@ -320,10 +321,12 @@ def test_reduce(device, name):
   arg = name.startswith("arg")
   def body(data, shape, d, keepdim):
     axis = data.draw(axes(len(shape), single=arg) if not (arg and data.draw(st.booleans())) else st.none())
-    # values whose sums are exact in every order (products: no overflow of float16), any values for max, min and arg*
-    if name == "prod": values = quarters(d, -1.5, 1.5) if dtypes.is_float(d) else int_values(d, -3, 3)
-    elif name in ("sum", "mean"): values = int_values(d, -50, 50) if d is dtypes.float16 else quarters(d, -50, 50) if dtypes.is_float(d) else \
-      elements(d)
+    # values whose sums (in float32, for a mean of ints) and products are the same in every order, without overflow;
+    # any values for max, min and arg*; ints wrap the same in every order
+    if name == "prod" and d is dtypes.float16: values = st.sampled_from([-1.0, -0.5, 0.5, 1.0])
+    elif name == "prod": values = quarters(d, -1.5, 1.5) if dtypes.is_float(d) else int_values(d, -3, 3)
+    elif name == "sum" and dtypes.is_int(d): values = elements(d)
+    elif name in ("sum", "mean"): values = int_values(d, -10, 10) if d is dtypes.float16 else quarters(d, -1000, 1000)
     else: values = elements(d, special=True)
     a = data.draw(hnp.arrays(np_dt(d), shape, elements=values))
     norm = tuple(range(len(shape))) if axis is None else tuple(x % len(shape) for x in (axis if isinstance(axis, tuple) else (axis,)))
