@@ -120,6 +120,12 @@ class StepBuilder:
     if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None:
       # a repeated pattern over a fixed number of sources: unrolled (a repeated name is the same node, as in match_all)
       if k < len(src): self.test("False")
+      if k <= len(src):
+        # zero repeats: the pattern's captures are None, as match_all gives them
+        for name in sorted(_pat_names(p.rest)):
+          self.bind(f"{name} = None", name)
+          self.rest_names.add(name)
+          self.plain.discard(name)
       src = src + (p.rest,) * max(k - len(src), 0)
       p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span)
     n = len(src)
@@ -378,7 +384,8 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   guards_dear = sorted([g for g in rule.guards if g.cost > 1], key=lambda g: g.cost)
   unconditional = is_unconditional(rule)
   out = []
-  for v in variants(rule.pattern, swap_free=not unconditional):
+  # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
+  for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern)):
     sb = StepBuilder(consts, root_dispatched=dispatched is not None, root_op=dispatched if isinstance(dispatched, Ops) else None)
     sb.build(v)
     steps = list(sb.steps)
@@ -406,6 +413,10 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     text, conditional = rb.top()
     text = consts.op_aliases(text)
     alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
+    if isinstance(rule.result, CallResult):
+      # an alternative (UPat.any) may bind only some of the function's captures: the others are None
+      for name in rule.result.params:
+        if name != "ctx" and name not in sb.node_vars and name not in sb.bound_at: final.append(Step("bind", f"{name} = None"))
     ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
     if conditional:
       # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
@@ -413,6 +424,15 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     else: result = [ret(text)]
     out.append(Alt(rule, final, result))
   return out
+
+def _has_repeated_names(p: Pat) -> bool:
+  seen: list[str] = []
+  stack = [p]
+  while stack:
+    x = stack.pop()
+    seen += [n for n in (x.name, x.arg_name, x.opvar) if n]
+    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
+  return len(seen) != len(set(seen))
 
 def is_unconditional(rule: Rule) -> bool:
   """No guard, and a result that is never None: the rule fires whenever its pattern matches."""

@@ -330,6 +330,18 @@ def symbolic_ADD(_u: UOp, ctx):
         y = _u_0_0
         return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
       # r3b68a7: (ADD (MUL x:ints c@(CONST)) (MUL y c)) -> (MUL (ADD x y) c)
+      if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_1:
+        c = _u_0_1
+        x = _u_0_0
+        y = _u_1_1
+        return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
+      # r3b68a7: (ADD (MUL x:ints c@(CONST)) (MUL y c)) -> (MUL (ADD x y) c)
+      if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST and _u_1_1 is _u_0_0:
+        c = _u_0_0
+        x = _u_1_0
+        y = _u_0_1
+        return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
+      # r3b68a7: (ADD (MUL x:ints c@(CONST)) (MUL y c)) -> (MUL (ADD x y) c)
       if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_1 is _u_0_0:
         c = _u_0_0
         x = _u_0_1
@@ -340,6 +352,18 @@ def symbolic_ADD(_u: UOp, ctx):
         c = _u_0_1
         x = _u_1_1
         y = _u_0_0
+        return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
+      # r3b68a7: (ADD (MUL x:ints c@(CONST)) (MUL y c)) -> (MUL (ADD x y) c)
+      if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0 is _u_0_0:
+        c = _u_0_0
+        x = _u_0_1
+        y = _u_1_1
+        return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
+      # r3b68a7: (ADD (MUL x:ints c@(CONST)) (MUL y c)) -> (MUL (ADD x y) c)
+      if _u_1_0.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.dtype.scalar in DTS_0:
+        c = _u_0_0
+        x = _u_1_1
+        y = _u_0_1
         return (r3b68a7, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
     # r9a947e: (ADD (MUL x:ints c@(CONST)) x) -> (MUL x (CONST [c.arg + 1]))
     if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
@@ -2959,6 +2983,16 @@ def r3b68a7_alone(_u: UOp, ctx):
         x = _u_1_0
         y = _u_0_0
         return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
+      if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_1:
+        c = _u_0_1
+        x = _u_0_0
+        y = _u_1_1
+        return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
+      if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST and _u_1_1 is _u_0_0:
+        c = _u_0_0
+        x = _u_1_0
+        y = _u_0_1
+        return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
       if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_1 is _u_0_0:
         c = _u_0_0
         x = _u_0_1
@@ -2968,6 +3002,16 @@ def r3b68a7_alone(_u: UOp, ctx):
         c = _u_0_1
         x = _u_1_1
         y = _u_0_0
+        return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
+      if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0 is _u_0_0:
+        c = _u_0_0
+        x = _u_0_1
+        y = _u_1_1
+        return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
+      if _u_1_0.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.dtype.scalar in DTS_0:
+        c = _u_0_0
+        x = _u_1_1
+        y = _u_0_1
         return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
   return None
 
