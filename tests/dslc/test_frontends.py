@@ -188,9 +188,8 @@ def test_same_name_is_the_same_node():
   text = "ruleset t\n(ADD (CONST [c]) (MUL _ (CONST [c]))) -> (CONST [c])\n"
   assert rewrite(text, C3 + X * 3) is C3 and rewrite(text, C3 + X * 4) is C3 + X * 4
 
-EMIT_ORDERS = ("dslc/emit.py variants(): for an unconditional rule, source orders that differ only in capture names are merged "
-               "(swap_free=False, _pat_key(names=False), _is_free), but a name used again elsewhere in the pattern makes them differ")
-
+# once wrong: for an unconditional rule the emitter merged source orders that differ only in names, though a name
+# used again elsewhere in the pattern makes them differ
 def test_same_name_across_levels_unconditional():
   # (SUB (ADD x y) x) -> y: the generated code only tries ADD(x, y), so (y + x) - x is left alone
   text = "ruleset t\n(SUB (ADD x y) x) -> y\n"
