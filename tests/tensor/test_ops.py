@@ -450,6 +450,17 @@ def test_pad_load_stays_guarded():
     a = np.arange(1, 37, dtype=np.float32).reshape(3, 6, 2)
     check(Tensor(a, device=device).pad(((2, 0), (0, 0), (2, 0))), np.pad(a, ((2, 0), (0, 0), (2, 0))), dtypes.float32)
 
+@pytest.mark.xfail(strict=True, reason="rules/rangeify_helpers.py at_reshape: a RESHAPE whose shapes hold a 0, (0,) -> (0, 2), "
+                                       "runs past the end of a shape (IndexError); Tensor.pad of an empty tensor avoids the kernel")
+def test_kernel_padding_an_empty_input():
+  from runtime import Ops
+  from runtime.uop import uop
+  from tensor.codegen import full_rewrite_to_sink
+  g0, g1 = uop(Ops.DEFINE_GLOBAL, dtypes.int32.ptr(3), (), 0), uop(Ops.DEFINE_GLOBAL, dtypes.int32.ptr(0), (), 1)
+  value = uop(Ops.PAD, dtypes.int32, (uop(Ops.RESHAPE, dtypes.int32, (g1,), (0, 2)),), ((1, 0), (0, 1)))  # (0, 2) -> (1, 3)
+  sink = full_rewrite_to_sink(uop(Ops.SINK, dtypes.void, (uop(Ops.STORE, dtypes.void, (g0, value)),)))
+  assert sink.op is Ops.SINK
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_movement(device):
   """A chain of one to three movement ops, then realized, against numpy's views."""
