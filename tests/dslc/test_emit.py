@@ -18,3 +18,10 @@ def test_a_capture_rebound_in_a_nested_block_is_bound_again():
   first = next(r for r in (rule.fn(u, None) for rule in m.rules) if r is not None)
   assert m.rewrite(u) is first
   assert first.render() == "((z+(a+b))+3)"
+
+def test_upper_case_names_import_and_read_in_guards():
+  src = "from runtime.ops import ARITY\nruleset t\n(NEG x) if ARITY[x.op] == 2 -> x\n"
+  ns: dict = {}
+  exec(compile_rules("t.rules", "t.rules", source=src), ns)
+  a, b = UOp.variable("a", 0, 9), UOp.variable("b", 0, 9)
+  assert ns["t"].rewrite(-(a + b)) is a + b and ns["t"].rewrite(-a) is None
