@@ -50,6 +50,8 @@ def at_reshape(a: UOp) -> UOp:
   really merges or splits dims pays for a division."""
   x, valid, idx = a.src[0].src[0], a.src[1], a.src[2:]
   out_shape, in_shape = a.src[0].shape, x.shape
+  # an empty tensor has no element to read: any index, never valid
+  if 0 in in_shape or 0 in out_shape: return _at(x, uop(Ops.CONST, dtypes.bool, (), False), [_c(0)] * len(in_shape))
   new: list[UOp] = []
   i = j = 0
   while i < len(out_shape) or j < len(in_shape):

@@ -63,7 +63,9 @@ def render_c(name: str, uops: list[UOp]) -> str:
     elif u.op is Ops.END: depth -= 1
     depth_of[u] = depth
     for s in u.src:
-      uses[s] = uses.get(s, 0) + 1
+      # a float MAX writes each operand three times (nan propagation): its operands count as used thrice, so they get
+      # variables and a chain of maximums stays linear in size
+      uses[s] = uses.get(s, 0) + (3 if u.op is Ops.MAX and dtypes.is_float(u.dtype) else 1)
       user_depth[s] = depth
   params: list[str] = []
   body: list[str] = []

@@ -94,8 +94,6 @@ def test_padded_load_is_guarded():
   assert re.search(r"float val0 = \(.*\(1<ridx0\).*\(ridx0<6\).*\?\*\(data1\+\(ridx0\+\(-2\)\)\):0\.0f\);", src), src
   assert "*(data0+ridx0) = (val0+1.0f);" in src
 
-@pytest.mark.xfail(strict=True, reason="tensor/renderer/cstyle.py: a float MAX's C text repeats each operand three times and single-use "
-                                       "operands are inlined, so a chain of n maximums is 3^n characters (12 of them: 318 MB of C)")
 def test_chain_of_maximums_renders_linear_c():
   A = Tensor(np.ones(8, np.float32)).realize()
   t = A
