@@ -132,7 +132,7 @@ class _Pending:
 
 def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
   memo: dict[UOp, UOp] = {}
-  final = memo.__getitem__
+  final, get = memo.__getitem__, memo.get
   pending: dict[UOp, _Pending] = {}
   limit = REWRITE_LIMIT.value
   stack: list = [root]
@@ -146,19 +146,18 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
     if u in memo: continue
     # sources first: push the unfinished ones above u and come back to it
     src = u.src
-    ready = True
+    ready, changed = True, False
     for s in src:
-      if s not in memo:
+      f = get(s)
+      if f is None:
         if ready:
           push(u)
           ready = False
         push(s)
+      elif f is not s: changed = True
     if not ready: continue
     if pending and u in pending: _raise_cycle(u, stack, label)
-    n = u
-    if src:
-      nsrc = tuple(map(final, src))
-      if nsrc != src: n = uop(u.op, u.dtype, nsrc, u.arg, u.tag)
+    n = uop(u.op, u.dtype, tuple(map(final, src)), u.arg, u.tag) if changed else u
     # rewrite to a fixed point while the result's sources are already final
     fn = table[n.op]
     if fn is None or (r := fn(n, ctx)) is None:
