@@ -20,3 +20,11 @@ def test_ci_runs_the_readme_commands():
   block = readme.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
   assert len(block) >= 2
   for cmd in block[:2]: assert cmd.strip() in ci, f"README command {cmd!r} is not what .ci/run runs"
+
+def test_readme_python_examples_run():
+  readme = open(os.path.join(ROOT, "README.md")).read()
+  blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+  assert blocks
+  for code in blocks:
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, f"README example failed:\n{code}\n{r.stderr}"
