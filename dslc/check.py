@@ -129,7 +129,7 @@ class Checker:
     for s in p.src or (): self.check_pattern(s, nodes, args, r, False)
     if p.rest is not None:
       inner = _pat_names(p.rest)
-      outer = _all_names(r.pattern, skip=p.rest)
+      outer = r.pattern.names(skip=p.rest)
       for n in sorted(inner & outer): self.error(f"'{n}' inside a repeated pattern can't also be bound outside it", p.rest.span, n)
       self.check_pattern(p.rest, nodes, args, r, False)
 
@@ -186,33 +186,9 @@ def count_variants(p: Pat) -> int:
 
 def _matched_opvars(p: Pat) -> set[str]:
   """The for variables a pattern binds: those it matches an op with, outside repeated patterns."""
-  out: set[str] = set()
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x.opvar: out.add(x.opvar)
-    stack += list(x.src or ()) + list(x.alternatives or ())
-  return out
+  return {x.opvar for x in p.walk(rest=False) if x.opvar}
 
-def _all_opvars(p: Pat) -> set[str]:
-  out: set[str] = set()
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x.opvar: out.add(x.opvar)
-    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
-  return out
-
-def _all_names(p: Pat, skip: Pat) -> set[str]:
-  out: set[str] = set()
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x is skip: continue
-    if x.name: out.add(x.name)
-    if x.arg_name: out.add(x.arg_name)
-    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
-  return out
+def _all_opvars(p: Pat) -> set[str]: return {x.opvar for x in p.walk() if x.opvar}
 
 def _normal(text: str) -> str: return " ".join(text.split())
 

@@ -174,15 +174,7 @@ def _rest_function(self: Consts, p: Pat, names: list[str]) -> str:
   return name
 Consts.rest_function = _rest_function  # type: ignore[attr-defined]
 
-def _pat_names(p: Pat) -> set[str]:
-  out: set[str] = set()
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x.name: out.add(x.name)
-    if x.arg_name: out.add(x.arg_name)
-    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
-  return out
+def _pat_names(p: Pat) -> set[str]: return p.names()
 
 def variants(p: Pat, swap_free: bool) -> list[Pat]:
   """Every concrete form of p: alternatives expanded, any-order sources as each distinct order.
@@ -426,12 +418,7 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   return out
 
 def _has_repeated_names(p: Pat) -> bool:
-  seen: list[str] = []
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    seen += [n for n in (x.name, x.arg_name, x.opvar) if n]
-    stack += list(x.src or ()) + ([x.rest] if x.rest else []) + list(x.alternatives or ())
+  seen = [n for x in p.walk() for n in (x.name, x.arg_name, x.opvar) if n]
   return len(seen) != len(set(seen))
 
 def is_unconditional(rule: Rule) -> bool:
@@ -440,13 +427,7 @@ def is_unconditional(rule: Rule) -> bool:
   return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
 
 def _rest_only_names(p: Pat) -> set[str]:
-  out: set[str] = set()
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x.rest is not None: out |= _pat_names(x.rest)
-    stack += list(x.src or ()) + list(x.alternatives or ())
-  return out
+  return set().union(*(x.rest.names() for x in p.walk(rest=False) if x.rest is not None))
 
 def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text

@@ -4,7 +4,7 @@ A rule is a pattern (a tree of `Pat`), guards (Python expressions over the patte
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from runtime.dtype import DType
 from runtime.ops import Ops
 
@@ -33,6 +33,19 @@ class Pat:
   name: str | None = None                    # the node is bound to this name (the same name twice: the same node)
   alternatives: tuple[Pat, ...] | None = None  # matches if any alternative does (UPat.any); other fields unused
   span: Span | None = None
+
+  def walk(self, rest: bool = True, skip: Pat | None = None) -> Iterator[Pat]:
+    """This pattern and every one inside it: sources, alternatives, and repeated patterns (unless rest=False)."""
+    stack: list[Pat] = [self]
+    while stack:
+      x = stack.pop()
+      if x is skip: continue
+      yield x
+      stack += list(x.src or ()) + ([x.rest] if x.rest is not None and rest else []) + list(x.alternatives or ())
+
+  def names(self, skip: Pat | None = None) -> set[str]:
+    """Every capture name in the pattern: nodes and args."""
+    return {n for x in self.walk(skip=skip) for n in (x.name, x.arg_name) if n}
 
   def is_wildcard(self) -> bool:
     return (self.ops is None and self.opvar is None and self.dtypes is None and self.dtype_classes is None and not self.has_arg_eq

@@ -137,9 +137,6 @@ def _params(fn: Callable, names: set[str]) -> tuple[tuple[str, ...], bool]:
     if p.name == "ctx" or p.name in names or p.default is p.empty: out.append(p.name)
   return tuple(out), False
 
-def _pat_names(p: Pat) -> set[str]:
-  from dslc.emit import _pat_names as names
-  return names(p)
 
 class PatternMatcher(Matcher):
   """A rule set written in Python: a list of (UPat, fn); fn gets the captures it names (and ctx) and returns a UOp,
@@ -156,7 +153,7 @@ class PatternMatcher(Matcher):
       if not isinstance(upat, UPat): raise TypeError(f"pattern {i} is a {type(upat).__name__}, not a UPat")
       if not callable(fn): raise TypeError(f"the action of pattern {i} ({upat.text()}) is not callable")
       pat = upat.to_pat()
-      params, by_kw = _params(fn, _pat_names(pat))
+      params, by_kw = _params(fn, pat.names())
       fns.setdefault(fn, f"_f{len(fns)}")
       span = Span(upat.location[0], upat.location[1], 1)
       fname = getattr(fn, "__name__", "fn")
