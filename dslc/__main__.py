@@ -69,7 +69,6 @@ def cmd_explain(args) -> int:
     return 1
   out: list[str] = []
   consts = Consts()
-  consts.fn_name = lambda f: "f"  # type: ignore[attr-defined]
   emit_ruleset(target, consts, out)
   print(f"# ---- generated code of ruleset {target.name} ----")
   print("\n".join(out))

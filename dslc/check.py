@@ -110,7 +110,6 @@ class Checker:
     try:
       sb.build(variants(r.pattern, True)[0])
       rb = ResultBuilder(Consts(), r, sb.plain)
-      rb.c.fn_name = lambda f: "f"  # type: ignore[attr-defined]
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
 

@@ -50,6 +50,7 @@ class Consts:
   rest_fns: list[str] = field(default_factory=list)
   rest_names: dict[str, str] = field(default_factory=dict)
   n_rest: int = 0
+  fns: dict[Any, str] = field(default_factory=dict)
 
   def op(self, o: Ops) -> str:
     self.ops.add(o)
@@ -69,6 +70,22 @@ class Consts:
   def dtset(self, s: frozenset) -> str:
     if s not in self.sets: self.sets[s] = f"DTS_{len(self.sets)}"
     return self.sets[s]
+  def fn_name(self, f: Any) -> str:
+    """The module-level name of a Python function a UPat rule calls (the exec'd module gets them under these names)."""
+    return self.fns.get(f, "f")
+  def rest_function(self, p: Pat, names: list[str]) -> str:
+    """The name of a module-level function matching one repeated pattern `p...` (returns its captures or None)."""
+    key = _pat_key(p)
+    if key in self.rest_names: return self.rest_names[key]
+    name = self.rest_names[key] = f"_rest_{self.n_rest}"
+    self.n_rest += 1
+    sb = StepBuilder(self, root_dispatched=False)
+    sb.build(p)
+    body = Block()
+    alt = Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"])  # type: ignore[arg-type]
+    emit_alts([alt], body, 1, comment=False)
+    self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
+    return name
 
 def _dtype_name(d: DType) -> str:
   return next(k for k, v in DTYPE_NAMES.items() if v is d and k not in ("default_float", "default_int", "index"))
@@ -160,19 +177,6 @@ class StepBuilder:
     self.rest_names |= set(names)
     self.plain -= self.rest_names
 
-def _rest_function(self: Consts, p: Pat, names: list[str]) -> str:
-  key = _pat_key(p)
-  if key in self.rest_names: return self.rest_names[key]
-  name = self.rest_names[key] = f"_rest_{self.n_rest}"
-  self.n_rest += 1
-  sb = StepBuilder(self, root_dispatched=False)
-  sb.build(p)
-  body = Block()
-  alt = Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"])  # type: ignore[arg-type]
-  emit_alts([alt], body, 1, comment=False)
-  self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
-  return name
-Consts.rest_function = _rest_function  # type: ignore[attr-defined]
 
 def _pat_names(p: Pat) -> set[str]: return p.names()
 
@@ -269,7 +273,7 @@ class ResultBuilder:
     if isinstance(r, PyResult): return r.expr.text
     if isinstance(r, CallResult):
       args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
-      return f"{self.c.fn_name(r.fn)}({args})"  # type: ignore[attr-defined]
+      return f"{self.c.fn_name(r.fn)}({args})"
     assert isinstance(r, Construct)
     dt = self.construct_dtype(r, ctx_dt)
     if dt is None:
@@ -484,7 +488,7 @@ def _final_return(body: Block) -> str:
 def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) -> str:
   """The Python source of the matcher module for one rule file (fns: Python callables of CallResults -> names)."""
   consts = Consts()
-  consts.fn_name = (lambda f: fns[f]) if fns is not None else (lambda f: None)  # type: ignore[attr-defined]
+  consts.fns = fns or {}
   body: list[str] = []
   table: dict[str, dict[Ops | None, str]] = {}
   for rs in rf.rulesets:
