@@ -24,10 +24,13 @@ def _storage(dtype: DType) -> np.dtype:
   return np.dtype(np.uint16) if dtype.scalar is dtypes.bfloat16 else dtypes.to_numpy(dtype.scalar)
 
 class Buffer:
-  """`size` elements of `dtype` on `device`, allocated on first use. Host memory on every device we have."""
-  __slots__ = ("device", "size", "dtype", "_array", "_ptr", "__weakref__")
-  def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None):
-    self.device, self.size, self.dtype = device, size, dtype
+  """`size` elements of `dtype` on `device`, allocated on first use. Host memory on every device we have.
+  With `base`, a typed view of the base buffer's bytes from `offset` (memory planning puts buffers in shared blocks)."""
+  __slots__ = ("device", "size", "dtype", "base", "offset", "_array", "_ptr", "__weakref__")
+  def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None, base: Buffer | None = None, offset: int = 0):
+    self.device, self.size, self.dtype, self.base, self.offset = device, size, dtype, base, offset
+    if base is not None and offset + self.nbytes > base.nbytes:
+      raise DeviceError(f"a view of {self.nbytes} bytes at offset {offset} does not fit its base of {base.nbytes} bytes")
     self._array: np.ndarray | None = None
     self._ptr = 0
     if initial is not None: self.copyin(initial)
@@ -36,7 +39,11 @@ class Buffer:
   def nbytes(self) -> int: return self.size * self.dtype.itemsize
   def is_allocated(self) -> bool: return self._array is not None
   def ensure_allocated(self) -> Buffer:
-    if self._array is None:
+    if self._array is None and self.base is not None:
+      raw = self.base.as_array().view(np.uint8)
+      self._array = raw[self.offset:self.offset + self.nbytes].view(_storage(self.dtype))
+      self._ptr = self._array.ctypes.data
+    elif self._array is None:
       if _SANITIZE:  # exactly the buffer's bytes, so AddressSanitizer sees any access past either end
         self._array = np.empty(self.nbytes, dtype=np.uint8).view(_storage(self.dtype))
       else:
@@ -66,7 +73,8 @@ class Buffer:
     return a
 
   def __del__(self):
-    if self._array is not None:
+    # a view's memory is its base's, counted once there
+    if self._array is not None and self.base is None:
       try: GlobalCounters.mem_used -= self.nbytes
       except (AttributeError, TypeError): pass
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"

@@ -4,35 +4,17 @@ running (tensor/engine/realize.py); the JIT can plan a captured call the same wa
 
 A buffer lives from the kernel that writes it to the last kernel that reads it. Walking the schedule in order, each
 planned output takes the smallest free block that fits (a block is free once every buffer placed in it is dead), or a
-new block. Blocks are raw bytes; a planned buffer is a typed view of the front of one.
+new block. Blocks are raw bytes; a planned buffer is a typed view (Buffer(base=block)) of the front of one.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-import numpy as np
 from runtime.device import Buffer
-from runtime.dtype import DType, dtypes
+from runtime.dtype import dtypes
 from runtime.helpers import ContextVar
 from runtime.uop import UOp
 
 # NO_MEMORY_PLANNER=1: every intermediate gets its own buffer (to compare, or to rule the planner out when debugging)
 NO_MEMORY_PLANNER = ContextVar("NO_MEMORY_PLANNER", 0)
-
-class PlannedBuffer(Buffer):
-  """A buffer that is a typed view of the first bytes of a shared storage block."""
-  __slots__ = ("base",)
-  def __init__(self, base: Buffer, size: int, dtype: DType):
-    super().__init__(base.device, size, dtype)
-    self.base = base
-  def ensure_allocated(self) -> Buffer:
-    if self._array is None:
-      raw = self.base.as_array()
-      self._array = raw[:self.nbytes].view(np.uint16 if dtype_is_bf16(self.dtype) else dtypes.to_numpy(self.dtype.scalar))
-      self._ptr = self._array.ctypes.data
-    return self
-  def __del__(self): pass  # the block's memory is counted (and freed) once, by the block
-  def __repr__(self) -> str: return f"<PlannedBuffer {self.device} {self.size} {self.dtype} in a block of {self.base.nbytes} bytes>"
-
-def dtype_is_bf16(d: DType) -> bool: return d.scalar is dtypes.bfloat16
 
 @dataclass
 class MemoryPlan:
@@ -91,11 +73,11 @@ def apply_plan(plan: MemoryPlan, buffers: dict, device_of) -> None:
   blocks = [Buffer(dev, n, dtypes.uint8) for dev, n in zip(_block_devices(plan, device_of), plan.blocks)]
   for b, k in plan.placement.items():
     old = buffers[b]
-    buffers[b] = PlannedBuffer(blocks[k], old.size, old.dtype)
+    buffers[b] = Buffer(old.device, old.size, old.dtype, base=blocks[k])
 
 def _block_devices(plan: MemoryPlan, device_of) -> list[str]:
   devs = [""] * len(plan.blocks)
   for b, k in plan.placement.items(): devs[k] = device_of(b)
   return devs
 
-__all__ = ["plan_memory", "apply_plan", "MemoryPlan", "PlannedBuffer", "last_plan"]
+__all__ = ["plan_memory", "apply_plan", "MemoryPlan", "last_plan"]
