@@ -28,3 +28,10 @@ def test_readme_python_examples_run():
   for code in blocks:
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, f"README example failed:\n{code}\n{r.stderr}"
+
+def test_tensor_never_imports_lark_or_dslc():
+  # a user of the library needs numpy and a C compiler, nothing else: the generated rules stand alone
+  code = ("import sys\nfrom tensor import Tensor\n(Tensor([1, 2]) + 1).sum().realize()\n"
+          "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('lark', 'dslc'))\nassert not bad, bad")
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "DEV": "PYTHON"})
+  assert r.returncode == 0, r.stderr
