@@ -4,7 +4,7 @@
 with DEV=NAME, or CPU=1 / PYTHON=1). A `Buffer` is a typed block of device memory; both devices keep it in host memory.
 """
 from __future__ import annotations
-import importlib, os
+import importlib, os, warnings
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
@@ -117,6 +117,9 @@ class _DeviceRegistry:
 
   def _best(self) -> str:
     from runtime.ops_cpu import find_compiler
-    return "CPU" if find_compiler(required=False) is not None else "PYTHON"
+    if find_compiler(required=False) is not None: return "CPU"
+    warnings.warn(f"no C compiler ('{os.environ.get('CC', 'cc')}' is not on PATH): running on the PYTHON interpreter, which is slow. "
+                  "Install gcc or clang, or set CC to a C compiler", stacklevel=3)
+    return "PYTHON"
 
 Device = _DeviceRegistry()
