@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse, gc, itertools, json, os, statistics, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import expr_gen
-from runtime import Ops, UOp, dtypes, exec_alu, graph_rewrite
+from bench.bench_symbolic import build_ours as build
+from runtime import Ops, UOp, exec_alu, graph_rewrite
 from runtime.rewrite import Matcher, Rule
 from dslc import PatternMatcher, UPat
 from dslc.compile import compile_rules
@@ -96,21 +97,6 @@ def generated() -> Matcher:
   ns: dict = {}
   exec(compile(compile_rules("bench.rules", "bench/bench.rules", source=RULES), "bench.rules", "exec"), ns)
   return ns["bench"]
-
-# ---- the workload ----
-
-VARS = {name: UOp.variable(name, lo, hi) for name, lo, hi in expr_gen.VARS}
-def build(t) -> UOp:
-  op = t[0]
-  if op == "var": return VARS[t[1]]
-  if op == "const": return UOp.const(dtypes.int, t[1])
-  if op == "add": return build(t[1]) + build(t[2])
-  if op == "mul": return build(t[1]) * t[2]
-  if op == "idiv": return build(t[1]) // t[2]
-  if op == "mod": return build(t[1]) % t[2]
-  if op == "max": return build(t[1]).maximum(build(t[2]))
-  if op == "where": return (build(t[1][1]) < build(t[1][2])).where(build(t[2]), build(t[3]))
-  raise ValueError(op)
 
 def main() -> None:
   ap = argparse.ArgumentParser()

@@ -14,7 +14,7 @@ from runtime.helpers import NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
-from tensor.codegen.linearize import linearize
+from tensor.codegen.linearize import linearize, range_nests
 
 __all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "recomputed_reductions"]
 
@@ -59,19 +59,8 @@ def recomputed_reductions(sink: UOp, ctx: CodegenContext) -> set[UOp]:
   from rules.lower_helpers import scope
   topo = list(sink.toposort())
   reduces = [u for u in topo if u.op is Ops.REDUCE]
-  closer: dict[UOp, tuple[UOp, int]] = {}
-  for q in reduces:
-    for k, r in enumerate(q.src[1:]): closer.setdefault(r, (q, k))
-  outputs = [u for u in topo if u.op is Ops.RANGE and u not in closer]
   memo: dict = {}
-  nests: dict[UOp, frozenset] = {}
-  def nest(r: UOp) -> frozenset:
-    if r not in nests:
-      if r in closer:
-        q, k = closer[r]
-        nests[r] = frozenset().union(*(nest(o) for o in scope(q, memo))) | set(q.src[1:k + 2])
-      else: nests[r] = frozenset(o for o in outputs if o.arg <= r.arg)
-    return nests[r]
+  nest = range_nests(topo, Ops.REDUCE, memo)
   bad, seen = set(), set()
   for q in reduces:
     origin = ctx.origins.get(q.src[1])

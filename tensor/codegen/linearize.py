@@ -18,25 +18,29 @@ class _Loop:
   """A loop in the schedule: its RANGE and the items (nodes and loops) of its body."""
   def __init__(self, rng: UOp | None): self.rng, self.items = rng, []
 
-def linearize(sink: UOp) -> list[UOp]:
-  topo = list(sink.toposort())
-  memo: dict = {}
-  order = {u: i for i, u in enumerate(topo)}
-  # every range's full nest: the loops around it. A reduction's ranges sit inside the loops of the END that closes
-  # them; the output loops nest in order.
+def range_nests(topo: list[UOp], closing: Ops, memo: dict):
+  """nest(r): every loop around RANGE r, r included. A reduction's ranges sit inside the loops around the node that closes
+  them (`closing`: REDUCE before lowering, END after); the output loops nest in order."""
   closer: dict[UOp, tuple[UOp, int]] = {}
   for u in topo:
-    if u.op is Ops.END:
+    if u.op is closing:
       for k, r in enumerate(u.src[1:]): closer.setdefault(r, (u, k))
-  outputs = sorted((u for u in topo if u.op is Ops.RANGE and u not in closer), key=lambda r: r.arg)
+  outputs = [u for u in topo if u.op is Ops.RANGE and u not in closer]
   nests: dict[UOp, frozenset] = {}
   def nest(r: UOp) -> frozenset:
     if r not in nests:
       if r in closer:
-        end, k = closer[r]
-        nests[r] = frozenset().union(*(nest(o) for o in scope(end, memo))) | set(end.src[1:k + 2])
+        q, k = closer[r]
+        nests[r] = frozenset().union(*(nest(o) for o in scope(q, memo))) | set(q.src[1:k + 2])
       else: nests[r] = frozenset(o for o in outputs if o.arg <= r.arg)
     return nests[r]
+  return nest
+
+def linearize(sink: UOp) -> list[UOp]:
+  topo = list(sink.toposort())
+  memo: dict = {}
+  order = {u: i for i, u in enumerate(topo)}
+  nest = range_nests(topo, Ops.END, memo)
   path: dict[UOp, tuple[UOp, ...]] = {}
   for u in topo:
     if u.op in (Ops.SINK, Ops.RANGE): continue
