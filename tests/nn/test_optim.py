@@ -224,3 +224,25 @@ def test_bad_use_is_a_clear_error():
   w.grad = Tensor([1.0, 2.0])
   Tensor.training = False
   with pytest.raises(RuntimeError, match="Tensor.training is False"): opt.step()
+
+def test_seed_training_pattern_learns_with_hand_written_gradients():
+  # the seeds' loop (zero_grad, a loss, gradients, loss.realize(*optim.schedule_step())) on least squares, whose gradient
+  # is written out until autograd lands: d/dW mean((xW^T + b - y)^2) = 2/N (err^T x), d/db = 2/N sum(err)
+  from tensor import nn
+  rng = np.random.default_rng(0)
+  X = rng.standard_normal((256, 70)).astype(np.float32)
+  true_w = rng.standard_normal((3, 70)).astype(np.float32)
+  Y = X @ true_w.T + 0.5
+  model = nn.Linear(70, 3)
+  opt = optim.Adam(get_parameters(model), lr=0.05)
+  x, y = Tensor(X), Tensor(Y)
+  def train_step():
+    opt.zero_grad()
+    err = x @ model.weight.T + model.bias - y
+    loss = err.square().mean()
+    model.weight.grad = (err.T @ x) * (2 / err.numel())
+    model.bias.grad = err.sum(0) * (2 / err.numel())
+    return loss.realize(*opt.schedule_step())
+  losses = [train_step().item() for _ in range(150)]
+  assert losses[-1] < 0.01 * losses[0] and losses[-1] < 0.05
+  np.testing.assert_allclose(model.weight.numpy(), true_w, atol=0.05)
