@@ -9,6 +9,7 @@ from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
+from tensor.autograd import AutogradMixin
 
 class TensorError(Exception):
   """A tensor op got operands it can't take: shapes, dtypes or axes that don't fit."""
@@ -44,7 +45,7 @@ def _shape_arg(shape: Sequence) -> tuple[int, ...]:
   if any(s < 0 for s in out): raise TensorError(f"negative dimension in shape {out}")
   return out
 
-class Tensor:
+class Tensor(AutogradMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   training: bool = False
