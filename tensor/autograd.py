@@ -42,7 +42,8 @@ def compute_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp,
   return grads
 
 def _no_rule_hint(u: UOp) -> str:
-  if u.op is Ops.KERNEL: return "a tensor of the graph was kernelized or realized in between; take gradients before realizing"
+  if Ops.KERNEL in (u.op, *(s.op for s in u.src)):
+    return "a tensor of the graph was kernelized or realized in between; take gradients before realizing"
   return "rules/gradient.rules has none for it"
 
 def _tensor_class() -> type[Tensor]:
