@@ -139,12 +139,11 @@ class Tensor(AutogradMixin):
     realize([self, *others])
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
-    self.realize()
+    # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
+    # its values are read (the seeds print y.item() before loss.gradient(x)), as tinygrad's numpy() leaves it
     u = self.uop
+    if (u.src[0] if u.op is Ops.RESHAPE else u) not in buffers: u = self.contiguous().realize().uop
     base = u.src[0] if u.op is Ops.RESHAPE else u
-    if base.op is not Ops.BUFFER or base not in buffers:
-      self.uop = u = self.contiguous().realize().uop
-      base = u.src[0] if u.op is Ops.RESHAPE else u
     return buffers[base], base
   def numpy(self) -> np.ndarray:
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""

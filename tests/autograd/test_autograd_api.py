@@ -97,6 +97,25 @@ def test_detach_stops_the_gradient():
   with pytest.raises(GradientError, match="only through ops with no derivative"):
     (x.detach() * 2).sum().gradient(x)
 
+def test_reading_values_keeps_the_graph():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  y = x * x
+  assert y.tolist() == [1.0, 4.0]          # read through a copy: y is still the product of x with itself
+  assert y.uop.op is Ops.MUL
+  assert y.sum().gradient(x)[0].tolist() == [2.0, 4.0]
+  y.realize()                               # realize() itself puts the values in place of the graph
+  with pytest.raises(GradientError, match="not in the graph"):
+    y.sum().gradient(x)
+
+@pytest.mark.xfail(strict=True, reason="engine: realizing a tensor puts the buffers of the reductions it computed as kernels of their own "
+                   "into every live tensor's graph (tensor/engine/schedule.py apply_becomes), so a gradient taken afterwards misses them")
+def test_reading_values_keeps_the_graph_when_a_reduction_is_its_own_kernel():
+  x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+  y = (x - x.mean(0)) * x  # the column mean, broadcast over rows, is a kernel of its own
+  y.numpy()
+  g, = y.sum().gradient(x)
+  np.testing.assert_allclose(g.numpy(), 2 * (x.numpy() - x.numpy().mean(0)))
+
 def test_gradients_on_the_gradient_graph():
   # several targets at once, one of them computed from another: each gets its total derivative
   x = Tensor([1.0, 2.0], requires_grad=True)
