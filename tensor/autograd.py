@@ -46,6 +46,10 @@ def _no_rule_hint(u: UOp) -> str:
     return "a tensor of the graph was kernelized or realized in between; take gradients before realizing"
   return "rules/gradient.rules has none for it"
 
+def _is_constant(u: UOp) -> bool:
+  """A graph of constants only, no buffer under it: hash-consing makes it the same node as every equal constant."""
+  return not any(n.op is Ops.BUFFER for n in u.toposort())
+
 def _tensor_class() -> type[Tensor]:
   from tensor.tensor import Tensor  # the mixin's subclass, imported when used: tensor.py imports this module
   return Tensor
@@ -96,6 +100,10 @@ class AutogradMixin:
       if not isinstance(t, T): raise TypeError(f"gradient() target {i} is a {type(t).__name__}, not a Tensor")
       if not dtypes.is_float(t.dtype): raise GradientError(f"only float tensors have gradients: target {i} is {_describe(t)}")
       if t.requires_grad is False: raise GradientError(f"target {i} ({_describe(t)}) has requires_grad=False")
+      if _is_constant(t.uop):
+        raise GradientError(f"target {i} ({_describe(t)}) is a constant (a Python number, full, ones, zeros): equal constants are one node, "
+                            "so its gradient would mix every use of its value in the graph; make it from data: Tensor([2.0]), "
+                            "Tensor(np.ones(3, np.float32))")
     if not dtypes.is_float(self.dtype): raise GradientError(f"only a float tensor can be differentiated, this one is {_describe(self)}")
     root_grad = self._root_gradient(gradient)
     grads = compute_gradients(self.uop, root_grad, {t.uop for t in targets})

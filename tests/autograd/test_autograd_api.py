@@ -83,11 +83,23 @@ def test_backward_errors():
   x = Tensor([1.0, 2.0])
   with pytest.raises(GradientError, match=r"no tensor in the graph of this float \(\) tensor has requires_grad=True"):
     (x * 2).sum().backward()
-  # equal constants are one node: two tensors made of them can't get separate gradients
+  # equal constants are one node (realized, one buffer): two tensors made of them can't get separate gradients
   a, b = Tensor.ones(3).requires_grad_(), Tensor.ones(3).requires_grad_()
-  assert a.uop is b.uop
+  a.realize()
+  assert a.uop is b.uop and a.uop.op is Ops.BUFFER
   with pytest.raises(GradientError, match=r"two tensors with requires_grad=True \(float \(3,\)\) are one and the same lazy graph"):
     (a * x.sum() + b).sum().backward()
+
+def test_a_constant_is_no_target():
+  # Tensor(2.0) is the node of every float 2.0 in the graph: x * 2.0 is x * x, so d/dx would be 4, not 2
+  x = Tensor(2.0, requires_grad=True)
+  with pytest.raises(GradientError, match=r"target 0 \(float \(\)\) is a constant .* make it from data"):
+    (x * 2.0).backward()
+  with pytest.raises(GradientError, match=r"target 0 \(float \(3,\)\) is a constant"):
+    (Tensor.ones(3) * Tensor([1.0, 2.0, 3.0])).sum().gradient(Tensor.ones(3))
+  x = Tensor(np.float32(2.0), requires_grad=True)  # from data: a buffer of its own
+  (x * 2.0).backward()
+  assert x.grad.item() == 2.0
 
 def test_detach_stops_the_gradient():
   x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
