@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from runtime import Ops, UOp, dtypes
+from runtime.ops import GroupOp
 from runtime.uop import uop
 from rules.gradient import gradient as gradient_rules
 from rules.gradient_helpers import full_like
@@ -64,6 +65,11 @@ def test_dispatch_agrees_with_each_rule_alone():
     ctx = full_like(node, 1)
     rule, entries = gradient_rules.table[node.op](node, ctx)
     assert rule.fn(node, ctx) == entries, rule.text
+
+def test_every_op_of_the_tensor_graph_has_a_rule():
+  ops = GroupOp.ALU | GroupOp.Movement | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.COPY, Ops.ASSIGN,
+                                         Ops.REDUCE_AXIS}
+  assert sorted(op.name for op in ops if gradient_rules.table[op] is None) == []
 
 def test_an_op_without_a_rule_is_a_clear_error():
   # a kernelized tensor is ASSIGN(BUFFER, KERNEL): no rule differentiates the kernel behind it
