@@ -34,8 +34,8 @@ def examples() -> list[tuple[Tensor, bool]]:
   out = [x + y, x - y, x * y, -x, x / y, raw(Ops.MULACC, x, y, x), x.maximum(y), raw(Ops.MOD, x, y), raw(Ops.IDIV, x, y),
          raw(Ops.TRUNC, x), x.exp2(), x.log2(), x.sin(), x.sqrt(), x.reciprocal(), x ** y, (x < y).where(x, y),
          x.cast(dtypes.float64), raw(Ops.CONTIGUOUS_BACKWARD, x), x.contiguous(), x.to("CPU"),
-         Tensor.empty(2, 3, device=DEV).assign(x * 2), x.reshape(3, 2), x.reshape(2, 1, 3).expand(2, 4, 3), x.permute(1, 0),
-         x.pad(((1, 0), (0, 2))), x.shrink(((0, 1), (1, 3))), x.flip(0), x.sum(1), x.max(0), x.prod(1)]
+         Tensor.empty(2, 3, device=DEV).assign(x * 2), x.reshape(3, 2), x.reshape(2, 1, 3).expand(2, 4, 3), raw(Ops.EXPAND, x, arg=(2, 3)),
+         x.permute(1, 0), x.pad(((1, 0), (0, 2))), x.shrink(((0, 1), (1, 3))), x.flip(0), x.sum(1), x.max(0), x.prod(1)]
   none = [x.cast(dtypes.int32), x.bitcast(dtypes.int32), x.detach(), x < y, x.ne(y), x.eq(y), i & j, i | j, i ^ j, i << j, i >> j,
           raw(Ops.IDIV, i, j), raw(Ops.MOD, i, j), raw(Ops.THREEFRY, u, u)]
   return [(t, True) for t in out] + [(t, False) for t in none]
