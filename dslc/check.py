@@ -6,7 +6,7 @@ import importlib, math, re
 from runtime.ops import ARITY, Ops
 from dslc.diagnostics import Diagnostic
 from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
-from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, Span
+from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -39,17 +39,22 @@ class Checker:
   def run(self) -> None:
     self.check_imports()
     self.used = {n for rs in self.rf.rulesets for r in rs.rules for n in _expr_names(r)}  # what guards and results read
-    names = {rs.name for rs in self.rf.rulesets}
+    names = {rs.name: rs for rs in self.rf.rulesets}
     for rs in self.rf.rulesets:
       self.check_ruleset_name(rs)
       if rs.compose is not None:
         for part in rs.compose:
           if part not in names and part not in self.imported: self.error(f"unknown ruleset '{part}'", rs.span, part)
+        kinds = {names[p].returns: p for p in rs.compose if p in names}
+        if len(kinds) > 1:
+          (k1, p1), (k2, p2) = sorted(kinds.items())[:2]
+          self.error(f"can't compose '{p1}' (returns {_KINDS[k1]}) with '{p2}' (returns {_KINDS[k2]})", rs.span, p2)
         continue
+      self.check_params(rs)
       seen: dict[str, Rule] = {}
       unconditional: list[Rule] = []
       for r in rs.rules:
-        self.check_rule(r)
+        self.check_rule(r, rs)
         # the same text under other `for` ops is another rule: (op x 0) in `for op in ADD` and in `for op in OR`
         key = _normal(r.text) + "|" + ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in sorted(r.opvars.items()))
         if key in seen:
@@ -80,7 +85,12 @@ class Checker:
     elif rs.name in BUILTINS and rs.name in self.used:
       self.error(f"a ruleset can't be named '{rs.name}' in this file: a guard or result uses the builtin {rs.name}()", rs.span, rs.name)
 
-  def check_rule(self, r: Rule) -> None:
+  def check_params(self, rs: RuleSet) -> None:
+    ctx_type = rs.params.get("ctx")
+    if ctx_type is not None and ctx_type != "UOp" and ctx_type not in self.imported:
+      self.error(f"unknown type '{ctx_type}' for ctx: UOp, or a class imported with `from rules.MODULE import {ctx_type}`", rs.span, ctx_type)
+
+  def check_rule(self, r: Rule, rs: RuleSet | None = None) -> None:
     n_orders = count_variants(r.pattern)
     if n_orders > MAX_VARIANTS:
       # each commutative node doubles the source orders the generated code tries: 2**depth functions' worth of code
@@ -105,6 +115,12 @@ class Checker:
     for g in r.guards:
       for n in sorted(g.names - known): self.error(self.unbound(n, r, "a guard"), g.span, n)
     self.check_result(r.result, r, known, set(r.opvars))
+    if rs is not None and rs.params.get("ctx") != "UOp":
+      for ref in _node_refs(r.result):
+        if ref.name == "ctx":
+          self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
+          break
+    if isinstance(r.result, TupleResult): self.check_per_source(r.result, r)
     # dtypes the result must infer: try building it
     sb = StepBuilder(Consts(), root_dispatched=True)
     try:
@@ -112,6 +128,30 @@ class Checker:
       rb = ResultBuilder(Consts(), r, sb.plain)
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+
+  def check_per_source(self, res: TupleResult, r: Rule) -> None:
+    """A tuple has one entry per source of the node the pattern matches: that number must be known and equal."""
+    n, p = len(res.entries), r.pattern
+    for q in p.alternatives or (p,):
+      if q.rest is not None:
+        self.error("a tuple result needs a fixed number of sources, but this pattern matches any number (with '...')", res.span)
+        return
+      if q.src is not None: want = {len(q.src)}
+      elif q.ops is None: want = {-1}
+      else: want = {ARITY.get(o, -1) for o in q.ops}
+      if want == {n}: continue
+      if -1 in want:
+        what = "any op" if q.ops is None else sorted(o.name for o in q.ops if o not in ARITY)[0]
+        self.error(f"a tuple result has one entry per source, and {what} has no fixed number of sources: write them in the pattern", res.span)
+      elif len(want) > 1:
+        counts = sorted(want)
+        self.error(f"a tuple result has one entry per source, and the ops of this pattern take {', '.join(map(str, counts[:-1]))} or {counts[-1]} "
+                   "sources: write them in the pattern, or split the rule", res.span)
+      else:
+        k = want.pop()
+        self.error(f"this tuple has {n} entr{'y' if n == 1 else 'ies'}, but the node has {k} source{'s' if k != 1 else ''}: "
+                   "one entry per source, '_' for none", res.span)
+      return
 
   def check_pattern(self, p: Pat, nodes: set[str], args: set[str], r: Rule, top: bool) -> None:
     if p.alternatives is not None:
@@ -153,11 +193,15 @@ class Checker:
         if e is not None:
           for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
       for s in res.src: self.check_result(s, r, known, opvars)
+    elif isinstance(res, TupleResult):
+      for e in res.entries:
+        if e is not None: self.check_result(e, r, known, opvars)
     elif isinstance(res, CallResult):
       for n in res.params:
         if n not in known: self.error(f"the function's parameter '{n}' is not a capture of the pattern", res.span)
 
 MAX_VARIANTS = 256
+_KINDS = {"node": "nodes", "per-source": "per-source tuples"}
 # module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
 GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
 
@@ -172,7 +216,15 @@ def _expr_names(r: Rule) -> set[str]:
     elif isinstance(x, Construct):
       out |= {n for e in (x.dtype, x.arg) if e is not None for n in e.names}
       stack += x.src
+    elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
   return out
+
+def _node_refs(r: Result) -> list[Ref]:
+  """The names a result uses as nodes: itself, a tuple's entries, a constructor's sources."""
+  if isinstance(r, Ref): return [r]
+  if isinstance(r, TupleResult): return [x for e in r.entries if e is not None for x in _node_refs(e)]
+  if isinstance(r, Construct): return [x for e in r.src for x in _node_refs(e)]
+  return []
 
 def count_variants(p: Pat) -> int:
   """An upper bound on len(emit.variants(p)), computed without building them (that is exponential in the depth)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, GroupOp, Ops
-from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet
+from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, TupleResult
 from dslc.parse import DTYPE_CLASSES, GROUPS
 
 MAX_COLS = 150
@@ -51,6 +51,7 @@ class Consts:
   rest_names: dict[str, str] = field(default_factory=dict)
   n_rest: int = 0
   fns: dict[Any, str] = field(default_factory=dict)
+  helpers: set[str] = field(default_factory=set)   # module-level helper functions the code uses (HELPERS)
 
   def op(self, o: Ops) -> str:
     self.ops.add(o)
@@ -197,22 +198,23 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
   rest_variants = variants(p.rest, swap_free) if p.rest is not None else [None]
   out = []
   for sv in src_variants:
-    orders = [sv]
+    # each order is a permutation of the written sources: perm[i] is the node's source the written source i matches
+    orders: list[tuple[int, ...]] = [tuple(range(len(sv)))]
     if p.any_order and p.src is not None and len(sv) >= 2:
-      orders = [tuple(o) for o in itertools.permutations(sv)]
-      if not swap_free and len(sv) == 2 and all(_is_free(s) for s in sv): orders = [sv]
+      orders = list(itertools.permutations(range(len(sv))))
+      if not swap_free and len(sv) == 2 and all(_is_free(s) for s in sv): orders = orders[:1]
       uniq, seen = [], set()
       for o in orders:
         # an unconditional rule fires on the first order that matches: orders differing only in names add nothing
-        k = tuple(_pat_key(x, names=swap_free) for x in o)
+        k = tuple(_pat_key(sv[i], names=swap_free) for i in o)
         if k in seen: continue
         seen.add(k)
         uniq.append(o)
       orders = uniq
     for o in orders:
       for rv in rest_variants:
-        q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, o if p.src is not None else None, rv, False, p.name,
-                None, p.span)
+        q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, tuple(sv[i] for i in o) if p.src is not None else None,
+                rv, False, p.name, None, p.span, perm=tuple(o.index(i) for i in range(len(o))))
         out.append(q)
   return out
 
@@ -230,15 +232,30 @@ def _pat_key(p: Pat, names: bool = True) -> str:
 # ---- results ----
 
 class ResultBuilder:
-  """Python source that builds a rule's result; dtypes are inferred from the sources when not written."""
-  def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset()):  # type: ignore[assignment]
-    self.c, self.rule, self.plain, self.maybe_none = consts, rule, plain, maybe_none
+  """Python source that builds a rule's result; dtypes are inferred from the sources when not written.
+  perm: the written source -> the node's source map of the pattern variant (a tuple's entries follow the node's sources)."""
+  def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
+               perm: tuple[int, ...] | None = None):
+    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, plain, maybe_none, perm
 
   def top(self) -> tuple[str, bool]:
     """(expression, may it be None or a number)"""
     r = self.rule.result
+    if isinstance(r, TupleResult): return self.tuple(r), False
     conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and r.name in self.maybe_none
     return self.expr(r, f"{ROOT}.dtype"), conditional
+
+  def tuple(self, r: TupleResult) -> str:
+    """A tuple result: entry i is for the written source i, which is the node's source perm[i]; a literal is a constant of its dtype."""
+    perm = self.perm if self.perm is not None and len(self.perm) == len(r.entries) else tuple(range(len(r.entries)))
+    texts = [""] * len(r.entries)
+    for i, e in enumerate(r.entries):
+      dt = f"{ROOT}.src[{perm[i]}].dtype"
+      if e is None: texts[perm[i]] = "None"
+      elif isinstance(e, PyResult): texts[perm[i]] = f"_entry({e.expr.text}, {dt})"
+      else: texts[perm[i]] = self.expr(e, dt)
+    if any(isinstance(e, PyResult) for e in r.entries): self.c.helpers.add("_entry")
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
 
   def dtype_of(self, r: Result) -> str | None:
     if isinstance(r, Ref): return None if r.name in self.plain else f"{r.name}.dtype"
@@ -405,7 +422,7 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     for g in guards_dear:
       alias(g.names, final)
       final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
-    rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names)
+    rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names, v.perm)
     text, conditional = rb.top()
     text = consts.op_aliases(text)
     alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
@@ -414,7 +431,11 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
       for name in rule.result.params:
         if name != "ctx" and name not in sb.node_vars and name not in sb.bound_at: final.append(Step("bind", f"{name} = None"))
     ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
-    if conditional:
+    if conditional and rule.returns == "per-source":
+      # a helper's tuple: checked to have one entry per source when the rule fires
+      consts.helpers |= {"_per_source", "_entry"}
+      result = [f"_r = {text}", f"if _r is not None: {ret(f'_per_source(_r, {ROOT}, {rule.id})')}"]
+    elif conditional:
       # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
       result = [f"_r = {text}", f"if _r is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
     else: result = [ret(text)]
@@ -438,6 +459,7 @@ def _guard_text(text: str) -> str:
 
 def _result_names(r: Result) -> set[str]:
   if isinstance(r, Ref): return {r.name}
+  if isinstance(r, TupleResult): return set().union(*(_result_names(e) for e in r.entries if e is not None))
   if isinstance(r, PyResult): return set(r.expr.names)
   if isinstance(r, Construct):
     out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
@@ -505,12 +527,13 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.dtype import dtypes",
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
           "from runtime.uop import UOp, uop, uop as _uop",
-          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src",
+          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if "_per_source" in consts.helpers else ""),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
           "inf, nan = math.inf, math.nan",
           ""]
+  for name in sorted(consts.helpers): head.append(HELPERS[name].strip("\n") + "\n")
   if consts.ops:
     ops = sorted(consts.ops)
     head.append(", ".join(o.name for o in ops) + " = " + ", ".join(f"Ops.{o.name}" for o in ops))
@@ -542,6 +565,28 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     tail.append(f"{rs.name} = Matcher({rs.name!r}, {{{fns_txt}}}, [{rules_txt}])")
   parts.append("\n".join(tail) + "\n")
   return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+# module-level helpers, emitted only in modules that use them
+HELPERS = {
+  "_entry": """
+def _entry(value, dtype):
+  # a {python} entry of a tuple result: a number is a constant of its source's dtype; a node or None is as it is
+  return _const(dtype, value) if value.__class__ in _NUMBERS else value
+""",
+  "_per_source": """
+def _per_source(result, u: UOp, rule: Rule):
+  # a helper's result in a rule set that returns per-source: a tuple with a node (or None) for each source of u
+  if result.__class__ is list: result = tuple(result)
+  if result.__class__ is not tuple or len(result) != len(u.src):
+    raise RewriteError(f'{rule.origin}: {rule.text}: the result must be a tuple of {len(u.src)} entries, one per source, '
+                       f'not {type(result).__name__} {result!r:.200}')
+  if any(x is not None and x.__class__ is not UOp for x in result):
+    result = tuple(_entry(x, s.dtype) for x, s in zip(result, u.src))
+    if any(x is not None and x.__class__ is not UOp for x in result):
+      raise RewriteError(f'{rule.origin}: {rule.text}: each entry must be a node, a number or None, not {result!r:.200}')
+  return result
+""",
+}
 
 def _docstring(rf: RuleFile) -> str:
   return rf.header.replace('"""', "'''").replace("\\", "\\\\")

@@ -33,6 +33,7 @@ class Pat:
   name: str | None = None                    # the node is bound to this name (the same name twice: the same node)
   alternatives: tuple[Pat, ...] | None = None  # matches if any alternative does (UPat.any); other fields unused
   span: Span | None = None
+  perm: tuple[int, ...] | None = None        # set by emit.variants on a root: the node's source each written source matched
 
   def walk(self, rest: bool = True, skip: Pat | None = None) -> Iterator[Pat]:
     """This pattern and every one inside it: sources, alternatives, and repeated patterns (unless rest=False)."""
@@ -96,7 +97,13 @@ class CallResult:
   params: tuple[str, ...]
   span: Span | None = None
 
-Result = Ref | Lit | Construct | PyResult | CallResult
+@dataclass(eq=False)
+class TupleResult:
+  """A tuple: in a rule set that `returns per-source`, one entry per source of the pattern as written (None: no value)."""
+  entries: list[Result | None]
+  span: Span | None = None
+
+Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult
 
 @dataclass(eq=False)
 class Rule:
@@ -107,6 +114,7 @@ class Rule:
   span: Span
   opvars: dict[str, frozenset[Ops]] = field(default_factory=dict)  # `for` variables in scope and their ops
   id: str = ""
+  returns: str = "node"                      # its rule set's kind of result (RuleSet.returns)
 
 @dataclass(eq=False)
 class RuleSet:
@@ -115,6 +123,8 @@ class RuleSet:
   rules: list[Rule]
   span: Span
   compose: list[str] | None = None           # `ruleset a = b + c`: the sets it concatenates
+  params: dict[str, str | None] = field(default_factory=dict)  # `ruleset g(ctx: UOp)`: parameter -> its type's name
+  returns: str = "node"                      # what each rule results in: "node", or "per-source" (a tuple, one per source)
 
 @dataclass(eq=False)
 class RuleFile:

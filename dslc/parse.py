@@ -11,7 +11,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import Diagnostic
-from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span
+from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
 from dslc.split import MAX_DEPTH, split_items
 
 DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
@@ -220,12 +220,21 @@ class FileParser:
   def item(self, t: Tree, text: str) -> None:
     k = t.data
     if k == "ruleset_decl":
-      name = str(t.children[0])
+      name, params, returns, doc_tok = t.children
+      name = str(name)
       problem = self.new_ruleset_problem(name, t)
-      try: doc = literal_value(str(t.children[1]), *_pos(t.children[1])) if t.children[1] is not None else ""
+      try: doc = literal_value(str(doc_tok), *_pos(doc_tok)) if doc_tok is not None else ""
       except _Error as e: doc, problem = "", problem or e
+      declared: dict[str, str | None] = {}
+      for prm in params.children if params is not None else ():
+        pname, ptype = str(prm.children[0]), prm.children[1]
+        if pname != "ctx": problem = problem or _Error(f"unknown parameter '{pname}': a rule set's parameter is ctx, the rewrite context "
+                                                       "(as `ruleset g(ctx: UOp)`)", *_pos(prm))
+        elif pname in declared: problem = problem or _Error(f"parameter '{pname}' is declared twice", *_pos(prm))
+        declared[pname] = str(ptype) if ptype is not None else None
       # the set opens even when it has a problem, so the rules after it are not reported against another set
-      self.current = RuleSet(name, str(doc).strip(), [], self.span(t))
+      self.current = RuleSet(name, str(doc).strip(), [], self.span(t), params=declared,
+                             returns=str(returns.children[0]) if returns is not None else "node")
       self.rulesets.append(self.current)
       if problem is not None: raise problem
     elif k == "compose_decl":
@@ -298,10 +307,10 @@ class FileParser:
     pattern = self.pattern(t.children[0])
     if _depth(pattern) > MAX_DEPTH + 1: raise _Error(f"this pattern nests more than {MAX_DEPTH} deep", *_pos(t))
     guards = self.guards(t.children[1]) if t.children[1] is not None else []
-    result = self.result(t.children[-1])
+    result = self.top_result(t.children[-1])
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
-    r = Rule(pattern, guards, result, one_line, self.span(t), opvars)
+    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns)
     domain = ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in opvars.items())
     r.id = "r" + hashlib.sha1(f"{self.current.name}|{domain}|{one_line}".encode()).hexdigest()[:6]
     self.current.rules.append(r)
@@ -413,9 +422,46 @@ class FileParser:
     p.has_arg_eq = True
 
   # ---- results ----
+  def top_result(self, t) -> Result:
+    """A rule's whole result: in a rule set that returns per-source, a tuple (or a helper's call giving one)."""
+    per_source = self.current is not None and self.current.returns == "per-source"
+    if isinstance(t, Tree) and t.data == "constructor" and per_source and self.tuple_head(t): return self.tuple_result(t)
+    if isinstance(t, Tree) and t.data == "tresult":
+      if not per_source:
+        raise _Error("a tuple result needs a rule set that returns one entry per source: declare it as `ruleset NAME returns per-source`",
+                     *_pos(t))
+      return self.tuple_result(t)
+    r = self.result(t)
+    if per_source and not isinstance(r, PyResult):
+      raise _Error(f"rule set '{self.current.name}' returns one entry per source: write the result as a tuple, "  # type: ignore[union-attr]
+                   "as (x) or ((NEG ctx) _)", *_pos(t))
+    return r
+
+  def tuple_head(self, t: Tree) -> bool:
+    """A `(name ...)` or `(_ ...)` result is a tuple when `name` is not an op variable (and nothing follows the head but sources)."""
+    opref, cdt, carg = t.children[:3]
+    if cdt is not None or carg is not None: return False
+    return opref.type == "ANYOP" or opref.type == "NAME" and not any(s[0] == str(opref) for s in self.scopes)
+
+  def tuple_result(self, t: Tree) -> TupleResult:
+    entries: list[Result | None] = []
+    items = list(t.children)
+    if t.data == "constructor":
+      head, items = t.children[0], list(t.children[3:])
+      entries.append(None if head.type == "ANYOP" else Ref(str(head), self.span(head)))
+    for x in items:
+      if isinstance(x, Tree) and x.data in ("nothing", "none"): entries.append(None)
+      elif isinstance(x, Tree) and (x.data == "tresult" or x.data == "constructor" and self.tuple_head(x)):
+        hint = f" ('{x.children[0]}' is not an op variable)" if x.data == "constructor" and x.children[0].type == "NAME" else ""
+        raise _Error(f"a tuple's entry is a node or '_' (no value), not a tuple{hint}", *_pos(x))
+      else: entries.append(self.result(x))
+    return TupleResult(entries, self.span(t))
+
   def result(self, t) -> Result:
     if isinstance(t, Token): raise _Error(f"unexpected result {t!r}", *_pos(t))
     k = t.data
+    if k == "nothing": raise _Error("'_' (no value) can only be an entry of a tuple result", *_pos(t))
+    if k == "tresult": raise _Error("a tuple can only be a whole result, not a source of a node", *_pos(t))
     if k == "ref": return Ref(str(t.children[0]), self.span(t))
     if k in ("literal", "true", "false", "none"):
       v = _literal_value(t)
@@ -473,6 +519,8 @@ class FileParser:
 
 def _expected_hint(expected: set[str]) -> str:
   e = set(expected)
+  if "RETURNS" in e: return ", expected 'returns per-source' or a doc string"
+  if e == {"RETKIND"}: return ", expected 'per-source' (what each rule results in: a tuple, one entry per source)"
   if "RPAR" in e and len(e) <= 3: return ", expected ')'"
   if e & {"__ANON_0", "MINUS_GT"} or any("->" in x for x in e): return ", expected 'if' or '->'"
   return ""

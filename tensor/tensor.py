@@ -9,6 +9,7 @@ from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
+from tensor.autograd import AutogradMixin
 
 class TensorError(Exception):
   """A tensor op got operands it can't take: shapes, dtypes or axes that don't fit."""
@@ -44,7 +45,7 @@ def _shape_arg(shape: Sequence) -> tuple[int, ...]:
   if any(s < 0 for s in out): raise TensorError(f"negative dimension in shape {out}")
   return out
 
-class Tensor:
+class Tensor(AutogradMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   training: bool = False
@@ -138,12 +139,11 @@ class Tensor:
     realize([self, *others])
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
-    self.realize()
+    # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
+    # its values are read (the seeds print y.item() before loss.gradient(x)), as tinygrad's numpy() leaves it
     u = self.uop
+    if (u.src[0] if u.op is Ops.RESHAPE else u) not in buffers: u = self.contiguous().realize().uop
     base = u.src[0] if u.op is Ops.RESHAPE else u
-    if base.op is not Ops.BUFFER or base not in buffers:
-      self.uop = u = self.contiguous().realize().uop
-      base = u.src[0] if u.op is Ops.RESHAPE else u
     return buffers[base], base
   def numpy(self) -> np.ndarray:
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""

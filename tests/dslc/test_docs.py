@@ -2,7 +2,8 @@
 
   ```rules          a complete .rules file: compiles with no diagnostic
   ```               right after a ```rules block, lines `# EXPR  ==>  EXPR`: the block's last rule set rewrites the left
-                    side to the right one (a, b int variables; p, q bool ones; UOp, Ops, dtypes, sink in scope)
+                    side to the right one (a, b int variables; p, q bool ones; UOp, Ops, dtypes, sink in scope);
+                    `# rewrite(EXPR, ctx=EXPR)  ==>  EXPR`: Matcher.rewrite, one rule on one node (a tuple, a node or None)
   ```rules-error    its first lines `# error: LINE:COL: message`: exactly those diagnostics, line and column within the block
   ```console        `$ python -m dslc check NAME.rules`: the output of that command on the block before it, verbatim
   ```python generated   an excerpt (`...` between parts) of the module the ```rules block before it compiles to
@@ -57,6 +58,11 @@ def test_rules_block_compiles(i, text, line):
   for k, check in enumerate(lines):
     m = CHECK.fullmatch(check.strip())
     assert m, f"docs/rules.md:{line + len(text.split(chr(10))) + 1 + k}: not a check line `# EXPR  ==>  EXPR`: {check!r}"
+    if m[1].startswith("rewrite("):
+      # one rule on one node, as Matcher.rewrite: a node, a tuple (a rule set that returns per-source) or None
+      got, after = eval(m[1], {**env, "rewrite": matcher.rewrite}), eval(m[2], dict(env))
+      assert got == after, f"docs/rules.md: {check.strip()}: got {got}"
+      continue
     before, after = eval(m[1], dict(env)), eval(m[2], dict(env))
     got = graph_rewrite(before, matcher)
     assert got is after, f"docs/rules.md: {check.strip()}: got {got.render()}, expected {after.render()}"

@@ -8,8 +8,9 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
   mutations      600  a window of lines of rules/*.rules or the golden file, with chars and lines deleted, inserted,
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
-  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run); a module that
-                      compiles runs on a few graphs and never fails with NameError or UnboundLocalError
+  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run), a quarter of them in
+                      a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
+                      with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
 """
 import glob, os, tempfile, warnings
@@ -28,7 +29,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           ",", "=", "@", "x.arg", "x.vmin", "c.arg", "Ops.ADD", "Ops.FOO", "f(", "fold_alu(u)", "x.const_like(", "{x.arg > 0}", "{",
           "ruleset", "ruleset t", "ruleset all = t + u", "for op in ADD, MUL {", "for", "let", "let P = ", "P", "from", "import",
           "from rules.symbolic_helpers import fold_alu", '"doc"', '"""', "'", '"', "#", "# comment", "\n", "\n", "\n", " ", " ", "  ",
-          "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":="]
+          "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":=",
+          "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -162,15 +164,31 @@ def rule_file(draw):
     arity = _arity(op)
     srcs = [result(depth + 1) for _ in range(arity if arity is not None else draw(st.integers(0, 3)))]
     return f"({op}{dt}{draw(st.sampled_from(['', ' [0]', ' [N.arg]'])).replace('N', n)}{''.join(' ' + x for x in srcs)})"
+  def entries(p: str) -> str:
+    # a per-source tuple: mostly one entry per source of the root (its arity, or the sources written), sometimes not
+    head = p.split("@", 1)[-1]
+    op = head[1:].split(" ")[0].split(":")[0].rstrip(")") if head.startswith("(") else ""
+    n = _arity(op) if op else None
+    if n is None: n = head.count(" ") if head.startswith("(") else 1
+    n = n if draw(st.integers(0, 5)) else draw(st.integers(0, 3))
+    one = lambda: draw(st.sampled_from(["_", "None", "ctx", "(NEG ctx)", "(MUL ctx ctx)", "0", "{ctx}", "{None}"] + [result(1)]))  # noqa: E731
+    return "(" + " ".join(one() for _ in range(n)) + ")" if draw(st.integers(0, 7)) else draw(st.sampled_from(["{None}", "{(ctx, ctx)}"]))
+  per_source = draw(st.integers(0, 3)) == 0
   rules = []
   for _ in range(draw(st.integers(1, 4))):
     names.clear()
     p = pattern(0)
+    for _ in range(4 if per_source else 0):
+      # mostly a root op of a fixed arity, so the tuple can be right and the rule set compiles
+      if p.split("@", 1)[-1].startswith("(") and _arity(p.split("@", 1)[-1][1:].split(" ")[0].split(":")[0].rstrip(")")) is not None: break
+      names.clear()
+      p = pattern(0)
     guard = draw(st.sampled_from(GUARD)).replace("N", draw(st.sampled_from(names)) if names else "x")
-    rules.append(f"{p}{guard} -> {result(0)}")
+    rules.append(f"{p}{guard} -> {entries(p) if per_source else result(0)}")
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
-  return "from rules.symbolic_helpers import fold_alu\nruleset t\n" + body + "\n"
+  head = "ruleset t(ctx: UOp) returns per-source" if per_source else "ruleset t"
+  return f"from rules.symbolic_helpers import fold_alu\n{head}\n" + body + "\n"
 
 def _graphs():
   from runtime import UOp, dtypes
@@ -188,12 +206,18 @@ def test_rule_shaped(text):
   except DslError:
     event("diagnostics")
     return
-  event("compiles")
+  per_source = "returns per-source" in text
+  event("compiles, per-source" if per_source else "compiles")
   ns: dict = {}
   exec(compile(code, "fuzz.py", "exec"), ns)
   for g in _graphs():
-    try: graph_rewrite(g, ns["t"])
-    except (NameError, UnboundLocalError): raise
+    try:
+      if not per_source: graph_rewrite(g, ns["t"])
+      for u in g.toposort() if per_source else ():
+        # one entry per source, whichever rule fired
+        r = ns["t"].rewrite(u, u)
+        assert r is None or isinstance(r, tuple) and len(r) == len(u.src), (u.op, r)
+    except (NameError, UnboundLocalError, AssertionError): raise
     except Exception: pass  # noqa: S110 - the rule's own error (a bad node, a loop), not the compiler's
 
 def test_real_files_compile():

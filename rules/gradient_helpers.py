@@ -1,0 +1,53 @@
+"""Helpers for rules/gradient.rules: tensor-graph constants and the index bookkeeping of a few derivatives.
+Hand-written; imports only runtime. Every node built here is a tensor-graph node (it has a shape and a device).
+"""
+from __future__ import annotations
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+from runtime.dtype import dtypes
+
+def device_of(x: UOp) -> UOp:
+  """The DEVICE node x lives on (a COPY's gradient goes back there)."""
+  return uop(Ops.DEVICE, dtypes.void, (), x.device)
+
+def full_like(x: UOp, value) -> UOp:
+  """The constant `value` with x's dtype, shape and device: CONST(DEVICE), reshaped and expanded as Tensor.full builds it."""
+  c = uop(Ops.CONST, x.dtype, (device_of(x),), UOp.const(x.dtype, value).arg)
+  shape = x.shape
+  if not shape: return c
+  c = uop(Ops.RESHAPE, x.dtype, (c,), (1,) * len(shape))
+  return c if all(d == 1 for d in shape) else uop(Ops.EXPAND, x.dtype, (c,), shape)
+
+def expanded_axes(x: UOp, u: UOp) -> tuple:
+  """The axes an EXPAND from x to u broadcast (where their sizes differ): its gradient sums over them."""
+  return tuple(i for i, (a, b) in enumerate(zip(x.shape, u.shape)) if a != b)
+
+def inverse_permutation(order: tuple) -> tuple:
+  """The order that undoes a PERMUTE by `order`."""
+  return tuple(sorted(range(len(order)), key=order.__getitem__))
+
+def unpad(x: UOp, pads: tuple) -> tuple:
+  """The SHRINK arg that takes a PAD by `pads` back off: x's own region of the padded tensor."""
+  return tuple((b, b + d) for (b, _), d in zip(pads, x.shape))
+
+def unshrink(x: UOp, region: tuple) -> tuple:
+  """The PAD arg that puts a SHRINK's `region` of x back at its place, zeros around it."""
+  return tuple((b, d - e) for (b, e), d in zip(region, x.shape))
+
+def is_max(x: UOp, u: UOp) -> UOp:
+  """1.0 where x equals its reduction u = max(x) (broadcast back), else 0.0: the elements the maximum came from."""
+  return uop(Ops.CAST, x.dtype, (uop(Ops.CMPEQ, dtypes.bool, (x, uop(Ops.EXPAND, x.dtype, (u,), x.shape))),))
+
+def prod_gradient(ctx: UOp, u: UOp) -> tuple:
+  """d prod(x) / dx_i = the product of the other elements, exact where x holds zeros (dividing prod(x) by x_i is not):
+  with no zero in the group it is prod(x) / x_i; with one zero, prod(nonzeros) at the zero and 0 elsewhere; with more, 0."""
+  x, axes = u.src[0], u.arg[1]
+  def back(r: UOp) -> UOp: return uop(Ops.EXPAND, x.dtype, (r,), x.shape)
+  zero = x.eq(full_like(x, 0))
+  others = back(uop(Ops.REDUCE_AXIS, x.dtype, (zero.where(full_like(x, 1), x),), (Ops.MUL, axes)))
+  zeros = back(uop(Ops.REDUCE_AXIS, x.dtype, (zero.cast(x.dtype),), (Ops.ADD, axes)))
+  one_zero = zeros.eq(full_like(x, 1)) & zero
+  d = zeros.eq(full_like(x, 0)).where(others / x, one_zero.where(others, full_like(x, 0)))
+  return (d * back(ctx),)
+
+__all__ = ["device_of", "full_like", "expanded_axes", "inverse_permutation", "unpad", "unshrink", "is_max", "prod_gradient"]

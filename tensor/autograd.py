@@ -1,0 +1,155 @@
+"""Autograd: reverse-mode differentiation of the lazy tensor graph, mixed into Tensor (tensor/tensor.py).
+Each op's derivative is a rule in rules/gradient.rules; this module only walks the graph from the loss back to the
+targets, applies that rule set once per node and sums what each source receives. The result is more lazy graph.
+"""
+from __future__ import annotations
+from contextlib import ContextDecorator
+from typing import TYPE_CHECKING, ClassVar
+from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import UOp
+from rules.gradient import gradient as gradient_rules
+
+if TYPE_CHECKING:
+  from tensor.tensor import Tensor
+
+class GradientError(RuntimeError):
+  """A gradient that can't be computed as asked: a non-scalar loss without a gradient, a target not in the graph, ..."""
+
+def _paths(root: UOp, targets: set[UOp]) -> dict[UOp, bool]:
+  """Every node under root, sources before users, mapped to whether it lies on a path to a target (DETACH cuts paths)."""
+  on: dict[UOp, bool] = {}
+  for u in root.toposort(gate=lambda u: u.op is not Ops.DETACH):
+    on[u] = u in targets or (u.op is not Ops.DETACH and any(on[s] for s in u.src))
+  return on
+
+def compute_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """d(root)/d(node) for the nodes on the paths from root to the targets, given d(loss)/d(root) = root_grad: users before
+  sources, each node's gradient complete (summed over its users) before its rule gives its sources theirs."""
+  on = _paths(root, targets)
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for u in reversed(list(on)):
+    g = grads.get(u)
+    if g is None or not any(on[s] for s in u.src): continue
+    per_source = gradient_rules.rewrite(u, g)
+    if per_source is None:
+      raise GradientError(f"no gradient rule for {u.op} (shape {u.shape}, dtype {u.dtype}) on the way to the targets: "
+                          f"{_no_rule_hint(u)}")
+    for s, d in zip(u.src, per_source):
+      if d is None or not on[s]: continue
+      assert d.shape == s.shape and d.dtype is s.dtype, f"gradient rule for {u.op} gave {d.dtype} {d.shape} for a source of {s.dtype} {s.shape}"
+      grads[s] = grads[s] + d if s in grads else d
+  return grads
+
+def _no_rule_hint(u: UOp) -> str:
+  if Ops.KERNEL in (u.op, *(s.op for s in u.src)):
+    return "a tensor of the graph was kernelized or realized in between; take gradients before realizing"
+  return "rules/gradient.rules has none for it"
+
+def _is_constant(u: UOp) -> bool:
+  """A graph of constants only, no buffer under it: hash-consing makes it the same node as every equal constant."""
+  return not any(n.op is Ops.BUFFER for n in u.toposort())
+
+def _tensor_class() -> type[Tensor]:
+  from tensor.tensor import Tensor  # the mixin's subclass, imported when used: tensor.py imports this module
+  return Tensor
+
+def _describe(t: Tensor) -> str: return f"{t.dtype.name} {t.shape}"
+
+class _FlagContext(ContextDecorator):
+  """Sets a class flag of Tensor inside a `with` block or a decorated call, and puts back what it was after (nesting and
+  recursion included)."""
+  flag = ""
+  def __init__(self, mode: bool = True): self.mode, self._saved = mode, []
+  def __enter__(self):
+    T = _tensor_class()
+    self._saved.append(getattr(T, self.flag))
+    setattr(T, self.flag, self.mode)
+    return self
+  def __exit__(self, *exc) -> bool:
+    setattr(_tensor_class(), self.flag, self._saved.pop())
+    return False
+
+class AutogradMixin:
+  """Tensor's autograd methods: `loss.gradient(x)`, `loss.backward()`, `Tensor.train()`, `Tensor.test()`."""
+  __slots__ = ()
+  # the flags of tensor.py's Tensor: a tensor's requires_grad (None: "if something asks", an optimizer sets True), and the
+  # class flags Tensor.training (Tensor.train()) and Tensor.no_grad (Tensor.test())
+  no_grad: ClassVar[bool] = False
+
+  class train(_FlagContext):
+    """`Tensor.training = mode` inside: `with Tensor.train(): ...` or `@Tensor.train()` on a training step (dropout and
+    batch norm read the flag)."""
+    flag = "training"
+
+  class test(_FlagContext):
+    """`Tensor.no_grad = mode` inside: `with Tensor.test(): ...` or `@Tensor.test()`; backward() refuses to run there."""
+    flag = "no_grad"
+
+  def requires_grad_(self: Tensor, requires_grad: bool | None = True) -> Tensor:  # type: ignore[misc]
+    self.requires_grad = requires_grad
+    return self
+
+  def gradient(self: Tensor, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:  # type: ignore[misc]
+    """d(self)/d(target) for each target, as lazy tensors: `dx, dy = loss.gradient(x, y)`. A scalar's gradient starts at 1;
+    any other shape needs `gradient` (d(loss)/d(self), the shape of self). A target the loss does not depend on (or only
+    through ops without a derivative) is an error, or zeros with materialize_grads=True."""
+    T = _tensor_class()
+    if not targets: raise GradientError("gradient() needs the tensors to differentiate with respect to: loss.gradient(x, y, ...)")
+    for i, t in enumerate(targets):
+      if not isinstance(t, T): raise TypeError(f"gradient() target {i} is a {type(t).__name__}, not a Tensor")
+      if not dtypes.is_float(t.dtype): raise GradientError(f"only float tensors have gradients: target {i} is {_describe(t)}")
+      if t.requires_grad is False: raise GradientError(f"target {i} ({_describe(t)}) has requires_grad=False")
+      if _is_constant(t.uop):
+        raise GradientError(f"target {i} ({_describe(t)}) is a constant (a Python number, full, ones, zeros): equal constants are one node, "
+                            "so its gradient would mix every use of its value in the graph; make it from data: Tensor([2.0]), "
+                            "Tensor(np.ones(3, np.float32))")
+    if not dtypes.is_float(self.dtype): raise GradientError(f"only a float tensor can be differentiated, this one is {_describe(self)}")
+    root_grad = self._root_gradient(gradient)
+    grads = compute_gradients(self.uop, root_grad, {t.uop for t in targets})
+    out = []
+    for i, t in enumerate(targets):
+      g = grads.get(t.uop)
+      if g is None:
+        if not materialize_grads:
+          raise GradientError(f"target {i} ({_describe(t)}) is not in the graph of this {_describe(self)} tensor, or only through ops with "
+                              "no derivative (comparisons, casts to int, detach): pass materialize_grads=True for zeros")
+        g = t.zeros_like().uop
+      out.append(T(g))
+    return out
+
+  def _root_gradient(self: Tensor, gradient) -> UOp:  # type: ignore[misc]
+    T = _tensor_class()
+    if gradient is None:
+      if self.shape != ():
+        raise GradientError(f"the gradient of a non-scalar tensor ({_describe(self)}) needs an explicit gradient argument of its shape: "
+                            "loss.backward(gradient) or loss.gradient(x, gradient=...); or reduce it first (loss.sum())")
+      return T(1.0, device=self.device, dtype=self.dtype).uop
+    if not isinstance(gradient, T): raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")
+    if gradient.shape != self.shape:
+      raise GradientError(f"gradient of shape {gradient.shape} for a tensor of shape {self.shape}: they must be the same")
+    if gradient.device != self.device:
+      raise GradientError(f"gradient on {gradient.device} for a tensor on {self.device}: they must be on one device")
+    if not dtypes.is_float(gradient.dtype): raise GradientError(f"gradient must be a float tensor, not {_describe(gradient)}")
+    return gradient.cast(self.dtype).uop
+
+  def backward(self: Tensor, gradient: Tensor | None = None) -> Tensor:  # type: ignore[misc]
+    """Add d(self)/d(t) to t.grad for every live tensor t with requires_grad=True in this tensor's graph (a scalar's
+    gradient starts at 1; otherwise pass `gradient`). Returns self, so `loss = f(x).backward()` keeps the loss."""
+    T = _tensor_class()
+    if T.no_grad: raise GradientError("backward() inside Tensor.test() (Tensor.no_grad is True): gradients are off there")
+    in_graph = self.uop.toposort()
+    need = [t for t in list(T._live) if t.requires_grad and t.uop in in_graph]
+    if not need:
+      raise GradientError(f"backward(): no tensor in the graph of this {_describe(self)} tensor has requires_grad=True "
+                          "(set it on the tensors to train, or use loss.gradient(*tensors))")
+    owner: dict[UOp, Tensor] = {}
+    for t in need:
+      if owner.setdefault(t.uop, t) is not t:
+        raise GradientError(f"two tensors with requires_grad=True ({_describe(t)}) are one and the same lazy graph (equal constants such "
+                            "as two Tensor.ones(n) are one node), so they can't get separate gradients: make each from its own data")
+    for t, g in zip(need, self.gradient(*need, gradient=gradient, materialize_grads=True)):
+      t.grad = g if t.grad is None else t.grad + g
+    return self
+
+__all__ = ["AutogradMixin", "GradientError", "compute_gradients"]
