@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 from runtime.dtype import dtypes, least_upper_float
 from tensor.functional.args import shape_error, value_error
+from tensor.functional.conv import windows
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
@@ -13,6 +14,12 @@ def _repeat_heads(x: Tensor, n: int) -> Tensor:
   """(..., H, S, E) -> (..., H*n, S, E), each head n times in a row (torch's repeat_interleave on dim -3)."""
   *lead, h, s, e = x.shape
   return x.reshape(*lead, h, 1, s, e).expand(*lead, h, n, s, e).reshape(*lead, h * n, s, e)
+
+def _causal(T: type, L: int, S: int, device: str) -> Tensor:
+  """(L, S) bool, True where key j <= query i, made of movement ops on a constant (no data): window o of a vector
+  of L trues then S-1 falses holds trues at t < L - o, which is row i = L-1-o."""
+  v = T.ones(L, dtype=dtypes.bool, device=device).pad([(0, S - 1)])
+  return windows(v, (S,), (1,), (1,)).flip(0)
 
 class AttentionMixin:
   __slots__ = ()
@@ -37,13 +44,15 @@ class AttentionMixin:
     L, S = scores.shape[-2:]
     if is_causal:
       if attn_mask is not None: raise value_error("scaled_dot_product_attention: give attn_mask or is_causal, not both")
-      attn_mask = type(q).arange(L, device=q.device).reshape(L, 1) >= type(q).arange(S, device=q.device).reshape(1, S)
+      attn_mask = _causal(type(q), L, S, q.device)
     if attn_mask is not None:
       m, sc = attn_mask.shape, scores.shape
       if len(m) > len(sc) or any(a not in (1, b) for a, b in zip(m[::-1], sc[::-1])):
         raise shape_error(f"scaled_dot_product_attention: attn_mask of shape {m} does not broadcast to the scores {sc} of query {q.shape} "
                           f"and key {key.shape}")
       scores = scores + (attn_mask.where(0, -math.inf) if attn_mask.dtype is dtypes.bool else attn_mask)
-    weights = scores.softmax(-1)
+    # softmax fused into the matmul after it recomputes its row max and sum for every output column (7x slower at
+    # L = S = 128, E = 64), so the weights are computed once
+    weights = scores.softmax(-1).contiguous()
     if dropout_p > 0: weights = weights.dropout(dropout_p)  # Tensor.dropout drops only while Tensor.training, as tinygrad's
     return weights @ value.cast(dt)
