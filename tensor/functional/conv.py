@@ -30,8 +30,8 @@ def windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
     x = x.reshape(*lead, *[e * i for e, i in zip(reps, spatial)])
     x = x.shrink(keep + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
     x = x.reshape(*lead, *[v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)])
-    # in each row, every stride-th element, out of them
-    x = x.shrink(keep + [v for k, o, s in zip(kernel, out, stride) for v in ((0, k), (0, o * s))])
+    # in each row, every stride-th element, out of them (a long stride may need the row padded: the pad is never read)
+    x = x.pad([(0, 0)] * len(lead) + [v for o, s, i, d in zip(out, stride, spatial, dilation) for v in ((0, 0), (0, o * s - i - d))])
     x = x.reshape(*lead, *[v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)])
     x = x.shrink(keep + [v for k, o in zip(kernel, out) for v in ((0, k), (0, o), (0, 1))])
     x = x.reshape(*lead, *[v for k, o in zip(kernel, out) for v in (k, o)])
