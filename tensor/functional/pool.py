@@ -45,7 +45,8 @@ class PoolMixin:
                  return_indices: bool = False):
     """The max over each window of the last len(kernel_size) axes (2 when kernel_size is an int), as torch's
     F.max_pool2d. return_indices: also the flat index, within each (*spatial) plane, of the first maximum of each
-    window (int64, as torch; for max_unpool2d)."""
+    window (int64, as torch; for max_unpool2d). A window that dilation leaves on padding only is -inf (the dtype's
+    min for ints) at index prod(spatial), past the plane (torch gives another position past the input there)."""
     return self._max_pool(kernel_size, stride, dilation, padding, ceil_mode, return_indices, 2, "max_pool2d")
   def max_pool1d(self: Tensor, kernel_size: Any, stride=None, padding: Any = 0, dilation=1, ceil_mode: bool = False,
                  return_indices: bool = False):

@@ -1,7 +1,8 @@
 """interpolate: nearest / nearest-exact / (bi,tri)linear resizing of the last axes, one axis at a time. Torch's float
 formulas give, on the host, each output position's source indices and weights; `resample` reads them with movement
 ops when they repeat with a short period (integer and small rational factors: 2x up or down, 3/2, ...; a few edge
-positions apart), or with a one-hot select otherwise.
+positions apart; the first weight of a period stands for the rest, which differ from it by float rounding of the
+source positions only), or with a one-hot select otherwise.
 """
 from __future__ import annotations
 import math
@@ -24,9 +25,9 @@ def _take_arith(x: Tensor, start: int, step: int, count: int) -> Tensor:
   x = x.pad([(0, 0)] * len(lead) + [(-start, start + count * step - x.shape[-1])])
   return x.reshape(*lead, count, step).shrink(keep + [(0, count), (0, 1)]).reshape(*lead, count)
 
-def _regular_end(taps: Taps, period: int, lo: int, n: int) -> int:
+def _regular_end(taps: Taps, period: int, lo: int, n: int, tol: float) -> int:
   """The largest hi such that on [lo, hi), in each residue class of period, every tap's index steps by a constant
-  (>= 0) and its weight stays constant."""
+  (>= 0) and its weight stays constant (to within tol: the float rounding of the source positions)."""
   hi = n
   for r in range(period):
     start = lo + r
@@ -39,7 +40,7 @@ def _regular_end(taps: Taps, period: int, lo: int, n: int) -> int:
         bad = np.nonzero(d != d[0])[0]
         ok = 1 if d[0] < 0 else int(bad[0]) + 1 if bad.size else ok
       if w is not None:
-        changed = np.nonzero(w[start::period] != w[start])[0]
+        changed = np.nonzero(np.abs(w[start::period] - w[start]) > tol)[0]
         if changed.size: ok = min(ok, int(changed[0]))
       hi = min(hi, start + period * ok)
   return hi
@@ -59,9 +60,11 @@ def resample(x: Tensor, taps: Taps) -> Tensor:
   n = len(taps[0][0])
   lead = x.shape[:-1]
   def place(t: Tensor, at: int) -> Tensor: return t.pad([(0, 0)] * len(lead) + [(at, n - at - t.shape[-1])])
+  # torch's float source positions wobble the weights along a period by a few ulps of the largest position
+  tol = max((8 * float(np.finfo(w.dtype).eps) * x.shape[-1] for _, w in taps if w is not None), default=0.0)
   for period in range(1, min(MAX_PERIOD, n) + 1):
     for lo in range(min(period, n)):
-      hi = _regular_end(taps, period, lo, n)
+      hi = _regular_end(taps, period, lo, n, tol)
       if hi <= lo or lo + n - hi > 2 * period: continue
       # the regular part: each residue class is a strided read, padded into its slot of a (count, period) grid
       m = hi - lo

@@ -80,7 +80,8 @@ def pool_out(i: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
   return o - 1 if ceil_mode and (o - 1) * s >= i + p else o
 
 def max_pool(x, kernel, stride, padding, dilation, ceil_mode) -> tuple[np.ndarray, np.ndarray]:
-  """Values and flat input indices of the first maximum of each window (windows visited position by position)."""
+  """Values and flat input indices of the first maximum of each window (windows visited position by position). A
+  window over padding only (dilation can make one) is -inf at index prod(spatial), as documented in pool.py."""
   nd = len(kernel)
   spatial = x.shape[-nd:]
   outs = [pool_out(i, k, s, p, d, ceil_mode) for i, k, s, p, d in zip(spatial, kernel, stride, padding, dilation)]
@@ -88,12 +89,13 @@ def max_pool(x, kernel, stride, padding, dilation, ceil_mode) -> tuple[np.ndarra
   idx = np.zeros(x.shape[:-nd] + tuple(outs), np.int64)
   for o in itertools.product(*[range(v) for v in outs]):
     best = np.full(x.shape[:-nd], -np.inf)
-    arg = np.zeros(x.shape[:-nd], np.int64)
+    arg = np.full(x.shape[:-nd], math.prod(spatial), np.int64)
+    seen = False
     for t in itertools.product(*[range(k) for k in kernel]):
       pos = [o[j] * stride[j] + t[j] * dilation[j] - padding[j] for j in range(nd)]
       if any(not 0 <= q < n for q, n in zip(pos, spatial)): continue
       v = x[(Ellipsis, *pos)]
-      better = v > best
+      better, seen = (v > best) | (not seen), True
       best, arg = np.where(better, v, best), np.where(better, np.ravel_multi_index(pos, spatial), arg)
     vals[(Ellipsis, *o)], idx[(Ellipsis, *o)] = best, arg
   return vals, idx
@@ -123,16 +125,18 @@ def max_unpool(x, idx, out_size) -> np.ndarray:
 
 # ---- interpolate ----
 
-def interpolate(x, size, mode, align_corners=False) -> np.ndarray:
-  """Separable resizing of the last len(size) axes with torch's documented source-index formulas (float32)."""
+def interpolate(x, size, mode, align_corners=False, scale_factor=None) -> np.ndarray:
+  """Separable resizing of the last len(size) axes with torch's documented source-index formulas (float32); with a
+  scale_factor, positions map by 1/scale_factor."""
   f32 = np.float32
   out = x.astype(np.float64)
   for j in range(1, len(size) + 1):
     n_in, n_out = out.shape[-j], size[-j]
     o = np.arange(n_out, dtype=f32)
-    scale = f32(n_in) / f32(n_out)
+    scale = f32(1.0 / scale_factor) if scale_factor else f32(n_in) / f32(n_out)
     moved = np.moveaxis(out, -j, -1)
-    if mode == "nearest": res = moved[..., np.minimum(np.floor(o * scale).astype(np.int64), n_in - 1)]
+    if mode == "nearest" and n_out in (n_in, 2 * n_in): res = moved[..., np.arange(n_out) // (n_out // n_in)]  # torch's exact cases
+    elif mode == "nearest": res = moved[..., np.minimum(np.floor(o * scale).astype(np.int64), n_in - 1)]
     elif mode == "nearest-exact": res = moved[..., np.minimum(np.floor((o + f32(0.5)) * scale).astype(np.int64), n_in - 1)]
     else:
       src = o * (f32(n_in - 1) / f32(n_out - 1) if n_out > 1 else f32(0)) if align_corners else np.maximum((o + f32(0.5)) * scale - f32(0.5), 0)
