@@ -61,7 +61,10 @@ class LossMixin:
     weight = _class_weight(weight, n_classes, "cross_entropy")
     logp = self.log_softmax(axis)
     wshape = (n_classes, *[1] * (self.ndim - axis - 1))
-    if Y.shape == self.shape and dtypes.is_float(Y.dtype):  # class probabilities
+    if dtypes.is_float(Y.dtype):  # class probabilities
+      if Y.shape != self.shape:
+        raise shape_error(f"cross_entropy: target of shape {Y.shape} does not fit input of shape {self.shape}: class probabilities "
+                          f"take the input's shape, class indices are an integer tensor of shape {self.shape[:axis] + self.shape[axis + 1:]}")
       target = Y * (1 - label_smoothing) + label_smoothing / n_classes if label_smoothing else Y
       per_class = logp * target if weight is None else logp * target * weight.reshape(wshape)
       return _reduce(-per_class.sum(axis), reduction)
