@@ -3,7 +3,7 @@ conv and pool paddings, and the loss reductions. Nothing here builds graphs.
 """
 from __future__ import annotations
 import functools, operator
-from typing import Any, Sequence
+from typing import Any
 
 # The errors are TensorErrors that are also the standard exception torch raises in the same place, so `except
 # RuntimeError` (shapes), `except ValueError` (argument values) and `except TypeError` (argument kinds) keep working.
@@ -51,5 +51,3 @@ REDUCTIONS = ("none", "mean", "sum")
 def check_reduction(reduction: Any) -> str:
   if reduction not in REDUCTIONS: raise value_error(f"reduction={reduction!r} is not one of {', '.join(map(repr, REDUCTIONS))}")
   return reduction
-
-def dims_text(shape: Sequence[int]) -> str: return f"({', '.join(map(str, shape))})" if len(shape) != 1 else f"({shape[0]},)"

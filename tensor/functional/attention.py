@@ -1,6 +1,6 @@
 """scaled_dot_product_attention as torch defines it: softmax(q @ k^T * scale + mask) @ v, with a causal or given
 mask (bool: where to attend; float: added), grouped-query heads (enable_gqa), and dropout_p applied by Tensor.dropout
-(which drops only while Tensor.training, as tinygrad; torch's functional drops whenever dropout_p > 0)."""
+while Tensor.training only, as tinygrad (torch's functional drops whenever dropout_p > 0)."""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
@@ -54,5 +54,5 @@ class AttentionMixin:
     # softmax fused into the matmul after it recomputes its row max and sum for every output column (7x slower at
     # L = S = 128, E = 64), so the weights are computed once
     weights = scores.softmax(-1).contiguous()
-    if dropout_p > 0: weights = weights.dropout(dropout_p)  # Tensor.dropout drops only while Tensor.training, as tinygrad's
+    if dropout_p > 0 and type(q).training: weights = weights.dropout(dropout_p)  # as tinygrad: dropout only while training
     return weights @ value.cast(dt)

@@ -35,7 +35,7 @@ class NormMixin:
     def param(p: Tensor, what: str) -> Tensor:
       if p.shape != want and p.numel() != 1:
         raise shape_error(f"batchnorm: {what} of shape {p.shape} does not fit input of shape {self.shape} on axes {axes}: expected {want}")
-      return p.reshape(shape) if p.numel() != 1 or p.shape == want else p
+      return p.reshape(shape) if p.shape == want else p  # a one-element parameter broadcasts as it is
     x = self - param(mean, "mean")
     if weight is not None: x = x * param(weight, "weight")
     x = x * (param(invstd, "invstd") if invstd.ndim == len(axes) else invstd)

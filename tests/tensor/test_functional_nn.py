@@ -202,3 +202,35 @@ def test_small_values_keep_their_precision():
 def test_activation_errors():
   with pytest.raises(ValueError, match=r"approximate='fast' must be 'none' or 'tanh'"): Tensor([1.0]).gelu("fast")
   with pytest.raises(ValueError, match=r"celu: alpha must not be zero"): Tensor([1.0]).celu(0)
+
+# ---- keyword variants not drawn above ----
+
+@pytest.mark.parametrize("device", R.DEVICES)
+def test_keyword_variants(device):
+  rng = np.random.default_rng(12)
+  x = R.rand(rng, 3, 7, lo=-6, hi=6)
+  xd, xt = x.astype(np.float64), Tensor(x, device=device)
+  R.close(xt.hardsigmoid(alpha=0.2, beta=0.4), np.clip(0.2 * xd + 0.4, 0, 1))
+  R.close(xt.selu(alpha=1.5, gamma=2.0), 2.0 * np.where(xd > 0, xd, 1.5 * np.expm1(xd)))
+  R.close(xt.normalize(dim=-1, eps=0.5), xd / np.maximum(np.sqrt((xd * xd).sum(-1, keepdims=True)), 0.5))
+  R.close(xt.layernorm(0, eps=0.1), (xd - xd.mean(0)) / np.sqrt(xd.var(0) + 0.1))
+  # max_unpool's default output size: (i-1)*stride - 2*padding + kernel
+  v, i = Tensor(R.rand(rng, 1, 2, 5, 5), device=device).max_pool2d(3, stride=2, padding=1, return_indices=True)
+  out = v.max_unpool2d(i, 3, stride=2, padding=1)
+  assert out.shape == (1, 2, 5, 5)
+  R.close(out, R.max_unpool(v.numpy(), i.numpy(), (5, 5)))
+  # attention's dropout_p drops only while training (tinygrad's rule): outside it the result is the plain one
+  q = Tensor(R.rand(rng, 2, 3, 4), device=device)
+  R.close(q.scaled_dot_product_attention(q, q, dropout_p=0.5), q.scaled_dot_product_attention(q, q).numpy())
+  with pytest.raises(ValueError, match=r"dropout_p=1.5 must be in \[0, 1\]"): q.scaled_dot_product_attention(q, q, dropout_p=1.5)
+
+@pytest.mark.skipif(not hasattr(Tensor, "dropout"), reason="needs Tensor.dropout (the core branch's random numbers)")
+def test_attention_dropout_while_training():
+  q = Tensor(np.random.default_rng(13).uniform(-1, 1, (2, 8, 4)).astype(np.float32))
+  plain = q.scaled_dot_product_attention(q, q).numpy()
+  training, Tensor.training = Tensor.training, True
+  try:
+    np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=1.0).numpy(), np.zeros_like(plain))
+    dropped = q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy()
+  finally: Tensor.training = training
+  assert np.isfinite(dropped).all() and not np.allclose(dropped, plain)
