@@ -1,6 +1,7 @@
 """Elementwise activations with torch's definitions (and tinygrad's names and keywords): gelu (exact or tanh), the
 hard* family, elu/celu/selu, softplus, logsigmoid, mish, softsign, quick_gelu, and softmin/normalize. Integer inputs
-compute in float. log1p and expm1 keep small results accurate where log(1+x) and exp(x)-1 would lose them.
+compute in float (relu6 and hardtanh clip in the input's dtype). log1p and expm1 keep small results accurate where
+log(1+x) and exp(x)-1 would lose them.
 """
 from __future__ import annotations
 import math
