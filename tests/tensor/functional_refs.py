@@ -162,7 +162,8 @@ def nll(logp, y, weight=None, ignore_index=-100, reduction="mean"):
   picked = np.take_along_axis(logp, safe[:, None], 1)[:, 0]
   wy = np.where(keep, w[safe], 0)
   loss = -picked * wy
-  return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() / wy.sum()
+  with np.errstate(invalid="ignore"):  # every target ignored: the mean is 0/0 = nan, as torch's
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.sum() / wy.sum()
 
 def cross_entropy(x, y, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
   """torch's definition: (1-eps) * nll + eps/C * the smoothing term, both over the same divisor for mean."""
@@ -179,7 +180,7 @@ def cross_entropy(x, y, weight=None, ignore_index=-100, reduction="mean", label_
   if reduction == "none": return (1 - label_smoothing) * base + label_smoothing / c * smooth
   if reduction == "sum": return (1 - label_smoothing) * base.sum() + label_smoothing / c * smooth.sum()
   div = np.where(keep & (y >= 0) & (y < c), w[np.where(keep, y, 0).clip(0, c - 1)], 0).sum()
-  return ((1 - label_smoothing) * base.sum() + label_smoothing / c * smooth.sum()) / div
+  with np.errstate(invalid="ignore"): return ((1 - label_smoothing) * base.sum() + label_smoothing / c * smooth.sum()) / div
 
 def sdpa(q, k, v, mask=None, is_causal=False, scale=None):
   s = q.astype(np.float64) @ np.swapaxes(k, -1, -2) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
