@@ -10,6 +10,7 @@ from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtyp
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 from tensor.autograd import AutogradMixin
+from tensor.functional import FunctionalMixin
 
 class TensorError(Exception):
   """A tensor op got operands it can't take: shapes, dtypes or axes that don't fit."""
@@ -45,7 +46,7 @@ def _shape_arg(shape: Sequence) -> tuple[int, ...]:
   if any(s < 0 for s in out): raise TensorError(f"negative dimension in shape {out}")
   return out
 
-class Tensor(AutogradMixin):
+class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   training: bool = False
@@ -422,7 +423,6 @@ class Tensor(AutogradMixin):
   def sigmoid(self) -> Tensor: return 1 / (1 + (-self._float()).exp())
   def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
-  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
   def silu(self) -> Tensor: return self * self.sigmoid()
   def swish(self) -> Tensor: return self.silu()
   def square(self) -> Tensor: return self * self

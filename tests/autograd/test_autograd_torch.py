@@ -132,7 +132,6 @@ def test_convolution_from_movement_ops():
   x, w = normal(4, 3, 12, 12), normal(8, 3, 3, 3)
   compare(lambda a, b: conv2d(a, b).relu().max(3), lambda a, b: torch.nn.functional.conv2d(a, b).relu().amax(3), x, w)
 
-@pytest.mark.skipif(not hasattr(Tensor, "conv2d"), reason="needs Tensor.conv2d (the functional branch)")
 def test_conv2d():
   x, w, b = normal(4, 3, 16, 16), normal(8, 3, 3, 3), normal(8)
   compare(lambda a, k, c: a.conv2d(k, c, padding=1, stride=2).relu(),

@@ -6,8 +6,6 @@ import pytest
 from tensor import Tensor, dtypes, nn
 from tensor.nn.state import get_parameters, get_state_dict
 
-needs_conv = pytest.mark.skipif(not hasattr(Tensor, "conv2d"), reason="needs Tensor.conv2d (functional branch)")
-needs_conv_t = pytest.mark.skipif(not hasattr(Tensor, "conv_transpose2d"), reason="needs Tensor.conv_transpose2d (functional branch)")
 needs_dropout = pytest.mark.skipif(not hasattr(Tensor, "dropout"), reason="needs Tensor.dropout (core branch)")
 
 @pytest.fixture
@@ -220,7 +218,6 @@ def test_conv_construction_and_init():
   with pytest.raises(ValueError, match="'same' and 'valid'"): nn.Conv2d(1, 1, 3, padding="full")
   with pytest.raises(ValueError, match="needs stride 1"): nn.Conv2d(1, 1, 3, stride=2, padding="same")
 
-@needs_conv
 def test_conv2d_matches_torch():
   torch = pytest.importorskip("torch")
   for kw in ({}, {"stride": 2, "padding": 1}, {"padding": "same", "dilation": 2}, {"groups": 2}):
@@ -230,7 +227,6 @@ def test_conv2d_matches_torch():
     x = rnd(2, 4, 9, 9)
     close(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), 1e-4)
 
-@needs_conv
 def test_conv1d_matches_torch():
   torch = pytest.importorskip("torch")
   ours, theirs = nn.Conv1d(3, 5, 4, padding="same"), torch.nn.Conv1d(3, 5, 4, padding="same")
@@ -238,7 +234,6 @@ def test_conv1d_matches_torch():
   x = rnd(2, 3, 70)
   close(ours(Tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), 1e-4)
 
-@needs_conv_t
 def test_conv_transpose2d_matches_torch():
   torch = pytest.importorskip("torch")
   ours = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)

@@ -127,7 +127,6 @@ def test_forward_of_the_gradient_examples():
   z = (x**2 + 1).log()
   assert z.item() == pytest.approx(1.6094378232955933, rel=1e-6)  # log(5)
 
-@pytest.mark.skipif(not hasattr(Tensor, "gradient"), reason="needs autograd (Tensor.gradient / requires_grad): another issue")
 def test_gradients():
   x = Tensor([2.0], requires_grad=True)
   y = x**2 + 3*x + 1
