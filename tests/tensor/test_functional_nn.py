@@ -87,8 +87,9 @@ def test_norms(device):
     R.close(Tensor(x, device=device).groupnorm(groups, Tensor(w, device=device), Tensor(b, device=device), eps), ref, what=f"groupnorm {groups}")
     if R.torch is not None:
       F = R.torch.nn.functional
-      R.close(Tensor(x, device=device).groupnorm(groups, Tensor(w, device=device), Tensor(b, device=device), eps),
-              F.group_norm(R.T(x), groups, R.T(w), R.T(b), eps))
+      if x.size // (n * groups) > 1:  # torch refuses groups of one value
+        R.close(Tensor(x, device=device).groupnorm(groups, Tensor(w, device=device), Tensor(b, device=device), eps),
+                F.group_norm(R.T(x), groups, R.T(w), R.T(b), eps))
       R.close(out, F.batch_norm(R.T(x), R.T(m), R.T(1 / iv.astype(np.float64) ** 2 - 1e-5).float(), R.T(w), R.T(b), eps=1e-5), rtol=1e-3, atol=1e-4)
   R.run(device, check, st.data())
 
