@@ -9,6 +9,7 @@ each rule, and tests check the two agree.
 from __future__ import annotations
 import atexit, time
 from typing import Any, Callable
+from runtime import trace as _trace
 from runtime.helpers import RULESTATS, REWRITE_LIMIT, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -93,7 +94,9 @@ def _timed(rules: list[Rule]) -> OpFn:
 _tracked: dict[int, Rule] = {}
 def _track(rules: list[Rule]) -> None:
   # the table prints at exit when the environment asked for it; Context(RULESTATS=1) in code reads rule_stats() itself
-  if not _tracked and getenv("RULESTATS", 0): atexit.register(print_rule_stats)
+  if not _tracked and getenv("RULESTATS", 0):
+    atexit.register(print_rule_stats)
+    atexit.register(_trace.save_rule_stats)  # for the language server's hover (dslc/lsp.py)
   for r in rules: _tracked[id(r)] = r
 
 def reset_rule_stats() -> None:
@@ -123,7 +126,10 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   """
   table = matcher.stats_table() if RULESTATS.value else matcher.table
   label = name or matcher.name
-  return (_rewrite_bottom_up if bottom_up else _rewrite)(sink, table, ctx, label)
+  run = _rewrite_bottom_up if bottom_up else _rewrite
+  # VIZ, PROFILE, RULECOVERAGE: one check per call; off, the rules run untouched
+  if _trace.active(): return _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up)
+  return run(sink, table, ctx, label)
 
 class _Pending:
   # on the stack under `target`: once target is final, `node` is final as whatever target became
