@@ -60,7 +60,7 @@ def traced_rewrite(run: Callable, sink: UOp, table: list, ctx: Any, label: str, 
     if PROFILE.value: add_span(label, "rewrite", t0, dt, {"rules fired": len(steps), "bottom_up": bottom_up})
     if COVERAGE_FILE:
       for rule, _, _ in steps: _coverage[rule] = _coverage.get(rule, 0) + 1
-    if VIZ.value: recording().add(label, sink, out, steps, bottom_up, dt, error)
+    if VIZ.value: recording().add(label, sink, out, steps, bottom_up, dt, error, depth=len(_steps))
 
 # ---- VIZ: groups (which kernel a rewrite ran for) and the recording ----
 
@@ -84,7 +84,7 @@ class Recording:
     self.heads: list[tuple[str, str, str]] = []       # (op, dtype, arg) as text
     self.nodes: list[tuple[int, tuple[int, ...]]] = []  # (head id, source node ids)
     self.rules: list[tuple[str, int, str, str]] = []  # (file, line, text, rule id)
-    self.rewrites: list[dict] = []                    # name, group, bottom_up, input, output, steps [(rule, before, after)], ms, error
+    self.rewrites: list[dict] = []  # name, group, bottom_up, depth, input, output, steps [(rule, before, after)], ms, error
     self.sources: dict[str, str] = {}                 # rule file -> its text, filled by save()
     self._head_ids: dict[tuple, int] = {}
     self._node_index: dict[tuple[int, tuple[int, ...]], int] = {}
@@ -142,8 +142,9 @@ class Recording:
       self.rules.append((str(r.file), int(r.line), str(r.text), str(r.id)))
     return rid
 
-  def add(self, label: str, sink: UOp, out: UOp | None, steps: list, bottom_up: bool, seconds: float, error: str | None) -> None:
-    self.rewrites.append({"name": label, "group": _groups[-1] if _groups else "(no kernel)", "bottom_up": bottom_up,
+  def add(self, label: str, sink: UOp, out: UOp | None, steps: list, bottom_up: bool, seconds: float, error: str | None, depth: int = 0) -> None:
+    # depth: how many graph_rewrite calls this one ran inside (a rule's helper may rewrite a subgraph); it is recorded first
+    self.rewrites.append({"name": label, "group": _groups[-1] if _groups else "(no kernel)", "bottom_up": bottom_up, "depth": depth,
                           "input": self.node(sink), "output": self.node(out) if out is not None else None,
                           "steps": [(self.rule(r), self.node(b), self.node(a)) for r, b, a in steps], "ms": seconds * 1e3, "error": error})
 
