@@ -183,7 +183,11 @@ def reset() -> None:
   _recording = None
 
 def load(path: str) -> Recording:
-  with open(path, "rb") as f: rec = pickle.load(f)
+  """A recording save() wrote. It is a pickle: open only recordings you made (unpickling can run code)."""
+  with open(path, "rb") as f:
+    try: rec = pickle.load(f)
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, TypeError) as e:
+      raise ValueError(f"{path} is not a VIZ recording ({type(e).__name__}: {e})") from None
   if not isinstance(rec, Recording): raise ValueError(f"{path} is not a VIZ recording (it holds a {type(rec).__name__})")
   return rec
 
