@@ -55,7 +55,9 @@ class Matcher:
     """One rewrite of `u` alone (no sources, no fixed point): the first rule that fires, or None."""
     fn = self.table[u.op]
     r = fn(u, ctx) if fn is not None else None
-    return None if r is None else r[1]
+    if r is None: return None
+    if _trace.COVERAGE_FILE: _trace.fired(r[0])  # the C renderer's rules run here, one node at a time
+    return r[1]
 
   def __add__(self, other: Matcher) -> Matcher:
     """Both rule sets, this one's rules first."""

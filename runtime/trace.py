@@ -207,6 +207,10 @@ def _viz_at_exit() -> None:
 
 _coverage: dict[Any, int] = {}
 
+def fired(rule: Any) -> None:
+  """Count one firing of `rule` for RULECOVERAGE (Matcher.rewrite: rules applied to one node, outside graph_rewrite)."""
+  _coverage[rule] = _coverage.get(rule, 0) + 1
+
 def _add_into(path: str, entries: dict[str, dict]) -> None:
   """Add per-rule counts into the JSON file at `path`, under a lock: several processes (pytest workers) share it."""
   with open(path + ".lock", "a") as lock:

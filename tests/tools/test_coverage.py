@@ -61,3 +61,14 @@ def test_with_nothing_fired_every_rule_is_listed_once():
   assert fired == 0 and len(listed) == len(set(listed)) == total == sum(len(rs) for rs in rule_tables().values())
   # a `for` block's rule is one rule over several ops
   assert "  rules/symbolic.rules:28  (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)" in listed
+
+def test_rules_applied_one_node_at_a_time_count_too(tmp_path):
+  # the C renderer applies rules/render_c.rules with Matcher.rewrite, node by node, not through graph_rewrite
+  cov = tmp_path / "cov.json"
+  code = "from tensor import Tensor\nprint((Tensor([1, 2, 3, 4]) + 3 + 4).tolist())\n"
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "RULECOVERAGE": str(cov), "DEV": "CPU"})
+  assert r.returncode == 0, r.stderr
+  counts = load_counts(str(cov))
+  render = {r.line: counts.get(f"{r.file}:{r.id}", 0) for r in rule_tables()["rules/render_c.rules"]}
+  assert render[17] >= 4 and render[71] >= 4  # (ADD a b) and (STORE idx v): four upcast lanes
