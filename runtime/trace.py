@@ -9,7 +9,7 @@ Graphs are stored flat: every distinct node once, as (head, source ids), where a
 are hash-consed by content like UOps, so the graph after each step can be rebuilt from the steps alone (tensor/viz).
 """
 from __future__ import annotations
-import atexit, fcntl, json, os, pickle, subprocess, sys, tempfile, time
+import atexit, json, os, pickle, subprocess, sys, tempfile, time
 from typing import Any, Callable
 from runtime.helpers import ContextVar, getenv
 from runtime.profile import PROFILE, add_span
@@ -213,6 +213,7 @@ def fired(rule: Any) -> None:
 
 def _add_into(path: str, entries: dict[str, dict]) -> None:
   """Add per-rule counts into the JSON file at `path`, under a lock: several processes (pytest workers) share it."""
+  import fcntl  # here: the rest of the module works where fcntl does not exist
   with open(path + ".lock", "a") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
@@ -233,7 +234,8 @@ def _entry(r: Any, **counts) -> dict: return {"file": str(r.file), "line": int(r
 
 def save_coverage() -> None:
   if COVERAGE_FILE and _coverage:
-    _add_into(COVERAGE_FILE, {_rule_key(r): _entry(r, hits=n) for r, n in _coverage.items()})
+    try: _add_into(COVERAGE_FILE, {_rule_key(r): _entry(r, hits=n) for r, n in _coverage.items()})
+    except OSError as e: print(f"RULECOVERAGE: could not write {COVERAGE_FILE}: {e}", file=sys.stderr)
     _coverage.clear()
 if COVERAGE_FILE: atexit.register(save_coverage)
 
