@@ -4,6 +4,8 @@
   python -m dslc compile FILE -o OUT      write the generated matcher module (nothing is written on error)
   python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
   python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
+  python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
+  python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
 """
 from __future__ import annotations
 import argparse, os, sys
@@ -87,6 +89,8 @@ def cmd_stats(args) -> int:
   # graph_rewrite registered the same table to print at exit: once is enough
   import atexit
   atexit.unregister(print_rule_stats)
+  from runtime.trace import save_rule_stats
+  save_rule_stats()  # for the language server's hover
   return 0
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,8 +106,14 @@ def main(argv: list[str] | None = None) -> int:
   p.add_argument("ruleset", nargs="?")
   p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
   p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
+  from dslc.coverage import add_arguments
+  add_arguments(sub.add_parser("coverage", help="run the tests (or a script) and list the rules that never fired"))
+  sub.add_parser("lsp", help="the .rules language server over stdio (needs pygls)")
   args = ap.parse_args(argv)
-  try: return {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats}[args.cmd](args)
+  from dslc import coverage, lsp
+  cmds = {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats, "coverage": coverage.run,
+          "lsp": lambda a: lsp.main()}
+  try: return cmds[args.cmd](args)
   except BrokenPipeError:
     # the reader went away (`python -m dslc explain FILE | head`): stop quietly, as Python's docs advise for pipes
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

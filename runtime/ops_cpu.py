@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes, functools, hashlib, os, shutil, subprocess, sys, tempfile, warnings
 from typing import Callable
 from runtime.device import Buffer, Compiled, CompileError
+from runtime.profile import scope
 
 CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"]
 # -O0 under the sanitizers: every load the source writes happens (-O3 may drop an out-of-bounds load whose value is unused)
@@ -106,7 +107,7 @@ def load(name: str, lib_path: str) -> Callable:
 
 def program(src: str, name: str) -> Callable:
   """Compile (or take from the cache) and load; a corrupt cache entry is deleted and rebuilt once."""
-  path = compile_c(src)
+  with scope(f"compile {name}", "compile"): path = compile_c(src)
   try: return load(name, path)
   except OSError as e:
     print(f"warning: the cached kernel {path} does not load ({e}); rebuilding it", file=sys.stderr)

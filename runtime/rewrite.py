@@ -9,6 +9,7 @@ each rule, and tests check the two agree.
 from __future__ import annotations
 import atexit, time
 from typing import Any, Callable
+from runtime import trace as _trace
 from runtime.helpers import RULESTATS, REWRITE_LIMIT, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -54,7 +55,9 @@ class Matcher:
     """One rewrite of `u` alone (no sources, no fixed point): the first rule that fires, or None."""
     fn = self.table[u.op]
     r = fn(u, ctx) if fn is not None else None
-    return None if r is None else r[1]
+    if r is None: return None
+    if _trace.COVERAGE_FILE: _trace.fired(r[0])  # the C renderer's rules run here, one node at a time
+    return r[1]
 
   def __add__(self, other: Matcher) -> Matcher:
     """Both rule sets, this one's rules first."""
@@ -93,7 +96,9 @@ def _timed(rules: list[Rule]) -> OpFn:
 _tracked: dict[int, Rule] = {}
 def _track(rules: list[Rule]) -> None:
   # the table prints at exit when the environment asked for it; Context(RULESTATS=1) in code reads rule_stats() itself
-  if not _tracked and getenv("RULESTATS", 0): atexit.register(print_rule_stats)
+  if not _tracked and getenv("RULESTATS", 0):
+    atexit.register(print_rule_stats)
+    atexit.register(_trace.save_rule_stats)  # for the language server's hover (dslc/lsp.py)
   for r in rules: _tracked[id(r)] = r
 
 def reset_rule_stats() -> None:
@@ -123,7 +128,10 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   """
   table = matcher.stats_table() if RULESTATS.value else matcher.table
   label = name or matcher.name
-  return (_rewrite_bottom_up if bottom_up else _rewrite)(sink, table, ctx, label)
+  run = _rewrite_bottom_up if bottom_up else _rewrite
+  # VIZ, PROFILE, RULECOVERAGE: one check per call; off, the rules run untouched
+  if _trace.active(): return _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up)
+  return run(sink, table, ctx, label)
 
 class _Pending:
   # on the stack under `target`: once target is final, `node` is final as whatever target became

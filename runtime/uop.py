@@ -218,6 +218,14 @@ class UOp(metaclass=UOpMetaClass):
     """A one-line rendering of an index expression, e.g. '((a*4)+(b//2))'."""
     return render(self)
   def __repr__(self) -> str: return pretty(self)
+  def to_dot(self) -> str:
+    """This graph as Graphviz DOT text (runtime/graph.py)."""
+    from runtime.graph import to_dot
+    return to_dot(self)
+  def to_mermaid(self) -> str:
+    """This graph as Mermaid flowchart text, as the seeds draw graphs (runtime/graph.py)."""
+    from runtime.graph import to_mermaid
+    return to_mermaid(self)
 
 def _arg_repr(arg) -> str: return repr(arg)
 

@@ -11,10 +11,13 @@ from typing import Callable
 from runtime.device import Buffer, Device
 from runtime.helpers import DEBUG, NOOPT, GlobalCounters
 from runtime.ops import Ops
+from runtime.profile import kernel_run, scope
+from runtime.trace import group
 from runtime.uop import UOp, uop
 from runtime.dtype import dtypes
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
+from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.schedule import apply_becomes, fresh_buffers, is_kernelized, kernelize
 from tensor.tensor import Tensor, buffers
@@ -45,15 +48,20 @@ _programs: dict[tuple[str, UOp, bool], Runner] = {}
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
   name = kernel_name(ast)
+  graph_out(ast, f"kernel_{name}")
+  # PROFILE: a span per stage (each graph_rewrite is one too); VIZ: the rewrites inside belong to this kernel
+  with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
+
+def _codegen(name: str, ast: UOp, device: str) -> Program:
   sink, opts = lower_kernel(ast)
   if DEBUG >= 3:
     print(f"--- {name} AST ---\n{ast}")
     print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
-  uops = linearize(sink)
+  with scope("linearize", "codegen"): uops = linearize(sink)
   if DEBUG >= 5:
     print(f"--- {name} lowered UOps ---")
     for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[uops.index(s) if s in uops else '-' for s in u.src]} {u.arg!r}")
-  src = render(device, name, uops)
+  with scope("render", "codegen"): src = render(device, name, uops)
   if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
   ops, mem = estimate(uops)
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
@@ -89,10 +97,12 @@ def run_kernel(k: UOp) -> None:
   if isinstance(runner, CompiledRunner):
     GlobalCounters.global_ops += runner.program.ops
     GlobalCounters.global_mem += runner.program.mem
+  if isinstance(runner, CompiledRunner): ops, mem, gsz = runner.program.ops, runner.program.mem, runner.program.global_size
+  else: ops, mem, gsz = 0, bufs[0].nbytes * 2, (bufs[0].size,)
+  kernel_run(runner.name, device, t0, dt, ops, mem, gsz, copy=not isinstance(runner, CompiledRunner))
   if DEBUG >= 2:
-    if isinstance(runner, CompiledRunner): ops, mem, gsz = runner.program.ops, runner.program.mem, runner.program.global_size
-    else: ops, mem, gsz = 0, bufs[0].nbytes * 2, (bufs[0].size,)
-    print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {runner.name:18s} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
+    name = colored_name(runner.name, len(gsz), runner.program.opts, 18) if isinstance(runner, CompiledRunner) else f"{runner.name:18s}"
+    print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {name} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
           f"gsz {str(list(gsz)):14s} tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")
 
 def schedule_of(uops: list[UOp]) -> list[UOp]:
@@ -124,7 +134,9 @@ def realize(tensors: list[Tensor]) -> None:
   from tensor.engine import memory
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return
-  pending = kernelize(pending)
+  graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
+  # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's
+  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): pending = kernelize(pending)
   schedule = schedule_of([t.uop for t in pending])
   p = plan(schedule)
   memory.last_plan = p.summary()

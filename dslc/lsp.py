@@ -1,0 +1,187 @@
+"""The .rules language server (`python -m dslc lsp`, over stdio; needs pygls, the `tools` extra): the compiler's diagnostics
+as you type, hover on a rule (its id, rule set, statistics of the last RULESTATS run, generated code), and go-to-definition
+for imported helpers, `let` patterns and rule sets. The analysis functions below take text and positions, not pygls types,
+so they are tested without a client too; `server()` wires them to LSP.
+"""
+from __future__ import annotations
+import importlib, inspect, json, os, re
+from dataclasses import dataclass
+from dslc.diagnostics import Diagnostic, DslError
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+def shown_path(path: str) -> str:
+  """A document's path as the compiler names files (relative to the working folder when inside it: rules/x.rules)."""
+  rel = os.path.relpath(os.path.abspath(path)).replace(os.sep, "/")
+  return path if rel.startswith("..") else rel
+
+def diagnostics(path: str, source: str) -> list[Diagnostic]:
+  """Every problem the compiler finds in `source` (the checks, then the generated code), as `python -m dslc check` reports them."""
+  from dslc.compile import compile_rules
+  try: compile_rules(path, shown_path(path), source)
+  except DslError as e: return e.diagnostics
+  return []
+
+def word_at(source: str, line: int, col: int) -> tuple[str, int, int] | None:
+  """The identifier at 0-based (line, col), with its start and end columns."""
+  lines = source.split("\n")
+  if not 0 <= line < len(lines): return None
+  for m in WORD.finditer(lines[line]):
+    if m.start() <= col <= m.end(): return m.group(), m.start(), m.end()
+  return None
+
+@dataclass
+class RuleAt:
+  rule: object    # dslc.ir.Rule
+  ruleset: str
+  first: int      # 1-based lines of the item
+  last: int
+
+def rules_by_line(path: str, source: str) -> list[RuleAt]:
+  """Each rule of the document with the lines its item spans (what parses of it, even when the file has errors)."""
+  from dslc.parse import parse_rules
+  from dslc.split import split_items
+  rf, _ = parse_rules(path, source, shown_path(path))
+  if rf is None: return []
+  # an item's text keeps the lines before it blank (so positions are the file's): its last line is its line count
+  last = {it.line: it.text.rstrip("\n").count("\n") + 1 for it in split_items(source)}
+  return [RuleAt(r, rs.name, r.span.line, max(r.span.line, last.get(r.span.line, r.span.line))) for rs in rf.rulesets for r in rs.rules]
+
+def rule_at(path: str, source: str, line: int) -> RuleAt | None:
+  """The rule whose item covers 1-based `line`."""
+  best = None
+  for r in rules_by_line(path, source):
+    if r.first <= line <= r.last and (best is None or r.first > best.first): best = r
+  return best
+
+def load_stats(path: str | None = None) -> dict:
+  from runtime.trace import rulestats_path
+  try:
+    with open(path or rulestats_path()) as f: return json.load(f)
+  except (OSError, ValueError): return {}
+
+def stats_for(stats: dict, file: str, rid: str) -> dict | None:
+  for key, e in stats.get("rules", {}).items():
+    if key.endswith(f":{rid}") and os.path.basename(e.get("file", "")) == os.path.basename(file): return e
+  return None
+
+def hover_text(path: str, source: str, line: int, col: int, stats_path: str | None = None) -> str | None:
+  """Markdown for a hover at 0-based (line, col): a rule's id, set, statistics and generated code, or a helper's signature."""
+  w = word_at(source, line, col)
+  if w is not None and (helper := _helper(path, source, w[0])) is not None:
+    fn = helper
+    try: sig = f"{fn.__name__}{inspect.signature(fn)}"
+    except (TypeError, ValueError): sig = fn.__name__
+    return f"```python\n{sig}\n```\n{inspect.getdoc(fn) or ''}".rstrip()
+  at = rule_at(path, source, line + 1)
+  if at is None: return None
+  from dslc.emit import Consts, standalone_fn
+  r = at.rule
+  parts = [f"**rule {r.id}** in ruleset `{at.ruleset}`, {r.span.file}:{r.span.line}", f"```rules\n{r.text}\n```"]
+  s = stats_for(load_stats(stats_path), r.span.file, r.id)
+  if s is None: parts.append("RULESTATS: no statistics for this rule yet (run `RULESTATS=1 python your_script.py`)")
+  else:
+    rate = f", {s['hits'] / s['attempts']:.0%} of attempts" if s.get("attempts") else ""
+    parts.append(f"RULESTATS (last run): {s.get('attempts', 0)} attempts, {s.get('hits', 0)} hits{rate}, {s.get('time_ns', 0) / 1e6:.3f} ms")
+  try: code = standalone_fn(r, Consts())
+  except Exception as e: code = f"# no code: {type(e).__name__}: {e}"
+  parts.append(f"generated code:\n```python\n{code.rstrip()}\n```")
+  return "\n\n".join(parts)
+
+def _imports(source: str) -> dict[str, str]:
+  """Imported name -> module, from the document's `from M import a, b` lines (continued lines included)."""
+  out: dict[str, str] = {}
+  for m in re.finditer(r"^from\s+([\w.]+)\s+import\s+((?:[^\n]*,[ \t]*\n)*[^\n]*)", source, re.M):
+    for name in re.split(r"[,\s]+", m.group(2)):
+      if name: out[name] = m.group(1)
+  return out
+
+def _helper(path: str, source: str, name: str):
+  module = _imports(source).get(name)
+  if module is None: return None
+  try: obj = getattr(importlib.import_module(module), name, None)
+  except Exception: return None
+  return obj if callable(obj) and not type(obj).__name__ == "Matcher" else None
+
+def definition(path: str, source: str, line: int, col: int) -> tuple[str, int, int] | None:
+  """Where the name at 0-based (line, col) is defined: (file path, 0-based line, column), or None."""
+  w = word_at(source, line, col)
+  if w is None: return None
+  name = w[0]
+  lines = source.split("\n")
+  # a `let` pattern or a rule set of this document
+  for i, text in enumerate(lines):
+    m = re.match(rf"(let|ruleset)\s+({name})\b", text)
+    if m and i != line: return os.path.abspath(path), i, m.start(2)
+  module = _imports(source).get(name)
+  if module is None: return None
+  try: mod = importlib.import_module(module)
+  except Exception: return None
+  obj = getattr(mod, name, None)
+  # a rule set imported from a generated module: its `ruleset` line in the .rules file beside it
+  if type(obj).__name__ == "Matcher" and mod.__file__ and os.path.exists(rules := mod.__file__[:-3] + ".rules"):
+    for i, text in enumerate(open(rules).read().split("\n")):
+      if (m := re.match(rf"ruleset\s+({name})\b", text)): return rules, i, m.start(1)
+  try:
+    file = inspect.getsourcefile(obj)  # type: ignore[arg-type]
+    _, first = inspect.getsourcelines(obj)  # type: ignore[arg-type]
+  except (TypeError, OSError): return None
+  return (file, max(first - 1, 0), 0) if file else None
+
+# ---- the server ----
+
+def server():
+  """A pygls LanguageServer with the features above (raises ImportError without pygls)."""
+  from lsprotocol import types as lsp
+  from pygls.lsp.server import LanguageServer
+  from pygls.uris import from_fs_path
+  ls = LanguageServer("rulegrad-rules", "0.1.0", text_document_sync_kind=lsp.TextDocumentSyncKind.Full)
+
+  def publish(uri: str) -> None:
+    doc = ls.workspace.get_text_document(uri)
+    lines = doc.source.split("\n")
+    out = []
+    for d in diagnostics(doc.path, doc.source):
+      line = max(d.line - 1, 0)
+      text = lines[line] if line < len(lines) else ""
+      w = word_at(doc.source, line, d.col - 1)
+      end = w[2] if w is not None and w[1] == d.col - 1 else min(d.col, len(text))
+      span = lsp.Range(start=lsp.Position(line=line, character=d.col - 1), end=lsp.Position(line=line, character=max(end, d.col)))
+      out.append(lsp.Diagnostic(range=span, message=d.message, source="dslc",
+                                severity=lsp.DiagnosticSeverity.Error if d.severity == "error" else lsp.DiagnosticSeverity.Warning))
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=out))
+
+  @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+  def did_open(params: lsp.DidOpenTextDocumentParams) -> None: publish(params.text_document.uri)
+
+  @ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+  def did_change(params: lsp.DidChangeTextDocumentParams) -> None: publish(params.text_document.uri)
+
+  @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+  def did_save(params: lsp.DidSaveTextDocumentParams) -> None: publish(params.text_document.uri)
+
+  @ls.feature(lsp.TEXT_DOCUMENT_HOVER)
+  def hover(params: lsp.HoverParams) -> lsp.Hover | None:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    text = hover_text(doc.path, doc.source, params.position.line, params.position.character)
+    return None if text is None else lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
+
+  @ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)
+  def goto(params: lsp.DefinitionParams) -> list[lsp.Location] | None:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    found = definition(doc.path, doc.source, params.position.line, params.position.character)
+    if found is None: return None
+    file, line, col = found
+    pos = lsp.Position(line=line, character=col)
+    return [lsp.Location(uri=from_fs_path(file) or file, range=lsp.Range(start=pos, end=pos))]
+
+  return ls
+
+def main() -> int:
+  try: ls = server()
+  except ImportError as e:
+    import sys
+    print(f"python -m dslc lsp needs pygls ({e}): pip install -e '.[tools]'", file=sys.stderr)
+    return 1
+  ls.start_io()
+  return 0
