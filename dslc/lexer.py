@@ -42,7 +42,7 @@ class RulesLexer(RegexLexer):
       (r"\.\.\.", Operator),
       # a dtype or dtype class after ':' (`x:ints|bool`, `(CAST:x.dtype y)`)
       (rf"(:)({IDENT}(?:[.|]{IDENT})*)", bygroups(Punctuation, Keyword.Type)),
-      (r"\b(if)\b", Keyword),
+      (r"\b(if|returns|per-source)\b", Keyword),
       (r"\b(and|or|not|in|is)\b", Operator.Word),
       (r"\b(True|False|None)\b", Keyword.Constant),
       (r"-?0x[0-9a-fA-F]+\b", Number.Hex),
@@ -61,7 +61,7 @@ class RulesLexer(RegexLexer):
       (r"_(?![A-Za-z0-9_])", Name.Builtin.Pseudo),
       (IDENT, Name.Variable),
       (r"==|!=|<=|>=|\*\*|//|[-+*/%<>=~!@|]", Operator),
-      (r"[()\[\],.]", Punctuation),
+      (r"[()\[\],.:]", Punctuation),
     ],
     "docstring": [
       (r'"""', String.Doc, "#pop"),
