@@ -563,3 +563,14 @@ def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     if x != y and x != 1 and y != 1: raise TensorError(f"shapes {a.shape} and {b.shape} can't broadcast together")
     out.append(y if x == 1 else x)
   return a.reshape(sa).expand(tuple(out)), b.reshape(sb).expand(tuple(out))
+
+# ---- Tensor's methods by topic: each topic module holds a mixin class whose methods are copied onto Tensor here ----
+def _mix_in(mixin: type) -> None:
+  for name, value in vars(mixin).items():
+    if name.startswith("__") and name.endswith("__"): continue
+    if any(name in vars(c) for c in Tensor.__mro__ if c is not object):
+      raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # two modules defining one method
+    setattr(Tensor, name, value)
+
+from tensor.random import RandomMixin  # noqa: E402  (the topic modules import Tensor from here)
+for _m in (RandomMixin,): _mix_in(_m)
