@@ -414,8 +414,8 @@ def movements(draw, shape):
       return np.pad(a[sl], [(max(b, 0), max(e, 0)) for b, e in pads], constant_values=np.array(value).astype(a.dtype))
     if draw(st.booleans()):  # torch style: a flat tuple, last axis first
       flat = tuple(v for b, e in reversed(pads) for v in (b, e))
-      return name, lambda t: t.pad(flat, value), np_pad
-    return name, lambda t: t.pad(tuple(pads), value), np_pad
+      return name, lambda t: t.pad(flat, value=value), np_pad
+    return name, lambda t: t.pad(tuple(pads), value=value), np_pad
   if name == "shrink":
     arg = []
     for d in shape:
