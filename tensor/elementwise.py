@@ -170,8 +170,8 @@ class ElementwiseMixin:
   # ---- two operands ----
   def copysign(self: Tensor, other: Tensor | float) -> Tensor:
     """The magnitude of self with the sign bit of other (floats; ints compute in float32), exact for zeros and nans."""
-    o = other if isinstance(other, Tensor) else self._const_like(other, least_upper_float(self.dtype))
-    a, b = self._float()._operands(o._float())
+    a, b = self._operands(other)
+    a, b = a._float(), b._float()
     u = _UINT[a.dtype.itemsize]
     sign = 1 << (8 * a.dtype.itemsize - 1)
     return ((a.bitcast(u) & (sign - 1)) | (b.bitcast(u) & sign)).bitcast(a.dtype)
@@ -212,7 +212,7 @@ class ElementwiseMixin:
     if rtol < 0 or atol < 0: raise ArgumentValueError(f"isclose tolerances must be >= 0, got rtol={rtol} atol={atol}")
     a, b = self._operands(other)
     if not dtypes.is_float(a.dtype): return a.eq(b)
-    close = a.eq(b) | ((a - b).abs() <= atol + rtol * b.abs())
+    close = a.eq(b) | (a.isfinite() & b.isfinite() & ((a - b).abs() <= atol + rtol * b.abs()))  # an inf is close only to itself
     return close | (a.isnan() & b.isnan()) if equal_nan else close
   def allclose(self: Tensor, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
     return bool(self.isclose(other, rtol, atol, equal_nan).all().item())

@@ -97,8 +97,9 @@ def check_fits(value: Any, dtype, what: str = "constant") -> None:
   ConstantOverflowError (numpy 2 does); nan or inf into an int dtype raise ArgumentValueError."""
   from runtime.dtype import dtypes
   if isinstance(value, bool) or not dtypes.is_int(dtype): return
-  if isinstance(value, float):
-    if not math.isfinite(value): raise ArgumentValueError(f"{what} {value} can't be {dtype!r}: it has no integer value")
-    value = math.trunc(value)
-  if isinstance(value, int) and not dtypes.min(dtype) <= value <= dtypes.max(dtype):
+  v = value
+  if isinstance(v, float):
+    if not math.isfinite(v): raise ArgumentValueError(f"{what} {v} can't be {dtype!r}: it has no integer value")
+    v = math.trunc(v)
+  if isinstance(v, int) and not dtypes.min(dtype) <= v <= dtypes.max(dtype):
     raise ConstantOverflowError(f"{what} {value} is out of range for {dtype!r} [{dtypes.min(dtype)}, {dtypes.max(dtype)}]")
