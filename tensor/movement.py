@@ -182,8 +182,10 @@ class MovementMixin:
     """Dim split into `sizes` (one of them may be -1)."""
     axis = axis_arg(dim, self.shape, "unflatten dim")
     sizes = tuple(as_int(s, "unflatten size") for s in sizes)
-    if sizes.count(-1) == 0 and math.prod(sizes) != self.shape[axis]:
-      raise ShapeError(f"unflatten sizes {sizes} don't multiply to {self.shape[axis]} (dim {dim} of shape {self.shape})")
+    n, known = self.shape[axis], math.prod(s for s in sizes if s != -1)
+    if sizes.count(-1) == 1 and known and n % known == 0: sizes = tuple(n // known if s == -1 else s for s in sizes)  # from the dim alone
+    if sizes.count(-1) or math.prod(sizes) != n:
+      raise ShapeError(f"unflatten sizes {sizes} don't multiply to {n} (dim {dim} of shape {self.shape})")
     return self.reshape(*self.shape[:axis], *sizes, *self.shape[axis + 1:])
 
   def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
