@@ -273,3 +273,12 @@ def test_limits():
   assert (dtypes.int32.min, dtypes.int32.max) == (-2**31, 2**31 - 1)
   assert (dtypes.uint8.min, dtypes.uint8.max, dtypes.int64.max, dtypes.bool.max) == (0, 255, 2**63 - 1, True)
   assert dtypes.float32.max == float("inf") and dtypes.float16.min == float("-inf")  # the same as dtypes.max/min
+
+def test_torch_raises_the_same_standard_exceptions():
+  """The standard exception of each class is the one torch raises in the same place."""
+  torch = pytest.importorskip("torch")
+  a, b = torch.ones(2, 3), torch.ones(4)
+  for fn, std in [(lambda: a + b, RuntimeError), (lambda: a @ a, RuntimeError), (lambda: a.reshape(4, 2), RuntimeError),
+                  (lambda: a.sum(2), IndexError), (lambda: a[5], IndexError), (lambda: a.int() & 1.5, RuntimeError),
+                  (lambda: torch.zeros(2.5), TypeError), (lambda: torch.rand(2, dtype=torch.int32), RuntimeError)]:
+    with pytest.raises(std): fn()

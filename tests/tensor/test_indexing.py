@@ -261,3 +261,27 @@ def test_masked_fill_keeps_dtype():
   out = t.masked_fill(Tensor([True, False, True], device="PYTHON"), 200)
   assert out.dtype is dtypes.uint8 and out.tolist() == [200, 2, 200]
   assert Tensor([1.0, math.nan], device="PYTHON").masked_fill(Tensor([False, True], device="PYTHON"), 0).tolist() == [1.0, 0.0]
+
+def test_against_torch():
+  """torch's own gather / scatter / scatter_reduce (every reduce, with and without self) / masked ops on the same data."""
+  torch = pytest.importorskip("torch")
+  rng = np.random.default_rng(2)
+  a = rng.integers(-9, 10, (3, 5)).astype(np.float32)
+  idx = rng.integers(0, 3, (2, 5))
+  src = rng.integers(-9, 10, (2, 5)).astype(np.float32)
+  ta, ti, ts = torch.tensor(a), torch.tensor(idx), torch.tensor(src)
+  for device in DEVICES:
+    t, i, s = Tensor(a, device=device), Tensor(idx.astype(np.int32), device=device), Tensor(src, device=device)
+    check(t.gather(0, i), torch.gather(ta, 0, ti).numpy(), dtypes.float32)
+    check(t.scatter(0, i, s, reduce="add"), ta.scatter_add(0, ti, ts).numpy(), dtypes.float32)
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+      for include_self in (True, False):
+        want = ta.scatter_reduce(0, ti, ts, reduce, include_self=include_self).numpy()
+        check(t.scatter_reduce(0, i, s, reduce, include_self=include_self), want, dtypes.float32)
+        wi = ta.int().scatter_reduce(0, ti, ts.int(), reduce, include_self=include_self).numpy()
+        check(t.int().scatter_reduce(0, i, s.int(), reduce, include_self=include_self), wi, dtypes.int32)
+    m = a > 0
+    check(t.masked_fill(Tensor(m, device=device), 7.0), ta.masked_fill(torch.tensor(m), 7.0).numpy(), dtypes.float32)
+    check(t.masked_select(Tensor(m, device=device)), ta.masked_select(torch.tensor(m)).numpy(), dtypes.float32)
+    check(Tensor(m, device=device).nonzero(), torch.tensor(m).nonzero().numpy(), dtypes.int32)
+    check(t[Tensor([2, 0], device=device), 1:4], ta[torch.tensor([2, 0]), 1:4].numpy(), dtypes.float32)

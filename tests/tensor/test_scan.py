@@ -108,3 +108,20 @@ def test_sort_long():
   assert v.tolist() == np.sort(a).tolist() and i.tolist() == np.argsort(a, kind="stable").tolist()
   tv, ti = Tensor(a, device="CPU").topk(5)
   assert tv.tolist() == sorted(a.tolist(), reverse=True)[:5]
+
+def test_against_torch():
+  torch = pytest.importorskip("torch")
+  a = np.array([[3.0, -1.0, math.nan, 2.0, 2.0, -math.inf], [0.0, 5.0, 5.0, -2.0, 1.0, 4.0]], np.float32)
+  ta = torch.tensor(a)
+  for device in DEVICES:
+    t = Tensor(a, device=device)
+    check(t.cummax(1), ta.cummax(1).values.numpy(), dtypes.float32)
+    check(t.cummin(1), ta.cummin(1).values.numpy(), dtypes.float32)
+    check(t.logcumsumexp(1), ta.logcumsumexp(1).numpy(), dtypes.float32)
+    check(t.cumprod(0), ta.cumprod(0).numpy(), dtypes.float32)
+    for descending in (False, True):
+      v, i = t.sort(1, descending=descending)
+      tv, ti = ta.sort(dim=1, descending=descending, stable=True)
+      check(v, tv.numpy(), dtypes.float32)
+      check(i, ti.numpy(), dtypes.int32)
+    check(t[1:].topk(3)[0], ta[1:].topk(3).values.numpy(), dtypes.float32)

@@ -197,3 +197,22 @@ def test_clone():
     assert a.numpy()[0] == 1.0 and c.numpy()[0] == 2.0
     b = Tensor([True, False], device=device).clone()
     assert b.dtype is dtypes.bool and b.tolist() == [True, False]
+
+def test_against_torch():
+  torch = pytest.importorskip("torch")
+  a = np.arange(24, dtype=np.float32).reshape(4, 6) - 11.5
+  ta = torch.tensor(a)
+  for device in DEVICES:
+    t = Tensor(a, device=device)
+    check(t.unfold(1, 3, 2), ta.unfold(1, 3, 2).numpy(), dtypes.float32)
+    check(t.repeat_interleave(2, 0), ta.repeat_interleave(2, 0).numpy(), dtypes.float32)
+    check(t.repeat(2, 1, 2), ta.repeat(2, 1, 2).numpy(), dtypes.float32)
+    check(t.diagonal(1), ta.diagonal(1).numpy(), dtypes.float32)
+    check(t[0].diag(-2), torch.diag(ta[0], -2).numpy(), dtypes.float32)
+    check(t.roll((1, -2), (0, 1)), ta.roll((1, -2), (0, 1)).numpy(), dtypes.float32)
+    check(t.tril(1), ta.tril(1).numpy(), dtypes.float32)
+    check(t.chunk(3, 1)[2], ta.chunk(3, 1)[2].numpy(), dtypes.float32)
+    for mode in ("reflect", "replicate", "circular"):
+      want = torch.nn.functional.pad(ta[None], (2, 1, 1, 2), mode=mode)[0].numpy()
+      check(t.pad((2, 1, 1, 2), mode=mode), want, dtypes.float32)
+    check(Tensor.linspace(-1, 1, 7, device=device), torch.linspace(-1, 1, 7).numpy(), dtypes.float32)
