@@ -18,6 +18,8 @@ import math, operator
 from typing import Any
 import numpy as np
 from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import uop
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg
 from tensor.random import iota
 from tensor.tensor import Tensor, _broadcast, broadcast_shape
@@ -25,15 +27,10 @@ from tensor.tensor import Tensor, _broadcast, broadcast_shape
 # ---- take: the one gather everything here is built on ----
 
 def take(x: Tensor, idx: Tensor) -> Tensor:
-  """x[idx] along axis 0 for an integer tensor idx of any shape S: shape S + x.shape[1:]. An entry outside [0, n) reads 0."""
-  n, rest, S = x.shape[0], x.shape[1:], idx.shape
-  if n == 0 or idx.numel() == 0 or math.prod(rest) == 0: return Tensor.zeros(*S, *rest, dtype=x.dtype, device=x.device)
-  r = math.prod(rest)
-  hit = idx.reshape(*S, 1) == iota(n, dtypes.int32, x.device)                          # S + (n,)
-  low = x._const_like(dtypes.min(x.dtype))
-  vals = hit.unsqueeze(-1).where(x.reshape(n, r), low).max(-2)                          # S + (r,): the one hit
-  inside = ((idx >= 0) & (idx < n)).unsqueeze(-1)
-  return inside.where(vals, x._const_like(False if x.dtype is dtypes.bool else 0)).reshape(*S, *rest)
+  """x[idx] along axis 0 for an integer tensor idx of any shape S: shape S + x.shape[1:]. An entry outside [0, n) reads 0.
+  A GATHER node: rangeify turns it into a load at the index's value (rules/rangeify.rules), so the cost is the output's."""
+  if x.shape[0] == 0 or idx.numel() == 0 or x.numel() == 0: return Tensor.zeros(*idx.shape, *x.shape[1:], dtype=x.dtype, device=x.device)
+  return Tensor(uop(Ops.GATHER, x.dtype, (x.uop, idx.uop)))
 
 # ---- parsing an index ----
 

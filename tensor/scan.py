@@ -36,7 +36,7 @@ def _scan(x: Tensor, axis: int, reduce: Callable[[Tensor], Tensor], combine: Cal
   return out.transpose(axis, -1) if axis != out.ndim - 1 else out
 
 def _sum_dtype(x: Tensor):
-  return x.sum().dtype if x.ndim else (dtypes.int32 if x.dtype is dtypes.bool else x.dtype)
+  return x.sum().dtype  # sum's accumulation rule: small ints and bools in int32, unsigned ones in uint32
 
 def _before(xi: Tensor, xj: Tensor, descending: bool) -> Tensor:
   """Whether xj sorts strictly before xi (nan is the largest value, as numpy and torch order it)."""
