@@ -190,8 +190,8 @@ class ElementwiseMixin:
     return (w.abs() < 0.5).where(self + w * diff, end_t - diff * (1 - w))
   def logaddexp(self: Tensor, other) -> Tensor:
     """log(exp(self) + exp(other)) without overflow: max + log1p(exp(-|self - other|))."""
-    a, b = self._float()._operands(other)
-    if not dtypes.is_float(b.dtype): b = b.cast(a.dtype)
+    a, b = self._operands(other)
+    a, b = a._float(), b._float()
     m = a.maximum(b)
     return a.eq(b).where(a + math.log(2), m + (-(a - b).abs()).exp().log1p())   # inf with inf: the formula's inf - inf
 
