@@ -3,9 +3,10 @@ masked_select and nonzero. Part of the Tensor frontend: IndexingMixin's methods 
 
 Basic indices (ints, slices with any step, None, ...) are views made of movement ops, so they fuse into their readers.
 Advanced indices (lists, numpy arrays and integer tensors on any axes, broadcast together; boolean masks) move their
-axes to the front, flatten them into one linear index and `take` rows by it (a one-hot comparison reduced over the
-indexed axis, so it stays a kernel). The result's advanced dims go where numpy puts them: in place of the indexed axes
-when those are adjacent in the index, else first.
+axes to the front, flatten them into one linear index and `take` rows by it (a GATHER node, which rangeify turns into a
+load at the index's value). The result's advanced dims go where numpy puts them: in place of the indexed axes when those
+are adjacent in the index, else first. torch's gather and scatter compare their index with each position of the axis
+(work proportional to the axis size times the index's size), as the writes of t[...] = v do.
 
 Out-of-range indices: one known on the host (a Python int, list or numpy array) raises IndexError naming it; an integer
 tensor's entries are device data, so one outside its axis (after adding the axis size to a negative one) reads 0
@@ -266,12 +267,9 @@ def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
 
 # ---- torch's gather / scatter family ----
 
-def _other_coords(index: Tensor, dim: int) -> list[Tensor]:
-  """Per dim of index, the coordinate along it (iota broadcast), the one at `dim` left out as None."""
-  out = []
-  for k, d in enumerate(index.shape):
-    out.append(None if k == dim else iota(d, dtypes.int32, index.device).reshape(*(d if j == k else 1 for j in range(index.ndim))))
-  return out
+def _coord(shape: tuple[int, ...], k: int, dtype, device: str) -> Tensor:
+  """The coordinate along dim k of a tensor of `shape`, broadcastable to it (computed in the kernel that reads it)."""
+  return iota(shape[k], dtype, device).reshape(*(d if j == k else 1 for j, d in enumerate(shape)))
 
 def _check_gather_shapes(x: Tensor, dim: int, index: Tensor, op: str, src: Tensor | None = None) -> None:
   if not isinstance(index, Tensor): raise ArgumentTypeError(f"{op} index must be a Tensor, got {type(index).__name__}")
@@ -288,17 +286,21 @@ class IndexingMixin:
   """Tensor's gather/scatter methods and masks (torch's names and semantics)."""
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j][k] = self[i][index[i][j][k]][k] for dim 1 (torch's gather); index may be smaller than self outside dim."""
+    """out[i][j][k] = self[i][index[i][j][k]][k] for dim 1 (torch's gather); index may be smaller than self outside dim.
+    One take from the flattened tensor at each element's linear position (the other coordinates counted in-kernel)."""
     axis = axis_arg(dim, self.shape, "gather dim")
     _check_gather_shapes(self, axis, index, "gather")
     if self.ndim == 0: return self
     n = self.shape[axis]
-    x = self.shrink(tuple((0, n) if k == axis else (0, i) for k, i in enumerate(index.shape)))   # index's extent outside dim
     idx = (index < 0).where(index + n, index) if not dtypes.is_unsigned(index.dtype) else index
-    hit = idx.unsqueeze(-1) == iota(n, dtypes.int32, self.device)                               # index.shape + (n,)
-    xs = x.unsqueeze(-1).transpose(axis, -1)                                                     # dim moved last
-    vals = hit.where(xs, x._const_like(dtypes.min(x.dtype))).max(-1)
-    return ((idx >= 0) & (idx < n)).where(vals, x._const_like(False if x.dtype is dtypes.bool else 0))
+    wide = dtypes.int64 if self.numel() > 2**31 - 1 or idx.dtype.itemsize == 8 else dtypes.int32
+    lin, stride = None, 1
+    for k in reversed(range(self.ndim)):
+      c = idx.cast(wide) if k == axis else _coord(index.shape, k, wide, self.device)
+      lin = c * stride if lin is None else lin + c * stride
+      stride *= self.shape[k]
+    assert lin is not None
+    return take(self.reshape(-1), ((idx >= 0) & (idx < n)).where(lin, -1))
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
     """A copy of self with src written at index along dim (torch's scatter; reduce "add" or "multiply" combines with

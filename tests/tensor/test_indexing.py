@@ -296,6 +296,12 @@ def test_take_is_a_load():
   out = x[idx].realize()
   assert GlobalCounters.global_mem - before < 1000
   assert out.tolist() == [[i * 8 + k for k in range(8)] for i in (19999, 0, 12345, 7)]
+  # torch's gather too: one logit per row of a 4 x 20,000 table
+  logits = x.reshape(4, 40000)
+  labels = Tensor([[39999], [0], [123], [7]], device="CPU").realize()
+  before = GlobalCounters.global_mem
+  picked = logits.gather(1, labels).realize()
+  assert GlobalCounters.global_mem - before < 1000 and picked.tolist() == [[39999], [40000], [80123], [120007]]
 
 def test_take_edges():
   for device in DEVICES:
