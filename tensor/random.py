@@ -166,20 +166,21 @@ class RandomMixin:
     z = Tensor.randn(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32)
     return Tensor((z * std + mean).cast(dt).uop, **kwargs)
 
-  def rand_like(self, **kwargs) -> Tensor:
-    dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)  # type: ignore[attr-defined]
-    return Tensor.rand(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)  # type: ignore[attr-defined]
+  def rand_like(self: Tensor, **kwargs) -> Tensor:
+    dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
+    return Tensor.rand(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
 
-  def randn_like(self, **kwargs) -> Tensor:
-    dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)  # type: ignore[attr-defined]
-    return Tensor.randn(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)  # type: ignore[attr-defined]
+  def randn_like(self: Tensor, **kwargs) -> Tensor:
+    dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
+    return Tensor.randn(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
 
   # ---- initializers (tinygrad's definitions; fan_in is the product of the dims after the first) ----
   @staticmethod
   def scaled_uniform(*shape, **kwargs) -> Tensor:
     """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
     shape = shape_arg(shape)
-    return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(max(math.prod(shape), 1) ** -0.5)
+    scale = max(math.prod(shape), 1) ** -0.5
+    return Tensor.uniform(*shape, low=-scale, high=scale, **kwargs)
 
   @staticmethod
   def glorot_uniform(*shape, **kwargs) -> Tensor:
@@ -202,11 +203,11 @@ class RandomMixin:
     std = math.sqrt(2.0 / (1 + _finite(a, "a") ** 2)) / math.sqrt(max(_fan_in(shape, "kaiming_normal"), 1))
     return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
 
-  def dropout(self, p: float = 0.5) -> Tensor:
+  def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training), zero each element with probability p and scale the rest by 1/(1-p); else self."""
     p = _finite(p, "dropout p")
     if not 0 <= p <= 1: raise ArgumentValueError(f"dropout p must be in [0, 1], got {p}")
-    if not Tensor.training or p == 0: return self  # type: ignore[return-value]
-    if p == 1: return self.zeros_like()  # type: ignore[attr-defined]
-    keep = Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p  # type: ignore[attr-defined]
+    if not Tensor.training or p == 0: return self
+    if p == 1: return self.zeros_like()
+    keep = Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p
     return keep.where(self, 0) * (1 / (1 - p))
