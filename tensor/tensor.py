@@ -649,8 +649,9 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 def _mix_in(mixin: type) -> None:
   for name, value in vars(mixin).items():
     if name.startswith("__") and name.endswith("__"): continue
-    if any(name in vars(c) for c in Tensor.__mro__ if c is not object):
-      raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # two modules defining one method
+    if name in vars(Tensor): raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # defined twice
+    # a base class of Tensor (the nn-functional mixin) owns what it defines, e.g. gelu(approximate=): it is not shadowed
+    if any(name in vars(c) for c in Tensor.__mro__[1:] if c is not object): continue
     setattr(Tensor, name, value)
 
 # the topic modules import Tensor from here, so they come after it  # noqa: E402

@@ -282,3 +282,10 @@ def test_torch_raises_the_same_standard_exceptions():
                   (lambda: a.sum(2), IndexError), (lambda: a[5], IndexError), (lambda: a.int() & 1.5, RuntimeError),
                   (lambda: torch.zeros(2.5), TypeError), (lambda: torch.rand(2, dtype=torch.int32), RuntimeError)]:
     with pytest.raises(std): fn()
+
+def test_topic_modules_define_each_method_once():
+  """The topic mixins are copied onto Tensor at import: one defining a name Tensor already has is refused."""
+  from tensor.tensor import _mix_in
+  class Clash:
+    def reshape(self): pass
+  with pytest.raises(TypeError, match="Clash.reshape"): _mix_in(Clash)
