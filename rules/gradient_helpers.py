@@ -50,4 +50,27 @@ def prod_gradient(ctx: UOp, u: UOp) -> tuple:
   d = zeros.eq(full_like(x, 0)).where(others / x, one_zero.where(others, full_like(x, 0)))
   return (d * back(ctx),)
 
-__all__ = ["device_of", "full_like", "expanded_axes", "inverse_permutation", "unpad", "unshrink", "is_max", "prod_gradient"]
+def _iota(n: int, dtype, device: UOp) -> UOp:
+  """[0, 1, ..., n-1] as a tensor-graph node of movement ops on constants (tensor/random.iota's construction)."""
+  k = max(1, (n - 1).bit_length())
+  out = None
+  for b in range(k):
+    step = uop(Ops.PAD, dtype, (uop(Ops.RESHAPE, dtype, (uop(Ops.CONST, dtype, (device,), 2**b),), (1,)),), ((1, 0),))
+    step = uop(Ops.EXPAND, dtype, (uop(Ops.RESHAPE, dtype, (step,), (1,) * (k - 1 - b) + (2,) + (1,) * b),), (2,) * k)
+    out = step if out is None else uop(Ops.ADD, dtype, (out, step))
+  return uop(Ops.SHRINK, dtype, (uop(Ops.RESHAPE, dtype, (out,), (2**k,)),), ((0, n),))
+
+def gather_gradient(g: UOp, x: UOp, idx: UOp) -> UOp:
+  """The gradient of GATHER(x, idx) with respect to x: g's rows added into the rows of x that idx picked."""
+  S, n, R = idx.shape, x.shape[0], x.shape[1:]
+  k, dt = len(S), idx.dtype
+  rows = uop(Ops.EXPAND, dt, (uop(Ops.RESHAPE, dt, (_iota(n, dt, device_of(x)),), (1,) * k + (n,)),), S + (n,))
+  hit = uop(Ops.CMPEQ, dtypes.bool, (uop(Ops.EXPAND, dt, (uop(Ops.RESHAPE, dt, (idx,), S + (1,)),), S + (n,)), rows))
+  full = S + (n,) + R
+  hit = uop(Ops.EXPAND, dtypes.bool, (uop(Ops.RESHAPE, dtypes.bool, (hit,), S + (n,) + (1,) * len(R)),), full)
+  spread = uop(Ops.EXPAND, g.dtype, (uop(Ops.RESHAPE, g.dtype, (g,), S + (1,) + R),), full)
+  picked = uop(Ops.WHERE, g.dtype, (hit, spread, full_like(spread, 0)))                            # S + (n,) + R
+  summed = uop(Ops.REDUCE_AXIS, g.dtype, (picked,), (Ops.ADD, tuple(range(k)))) if k else picked
+  return uop(Ops.RESHAPE, g.dtype, (summed,), (n,) + R)
+
+__all__ = ["device_of", "full_like", "expanded_axes", "inverse_permutation", "unpad", "unshrink", "is_max", "prod_gradient", "gather_gradient"]

@@ -116,6 +116,18 @@ def at_pad(a: UOp) -> UOp:
   if inside.op is Ops.CONST: return value
   return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
 
+def at_gather(a: UOp) -> UOp:
+  """GATHER(x, idx) at (s..., r...) is x at (idx[s...], r...) where 0 <= idx[s...] < len(x) (tested in idx's own type, so a
+  wide index can't wrap into range), else zero, as padding is."""
+  g = a.src[0]
+  x, idx, valid, pos = g.src[0], g.src[1], a.src[1], a.src[2:]
+  k, dt = len(idx.shape), idx.dtype.base  # a parameter's dtype is its pointer's
+  j = uop(Ops.AT, dt, (idx, valid, *pos[:k]))
+  def c(v): return uop(Ops.CONST, dt, (), v)
+  inside = _and(_not(_lt(j, c(0))), _lt(j, c(x.shape[0])))
+  value = _at(x, _and(valid, inside), [uop(Ops.CAST, IDX, (j,)), *pos[k:]])
+  return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
+
 def is_plus_zero(v) -> bool:
   """v is the zero a guarded load reads (0, False or +0.0; not -0.0, whose sign a select would keep)."""
   return v == 0 and not (isinstance(v, float) and math.copysign(1.0, v) < 0)

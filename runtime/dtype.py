@@ -18,6 +18,11 @@ class DType:
 
   @property
   def base(self) -> DType: return self
+  # the range of values, as `dtypes.int32.max`: dtypes.min/max of the scalar type (-inf/inf for floats)
+  @property
+  def min(self): return _limits[self.scalar][0]
+  @property
+  def max(self): return _limits[self.scalar][1]
 
   def vec(self, count: int) -> DType:
     """The vector of `count` lanes of this scalar type; vec(1) is the scalar itself."""

@@ -323,6 +323,7 @@ def _shape_of(u: UOp):
   if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, u.arg))
   if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else d for i, d in enumerate(s))
+  if op is Ops.GATHER: return None if u.src[1]._shape is None else u.src[1]._shape + s[1:]
   if op in GroupOp.ALU: return s
   return None
 

@@ -1,78 +1,380 @@
-"""Basic indexing: t[1], t[1:3], t[::2], t[::-1], t[None], t[..., 0], built from movement ops (shrink, flip, pad,
-reshape), so an index is a view and fuses into whatever reads it. Tensor (fancy) indexing: t[idx_tensor] along one axis.
+"""Indexing with numpy's rules: t[...] and t[...] = v, plus gather, scatter, scatter_reduce (torch's), masked_fill,
+masked_select and nonzero. Part of the Tensor frontend: IndexingMixin's methods join Tensor in tensor/tensor.py.
+
+Basic indices (ints, slices with any step, None, ...) are views made of movement ops, so they fuse into their readers.
+Advanced indices (lists, numpy arrays and integer tensors on any axes, broadcast together; boolean masks) move their
+axes to the front, flatten them into one linear index and `take` rows by it (a GATHER node, which rangeify turns into a
+load at the index's value). The result's advanced dims go where numpy puts them: in place of the indexed axes when those
+are adjacent in the index, else first. torch's gather and scatter compare their index with each position of the axis
+(work proportional to the axis size times the index's size), as the writes of t[...] = v do.
+
+Out-of-range indices: one known on the host (a Python int, list or numpy array) raises IndexError naming it; an integer
+tensor's entries are device data, so one outside its axis (after adding the axis size to a negative one) reads 0
+(False) and writes nothing. A boolean mask, masked_select and nonzero read their mask on the host: their result's size
+depends on it. t[...] = v writes into t's buffer (an assign) when t is realized, else t takes the new value; of
+several writes to one element by an advanced index, the last one wins (as numpy).
 """
 from __future__ import annotations
-import math
+import math, operator
 from typing import Any
-from tensor.tensor import Tensor, TensorError
+import numpy as np
+from runtime.dtype import dtypes
+from runtime.ops import Ops
+from runtime.uop import uop
+from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg
+from tensor.random import iota
+from tensor.tensor import Tensor, _broadcast, broadcast_shape
 
-def _normalize(idx: Any, ndim: int) -> list:
-  items = list(idx) if isinstance(idx, tuple) else [idx]
-  n_ell = sum(1 for i in items if i is Ellipsis)
-  if n_ell > 1: raise TensorError("an index can have only one '...'")
-  used = sum(1 for i in items if i is not None and i is not Ellipsis)
-  if used > ndim: raise TensorError(f"too many indices ({used}) for a tensor of {ndim} dimensions")
-  if n_ell: k = items.index(Ellipsis); items[k:k + 1] = [slice(None)] * (ndim - used)
-  else: items += [slice(None)] * (ndim - used)
-  return items
+# ---- take: the one gather everything here is built on ----
 
-def _step(t: Tensor, axis: int, step: int) -> Tensor:
-  """Every step-th element along axis (step > 0): pad to a multiple of step, split the axis, keep the first of each group."""
-  n = t.shape[axis]
-  if step == 1 or n == 0: return t
-  m = math.ceil(n / step)
-  t = t.pad([(0, 0)] * axis + [(0, m * step - n)] + [(0, 0)] * (t.ndim - axis - 1))
-  t = t.reshape(t.shape[:axis] + (m, step) + t.shape[axis + 1:])
-  t = t.shrink([None] * (axis + 1) + [(0, 1)] + [None] * (t.ndim - axis - 2))
-  return t.reshape(t.shape[:axis + 1] + t.shape[axis + 2:])
+def take(x: Tensor, idx: Tensor) -> Tensor:
+  """x[idx] along axis 0 for an integer tensor idx of any shape S: shape S + x.shape[1:]. An entry outside [0, n) reads 0.
+  A GATHER node: rangeify turns it into a load at the index's value (rules/rangeify.rules), so the cost is the output's."""
+  if x.shape[0] == 0 or idx.numel() == 0 or x.numel() == 0: return Tensor.zeros(*idx.shape, *x.shape[1:], dtype=x.dtype, device=x.device)
+  return Tensor(uop(Ops.GATHER, x.dtype, (x.uop, idx.uop)))
 
-def getitem(t: Tensor, idx: Any) -> Tensor:
-  if isinstance(idx, Tensor) or (isinstance(idx, tuple) and any(isinstance(i, Tensor) for i in idx)): return _tensor_index(t, idx)
-  items = _normalize(idx, t.ndim)
-  out, axis = t, 0
-  squeeze: list[int] = []
-  new_axes: list[int] = []
-  for it in items:
-    if it is None:
-      new_axes.append(axis)
-      out = out.unsqueeze(axis)
+# ---- parsing an index ----
+
+def _host_index(it: Any) -> np.ndarray:
+  arr = np.asarray(it)
+  if arr.dtype.kind == "b": return arr
+  if arr.size == 0: return arr.astype(np.int64)
+  if arr.dtype.kind not in "iu": raise ArgumentTypeError(f"index arrays must hold integers or bools, got {arr.dtype} in {it!r}")
+  return arr
+
+def _is_mask(i: Any) -> bool:
+  return (isinstance(i, np.ndarray) and i.dtype == np.bool_) or (isinstance(i, Tensor) and i.dtype is dtypes.bool)
+
+class _Parsed:
+  """An index split into its basic part (per axis of t: (start, step, count), or an int) and its advanced part
+  (axes of the basic view with their integer index tensors)."""
+  def __init__(self, t: Tensor, idx: Any):
+    items = list(idx) if isinstance(idx, tuple) else [idx]
+    conv: list[Any] = []
+    for it in items:
+      if it is None or it is Ellipsis or isinstance(it, slice) or isinstance(it, Tensor): conv.append(it)
+      elif isinstance(it, (bool, np.bool_)): raise ArgumentTypeError(f"a bool index ({it!r}) is not supported: use a boolean tensor mask")
+      elif isinstance(it, (list, tuple, np.ndarray)): conv.append(_host_index(it))
+      elif hasattr(it, "__index__"): conv.append(operator.index(it))
+      else: raise ArgumentTypeError(f"unsupported index {it!r} ({type(it).__name__}): use ints, slices, None, ..., lists, arrays or Tensors")
+    if sum(1 for i in conv if i is Ellipsis) > 1: raise TensorIndexError("an index can have only one '...'")
+    for i in conv:
+      if _is_mask(i) and i.ndim == 0: raise ArgumentTypeError("a 0-d boolean index is not supported: use a mask with the indexed dims")
+    n_used = sum(0 if i is None or i is Ellipsis else i.ndim if _is_mask(i) else 1 for i in conv)
+    if n_used > t.ndim: raise TensorIndexError(f"too many indices ({n_used}) for a tensor of {t.ndim} dimensions (shape {t.shape})")
+    fill = [slice(None)] * (t.ndim - n_used)
+    ell = [j for j, i in enumerate(conv) if i is Ellipsis]
+    if ell: conv[ell[0]:ell[0] + 1] = fill
+    else: conv += fill
+    # boolean masks become the integer arrays of their True positions (read on the host): one per mask dim
+    expanded: list[Any] = []
+    axis = 0
+    for it in conv:
+      if _is_mask(it):
+        mask = it.numpy() if isinstance(it, Tensor) else it
+        want = t.shape[axis:axis + mask.ndim]
+        if mask.shape != want:
+          raise TensorIndexError(f"boolean index of shape {mask.shape} does not match the indexed dims {want} of shape {t.shape}")
+        expanded.extend(np.nonzero(mask))
+        axis += mask.ndim
+      else:
+        expanded.append(it)
+        if it is not None: axis += 1
+    self.t, self.items = t, expanded
+    self.has_adv = any(isinstance(i, (np.ndarray, Tensor)) for i in expanded)
+
+  def basic_view(self) -> tuple[Tensor, list[tuple[int, int, Tensor]], list]:
+    """The view of t made by the basic items (advanced axes kept whole), the advanced items as (position in the index,
+    axis of the view, index tensor wrapped into range), and per axis of t its (start, step, count) or an int."""
+    t = self.t
+    out, axis, squeeze = t, 0, []
+    adv: list[tuple[int, int, Tensor]] = []
+    placement: list = []
+    for pos, it in enumerate(self.items):
+      if it is None:
+        out = out.unsqueeze(axis)
+        axis += 1
+        continue
+      n = out.shape[axis]
+      taxis = len(placement)
+      if isinstance(it, slice):
+        start, stop, step = _slice_args(it, n, t.shape, taxis)
+        count = max(0, math.ceil((stop - start) / step))
+        out = _apply_slice(out, axis, start, step, count)
+        placement.append((start, step, count))
+      elif isinstance(it, int) and not self.has_adv:
+        if not -n <= it < n: raise TensorIndexError(f"index {it} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+        i = it % n
+        out = out.shrink(tuple((i, i + 1) if k == axis else (0, d) for k, d in enumerate(out.shape)))
+        squeeze.append(axis)
+        placement.append(i)
+      else:
+        adv.append((pos, axis, _index_tensor(it, n, taxis, t)))
+        placement.append((0, 1, n))
       axis += 1
-      continue
-    n = out.shape[axis]
-    if isinstance(it, bool) or not isinstance(it, (int, slice)) and not hasattr(it, "__index__"):
-      raise TensorError(f"unsupported index {it!r}: use ints, slices, None, ... or a Tensor")
-    if not isinstance(it, slice):
-      i = int(it)
-      if not -n <= i < n: raise TensorError(f"index {i} is out of range for axis {axis} of size {n} (shape {t.shape})")
-      i %= n
-      out = out.shrink([None] * axis + [(i, i + 1)] + [None] * (out.ndim - axis - 1))
-      squeeze.append(axis)
-      axis += 1
-      continue
-    if it.step == 0: raise TensorError(f"slice step cannot be zero (axis {axis} of shape {t.shape})")
-    start, stop, step = it.indices(n)
-    if step > 0:
-      stop = max(stop, start)
-      out = out.shrink([None] * axis + [(start, stop)] + [None] * (out.ndim - axis - 1))
-      out = _step(out, axis, step)
-    else:
-      # a negative step: take [stop+1, start] reversed, then every |step|-th
-      lo, hi = stop + 1, start + 1
-      hi = max(hi, lo)
-      out = out.shrink([None] * axis + [(lo, hi)] + [None] * (out.ndim - axis - 1)).flip(axis)
-      out = _step(out, axis, -step)
-    axis += 1
-  if squeeze: out = out.reshape(tuple(d for i, d in enumerate(out.shape) if i not in squeeze))
+    if squeeze: out = out.reshape(tuple(d for k, d in enumerate(out.shape) if k not in squeeze))
+    return out, adv, placement
+
+def _slice_args(it: slice, n: int, shape, taxis: int) -> tuple[int, int, int]:
+  for name, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):
+    if v is not None and (isinstance(v, bool) or not hasattr(v, "__index__")):
+      raise ArgumentTypeError(f"slice {name} must be an integer or None, got {v!r}")
+  if it.step is not None and operator.index(it.step) == 0: raise ArgumentValueError(f"slice step cannot be zero (axis {taxis} of shape {shape})")
+  return slice(*(None if v is None else operator.index(v) for v in (it.start, it.stop, it.step))).indices(n)
+
+def _apply_slice(x: Tensor, axis: int, start: int, step: int, count: int) -> Tensor:
+  """Elements start, start + step, ... (count of them) along axis: a shrink, a flip for a negative step, and for |step| > 1
+  a pad to a multiple of the step, a split of the axis and a shrink to the first of each group."""
+  def along(pair): return tuple(pair if k == axis else (0, d) for k, d in enumerate(x.shape))
+  if count == 0: return x.shrink(along((0, 0)))
+  lo, hi = (start, start + (count - 1) * step + 1) if step > 0 else (start + (count - 1) * step, start + 1)
+  x = x.shrink(along((lo, hi)))
+  if step < 0: x = x.flip(axis)
+  s = abs(step)
+  if s == 1: return x
+  x = x.pad(tuple((0, count * s - x.shape[axis]) if k == axis else (0, 0) for k in range(x.ndim)))
+  x = x.reshape(*x.shape[:axis], count, s, *x.shape[axis + 1:])
+  x = x.shrink(tuple((0, 1) if k == axis + 1 else (0, d) for k, d in enumerate(x.shape)))
+  return x.reshape(*x.shape[:axis + 1], *x.shape[axis + 2:])
+
+def _index_tensor(it: Any, n: int, taxis: int, t: Tensor) -> Tensor:
+  """An advanced index as an integer tensor on t's device, negative entries wrapped. A host index is checked here."""
+  if isinstance(it, Tensor):
+    if not dtypes.is_int(it.dtype): raise DTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
+    if it.device != t.device: it = it.to(t.device)
+    return it if dtypes.is_unsigned(it.dtype) else (it < 0).where(it + n, it)
+  arr = np.asarray(it)
+  if arr.size:
+    bad = arr[(arr < -n) | (arr >= n)]
+    if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+  arr = np.where(arr < 0, arr + n, arr)
+  return Tensor(arr.astype(np.int32 if n <= 2**31 else np.int64), t.device)
+
+def _linear(adv: list[tuple[int, int, Tensor]], sizes: list[int]) -> Tensor:
+  """The advanced indices (broadcast together) as one index into their axes flattened: -1 where any is out of range."""
+  shape = broadcast_shape(*(i.shape for _, _, i in adv))
+  wide = dtypes.int64 if math.prod(sizes) > 2**31 - 1 or any(i.dtype in (dtypes.int64, dtypes.uint64, dtypes.uint32) for _, _, i in adv) \
+    else dtypes.int32
+  lin: Tensor | None = None
+  valid: Tensor | None = None
+  stride = 1
+  for (_, _, i), n in reversed(list(zip(adv, sizes))):
+    i = i.cast(wide).reshape((1,) * (len(shape) - i.ndim) + i.shape).expand(shape)
+    ok = (i >= 0) & (i < n)
+    valid = ok if valid is None else valid & ok
+    lin = i * stride if lin is None else lin + i * stride
+    stride *= n
+  assert lin is not None and valid is not None
+  return valid.where(lin, -1)
+
+def _adjacent(adv) -> bool: return [p for p, _, _ in adv] == list(range(adv[0][0], adv[0][0] + len(adv)))
+
+def _gather_advanced(view: Tensor, adv) -> Tensor:
+  axes = [a for _, a, _ in adv]
+  rest = [a for a in range(view.ndim) if a not in axes]
+  sizes = [view.shape[a] for a in axes]
+  x = view.permute(*axes, *rest).reshape(math.prod(sizes), *(view.shape[a] for a in rest))
+  lin = _linear(adv, sizes)
+  out = take(x, lin)                                                           # B + rest
+  if _adjacent(adv):
+    k = sum(1 for a in rest if a < axes[0])                                     # view dims before the indexed ones
+    b = lin.ndim
+    order = list(range(b, b + k)) + list(range(b)) + list(range(b + k, out.ndim))
+    out = out.permute(order)
   return out
 
-def _tensor_index(t: Tensor, idx: Any) -> Tensor:
-  """t[ix] for an integer tensor ix (along axis 0): a one-hot comparison summed over the axis, so it stays a kernel."""
-  if isinstance(idx, tuple):
-    if len(idx) != 1: raise TensorError("tensor indexing supports one index tensor, on the first axis")
-    idx = idx[0]
-  n = t.shape[0]
-  ix = (idx < 0).where(idx + n, idx)
-  onehot = ix.reshape(*ix.shape, 1) == Tensor.arange(n, device=t.device)        # (..., n)
-  vals = t.reshape(n, -1)                                                       # (n, m)
-  picked = onehot.unsqueeze(-1).where(vals, 0).sum(ix.ndim).cast(t.dtype)       # (..., m)
-  return picked.reshape(*ix.shape, *t.shape[1:])
+def getitem(t: Tensor, idx: Any) -> Tensor:
+  p = _Parsed(t, idx)
+  view, adv, _ = p.basic_view()
+  return _gather_advanced(view, adv) if adv else view
+
+# ---- t[...] = v ----
+
+def _spread(x: Tensor, axis: int, start: int, step: int, n: int) -> Tensor:
+  """The inverse of _apply_slice: x's elements along axis placed at start, start + step, ... of an axis of size n
+  (the other places padded: zeros, or False for a mask)."""
+  count = x.shape[axis]
+  if step < 0: x, start, step = x.flip(axis), start + (count - 1) * step, -step
+  if step > 1:
+    x = x.unsqueeze(axis + 1).pad(tuple((0, step - 1) if k == axis + 1 else (0, 0) for k in range(x.ndim + 1)))
+    x = x.reshape(*x.shape[:axis], count * step, *x.shape[axis + 2:])
+    x = x.shrink(tuple((0, (count - 1) * step + 1) if k == axis else (0, d) for k, d in enumerate(x.shape)))
+  span = x.shape[axis]
+  return x.pad(tuple((start, n - start - span) if k == axis else (0, 0) for k in range(x.ndim)))
+
+def _place(t: Tensor, placement: list, x: Tensor) -> tuple[Tensor, Tensor]:
+  """x (shaped like the basic view without its None dims, int axes removed) placed into t's shape: (values, mask)."""
+  mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=t.device)
+  keep = tuple(1 if isinstance(p, int) else p[2] for p in placement)
+  x, mask = x.reshape(keep), mask.reshape(keep)
+  for axis, p in enumerate(placement):
+    start, step = (p, 1) if isinstance(p, int) else p[:2]
+    x, mask = _spread(x, axis, start, step, t.shape[axis]), _spread(mask, axis, start, step, t.shape[axis])
+  return x, mask
+
+def setitem(t: Tensor, idx: Any, value: Any) -> None:
+  if isinstance(value, Tensor): v = value.cast(t.dtype).to(t.device)
+  elif isinstance(value, (bool, int, float, np.generic)): v = Tensor(value, t.device, t.dtype)
+  else: v = Tensor(np.asarray(value), t.device).cast(t.dtype)
+  mask_only = isinstance(idx, Tensor) and idx.dtype is dtypes.bool and idx.shape == t.shape[:idx.ndim] and v.numel() == 1
+  if mask_only:  # t[mask] = scalar: a select, no host read of the mask
+    new = idx.reshape(*idx.shape, *(1,) * (t.ndim - idx.ndim)).where(v.reshape(()), t)
+  else: new = _set(t, idx, v)
+  if new is None: return
+  if t.is_realized(): t.assign(new)
+  else: t.uop = new.uop
+
+def _set(t: Tensor, idx: Any, v: Tensor) -> Tensor | None:
+  p = _Parsed(t, idx)
+  view, adv, placement = p.basic_view()
+  target = _gather_advanced(view, adv) if adv else view
+  try: v = _broadcast(v, target)[0] if v.shape != target.shape else v
+  except ShapeError: raise ShapeError(f"can't set a value of shape {v.shape} into t[...] of shape {target.shape}") from None
+  if v.shape != target.shape: raise ShapeError(f"can't set a value of shape {v.shape} into t[...] of shape {target.shape}")
+  if v.numel() == 0: return None
+  new_view = _scatter_advanced(view, adv, v) if adv else v                       # view.shape
+  nones = [k for k, it in enumerate(_view_items(p)) if it is None]
+  vals, mask = _place(t, placement, new_view.reshape(tuple(d for k, d in enumerate(view.shape) if k not in nones)))
+  return mask.where(vals, t)
+
+def _view_items(p: _Parsed) -> list:
+  """The items that made each dim of the basic view (ints that were squeezed away are skipped)."""
+  return [it for it in p.items if not (isinstance(it, int) and not p.has_adv)]
+
+def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
+  """The basic view with v written at the advanced indices (last write wins)."""
+  axes = [a for _, a, _ in adv]
+  rest = [a for a in range(view.ndim) if a not in axes]
+  sizes = [view.shape[a] for a in axes]
+  n = math.prod(sizes)
+  x = view.permute(*axes, *rest).reshape(n, *(view.shape[a] for a in rest))
+  lin = _linear(adv, sizes)
+  b = lin.ndim
+  if _adjacent(adv):  # v has the advanced dims where getitem put them: move them to the front
+    k = sum(1 for a in rest if a < axes[0])
+    v = v.permute(list(range(k, k + b)) + list(range(k)) + list(range(k + b, v.ndim)))
+  m = lin.numel()
+  lin, v = lin.reshape(m), v.reshape(m, *x.shape[1:])
+  pos = iota(m, dtypes.int32, view.device)
+  hit = lin.reshape(1, m) == iota(n, dtypes.int32, view.device).reshape(n, 1)      # (n, m)
+  last = hit.where(pos.reshape(1, m), -1).max(-1)                                   # (n,): the last write to each row
+  new = take(v, last)
+  written = (last >= 0).reshape(n, *(1,) * (x.ndim - 1))
+  out = written.where(new, x)
+  inv = [0] * view.ndim
+  for k, a in enumerate(axes + rest): inv[a] = k
+  return out.reshape(*sizes, *(view.shape[a] for a in rest)).permute(inv)
+
+# ---- torch's gather / scatter family ----
+
+def _coord(shape: tuple[int, ...], k: int, dtype, device: str) -> Tensor:
+  """The coordinate along dim k of a tensor of `shape`, broadcastable to it (computed in the kernel that reads it)."""
+  return iota(shape[k], dtype, device).reshape(*(d if j == k else 1 for j, d in enumerate(shape)))
+
+def _check_gather_shapes(x: Tensor, dim: int, index: Tensor, op: str, src: Tensor | None = None) -> None:
+  if not isinstance(index, Tensor): raise ArgumentTypeError(f"{op} index must be a Tensor, got {type(index).__name__}")
+  if not dtypes.is_int(index.dtype): raise DTypeError(f"{op} index must be an integer tensor, got {index.dtype!r}")
+  if index.ndim != x.ndim: raise ShapeError(f"{op} index of shape {index.shape} must have the {x.ndim} dims of {x.shape}")
+  if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != dim):
+    raise ShapeError(f"{op} index of shape {index.shape} is larger than {x.shape} outside dim {dim}")
+  if src is not None and (src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape))):
+    raise ShapeError(f"{op} index of shape {index.shape} is larger than src of shape {src.shape}")
+
+_REDUCE = {"sum": "sum", "add": "sum", "prod": "prod", "multiply": "prod", "mean": "mean", "amax": "amax", "amin": "amin"}
+
+class IndexingMixin:
+  """Tensor's gather/scatter methods and masks (torch's names and semantics)."""
+
+  def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = self[i][index[i][j][k]][k] for dim 1 (torch's gather); index may be smaller than self outside dim.
+    One take from the flattened tensor at each element's linear position (the other coordinates counted in-kernel)."""
+    axis = axis_arg(dim, self.shape, "gather dim")
+    _check_gather_shapes(self, axis, index, "gather")
+    if self.ndim == 0: return self
+    n = self.shape[axis]
+    idx = (index < 0).where(index + n, index) if not dtypes.is_unsigned(index.dtype) else index
+    wide = dtypes.int64 if self.numel() > 2**31 - 1 or idx.dtype.itemsize == 8 else dtypes.int32
+    lin, stride = None, 1
+    for k in reversed(range(self.ndim)):
+      c = idx.cast(wide) if k == axis else _coord(index.shape, k, wide, self.device)
+      lin = c * stride if lin is None else lin + c * stride
+      stride *= self.shape[k]
+    assert lin is not None
+    return take(self.reshape(-1), ((idx >= 0) & (idx < n)).where(lin, -1))
+
+  def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
+    """A copy of self with src written at index along dim (torch's scatter; reduce "add" or "multiply" combines with
+    the old value instead). Of several writes to one place without reduce, the last one wins."""
+    if reduce is not None:
+      if reduce not in ("add", "multiply"): raise ArgumentValueError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+      return self.scatter_reduce(dim, index, src, _REDUCE[reduce], include_self=True)
+    return _scatter(self, dim, index, src, None, True)
+
+  def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str, include_self: bool = True) -> Tensor:
+    """self with the src values at each index combined by reduce: "sum", "prod", "mean", "amax" or "amin" (torch's),
+    with self's own value included or not."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ArgumentValueError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    return _scatter(self, dim, index, src, reduce, include_self)
+
+  def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """value where mask is True (mask broadcasts to self); value takes self's dtype."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool: raise DTypeError("masked_fill mask must be a bool Tensor")
+    v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
+    if v.numel() != 1: raise ShapeError(f"masked_fill value must have one element, got shape {v.shape}")
+    out = mask.where(v.reshape(()), self)
+    if out.shape != self.shape: raise ShapeError(f"masked_fill mask of shape {mask.shape} does not broadcast to {self.shape}")
+    return out
+
+  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
+    """The elements where mask (broadcast with self) is True, as a 1-D tensor. Reads both on the host."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool: raise DTypeError("masked_select mask must be a bool Tensor")
+    x, m = _broadcast(self, mask)
+    return Tensor(x.numpy()[m.numpy()], self.device, self.dtype)
+
+  def nonzero(self: Tensor, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """The indices of the nonzero elements, (count, ndim) (or a tuple of ndim 1-D tensors). Reads self on the host."""
+    if self.ndim == 0: raise ShapeError("nonzero of a 0-d tensor: reshape it to 1-D first")
+    where = np.nonzero(self.numpy().astype(bool))
+    dt = dtypes.int32 if max(self.shape) <= 2**31 else dtypes.int64
+    if as_tuple: return tuple(Tensor(w.astype(np.int64), self.device, dt) for w in where)
+    return Tensor(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim), self.device, dt)
+
+def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, include_self: bool) -> Tensor:
+  axis = axis_arg(dim, x.shape, "scatter dim")
+  s = src.cast(x.dtype) if isinstance(src, Tensor) else Tensor(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
+  _check_gather_shapes(x, axis, index, "scatter", s)
+  if x.ndim == 0 or index.numel() == 0: return x
+  n = x.shape[axis]
+  s = s.shrink(tuple((0, i) for i in index.shape))
+  # move dim last: contributions land on x's (..., n) from index's (..., k)
+  xm, im, sm = (a.transpose(axis, -1) for a in (x, index, s))
+  im = (im < 0).where(im + n, im) if not dtypes.is_unsigned(im.dtype) else im
+  hit = im.unsqueeze(-1) == iota(n, dtypes.int32, x.device)                       # (..., k, n)
+  lead = im.shape[:-1]
+  k = im.shape[-1]
+  if reduce is None:
+    pos = iota(k, dtypes.int32, x.device).reshape(k, 1)
+    last = hit.where(pos, -1).max(-2)                                             # (..., n): the last write, or -1
+    val = (last.unsqueeze(-2) == pos).where(sm.unsqueeze(-1), sm._const_like(dtypes.min(sm.dtype))).max(-2)
+    got = last >= 0
+  else:
+    ident = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(x.dtype), "amin": dtypes.max(x.dtype)}[reduce]
+    spread = hit.where(sm.unsqueeze(-1), sm._const_like(ident))                    # (..., k, n)
+    val = {"sum": lambda: spread.sum(-2, dtype=x.dtype), "mean": lambda: spread.sum(-2, dtype=x.dtype), "prod": lambda: spread.prod(-2),
+           "amax": lambda: spread.max(-2), "amin": lambda: spread.min(-2)}[reduce]()
+    got = hit.any(-2)
+  # x's extent beyond index's in the other dims gets nothing
+  grow = tuple((0, d - i) for d, i in zip(xm.shape[:-1], lead)) + ((0, 0),)
+  val, got = val.pad(grow), got.pad(grow)
+  if reduce is None: out = got.where(val, xm)
+  elif reduce == "mean":
+    count = hit.sum(-2).pad(grow) + (1 if include_self else 0)
+    total = val + xm if include_self else val
+    mean = total / count if dtypes.is_float(x.dtype) else total.floordiv(count.cast(x.dtype))
+    out = got.where(mean.cast(x.dtype), xm)
+  else:
+    combined = val if not include_self else {"sum": lambda: val + xm, "prod": lambda: val * xm, "amax": lambda: val.maximum(xm),
+                                             "amin": lambda: val.minimum(xm)}[reduce]()
+    out = got.where(combined.cast(x.dtype), xm)
+  return out.transpose(axis, -1)

@@ -1,5 +1,7 @@
 """Tensor: the user-facing array. Every op builds a lazy UOp graph (runtime/uop.py); `realize()` schedules it into
 kernels (tensor/engine), lowers and runs them. First layer of the pipeline: Tensor -> UOp graph -> schedule -> kernels.
+This file is the core (creation, host I/O, movement, elementwise ops, reductions, matmul); topic modules add the rest
+as mixins copied onto Tensor at the end (random.py, elementwise.py, creation.py, movement.py, scan.py, indexing.py).
 """
 from __future__ import annotations
 import math, weakref
@@ -7,13 +9,14 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
-from runtime.ops import Ops
+from runtime.ops import Ops, cast_value
 from runtime.uop import UOp, uop
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
+from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
+                           DeviceMismatchError, as_int, flat_args, shape_arg, axis_arg, axes_arg, pads_arg, check_fits)
 
-class TensorError(Exception):
-  """A tensor op got operands it can't take: shapes, dtypes or axes that don't fit."""
+__all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
 
 _unique = [0]
 def _new_unique() -> UOp:
@@ -38,13 +41,17 @@ def to_dtype(x: Any) -> DType:
   if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
     try: return dtypes.from_numpy(x)
     except TypeError: pass
-  raise TypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
+  raise ArgumentTypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
 
-def _shape_arg(shape: Sequence) -> tuple[int, ...]:
-  if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = shape[0]
-  out = tuple(int(s) for s in shape)
-  if any(s < 0 for s in out): raise TensorError(f"negative dimension in shape {out}")
-  return out
+def _int_dtype_for(lo: int, hi: int, what: str) -> DType:
+  """The default int (int32) when [lo, hi] fits it, else int64 (as torch and numpy pick); OverflowError beyond."""
+  for d in (dtypes.default_int, dtypes.int64):
+    if dtypes.min(d) <= lo and hi <= dtypes.max(d): return d
+  raise ConstantOverflowError(f"{what} {hi if hi > dtypes.max(dtypes.int64) else lo} does not fit int64")
+
+def _acc_dtype(d: DType) -> DType:
+  """The dtype a sum or product of `d` accumulates in: half and bfloat16 in float32 (then cast back), others in themselves."""
+  return dtypes.float32 if d in (dtypes.float16, dtypes.bfloat16) else d
 
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
@@ -59,8 +66,9 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if isinstance(data, UOp): self.uop = data
     elif isinstance(data, Tensor): self.uop = data.to(dev).cast(dtype or data.dtype).uop
     elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
-      dt = dtype or dtypes.from_py(data)
-      self.uop = uop(Ops.CONST, dt, (_device(dev),), _const_value(dt, data))
+      if dtype is not None: check_fits(data, dtype, "value")
+      dt = dtype or (_int_dtype_for(data, data, "value") if type(data) is int else dtypes.from_py(data))
+      self.uop = uop(Ops.CONST, dt, (_device(dev),), cast_value(data, dt))
     else:
       arr = _to_numpy(data, dtype)
       dt = dtype or dtypes.from_numpy(arr.dtype)
@@ -81,13 +89,17 @@ class Tensor(AutogradMixin, FunctionalMixin):
   @property
   def ndim(self) -> int: return len(self.shape)
   def numel(self) -> int: return math.prod(self.shape)
-  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[self._axis(dim)]
+  def element_size(self) -> int: return self.dtype.itemsize
+  def size(self, dim: int | None = None):
+    if dim is None: return self.shape
+    if self.ndim == 0: raise AxisError(f"size({dim}) of a 0-d tensor: it has no dimensions")
+    return self.shape[axis_arg(dim, self.shape)]
   def __len__(self) -> int:
-    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    if not self.shape: raise ArgumentTypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __hash__(self) -> int: return id(self)
   def __bool__(self) -> bool:
-    if self.numel() != 1: raise TensorError(f"the truth value of a tensor with {self.numel()} elements is ambiguous: use .any() or .all()")
+    if self.numel() != 1: raise ShapeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous: use .any() or .all()")
     return bool(self.item())
   def __repr__(self) -> str:  # as the seeds print it: <Tensor <UOp CPU (4,) int (Ops.COPY, None)> on CPU with grad None>
     u = self.uop
@@ -96,33 +108,44 @@ class Tensor(AutogradMixin, FunctionalMixin):
   # ---- creation ----
   @staticmethod
   def full(shape: Sequence[int] | int, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
-    shape = (shape,) if isinstance(shape, int) else _shape_arg(shape)
-    if shape and min(shape) < 0: raise TensorError(f"negative dimension in shape {shape}")
-    return Tensor(fill_value, device, dtype, **kwargs).reshape((1,) * len(shape)).expand(shape)
+    shape = shape_arg((shape,))
+    if isinstance(fill_value, Tensor): raise ArgumentTypeError("full takes a Python number as fill_value, not a Tensor: use expand")
+    return Tensor(Tensor(fill_value, device, dtype).reshape((1,) * len(shape)).expand(shape).uop, **kwargs)
   @staticmethod
   def zeros(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(_shape_arg(shape), 0, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(shape_arg(shape), 0, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def ones(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(_shape_arg(shape), 1, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(shape_arg(shape), 1, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def empty(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
     u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), math.prod(shape))
     buffers[u] = Buffer(dev, math.prod(shape), dt)
     return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | None = None,
-             device: str | None = None) -> Tensor:
+             device: str | None = None, **kw) -> Tensor:
+    """[start, start + step, ...) below stop (above it for a negative step). Ints give int32, or int64 when the values need it."""
     if stop is None: start, stop = 0, start
-    if step == 0: raise TensorError("arange step must not be zero")
-    dt = to_dtype(dtype) if dtype is not None else \
-      dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int
-    # constant data: made on the host, like a list literal
-    return Tensor(np.arange(start, stop, step).astype(np.float64 if dtypes.is_float(dt) else np.int64), device, dt)
-  def full_like(self, fill_value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
-    return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device)
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+      if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ArgumentTypeError(f"arange {name} must be a number, got {type(v).__name__} {v!r}")
+      if not math.isfinite(v): raise ArgumentValueError(f"arange {name} must be finite, got {v}")
+    if step == 0: raise ArgumentValueError("arange step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    ints = all(isinstance(v, (int, np.integer)) for v in (start, stop, step))
+    last = start + (n - 1) * step if n else start
+    if dtype is not None:
+      dt = to_dtype(dtype)
+      if ints: check_fits(min(start, last), dt, "arange value"); check_fits(max(start, last), dt, "arange value")  # noqa: E702
+    else: dt = _int_dtype_for(min(start, last), max(start, last), "arange value") if ints else dtypes.default_float
+    # constant data: made on the host, like a list literal (exact: ints in int64, floats in float64, then cast)
+    vals = np.arange(n, dtype=np.int64) * int(step) + int(start) if ints else np.arange(start, stop, step, dtype=np.float64)[:n]
+    return Tensor(vals, device, dt, **kw)
+  def full_like(self, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device, **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   def empty_like(self, **kw) -> Tensor:
@@ -146,6 +169,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if (u.src[0] if u.op is Ops.RESHAPE else u) not in buffers: u = self.contiguous().realize().uop
     base = u.src[0] if u.op is Ops.RESHAPE else u
     return buffers[base], base
+  def is_realized(self) -> bool:
+    """Whether this tensor is a whole realized buffer (what assign and __setitem__ write into)."""
+    u = self.uop
+    return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
   def numpy(self) -> np.ndarray:
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
@@ -156,7 +183,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return a if dtype is None else a.astype(dtype)
   def tolist(self) -> Any: return self.numpy().tolist()
   def item(self) -> Any:
-    if self.numel() != 1: raise TensorError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
   def to(self, device: str | None) -> Tensor:
     dev = Device.canonicalize(device)
@@ -164,111 +191,132 @@ class Tensor(AutogradMixin, FunctionalMixin):
     # the scheduler makes the source of a COPY contiguous when it is not a whole buffer already
     return Tensor(uop(Ops.COPY, self.dtype, (self.uop, _device(dev))))
   def contiguous(self) -> Tensor: return Tensor(uop(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def clone(self) -> Tensor:
+    """A copy with its own storage (a kernel copies the values into a new buffer; x * 1 keeps -0.0 and nan)."""
+    return (self & True if self.dtype is dtypes.bool else self * 1).contiguous()
   def detach(self) -> Tensor: return Tensor(uop(Ops.DETACH, self.dtype, (self.uop,)))
   def assign(self, x: Tensor | Any) -> Tensor:
     """Write x into this tensor's storage (its shape and dtype must match); returns self, now holding x's values."""
     x = x if isinstance(x, Tensor) else self.full_like(x)
-    if x.shape != self.shape: raise TensorError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
-    if x.dtype is not self.dtype: raise TensorError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
+    if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
+    if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
+    if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
     self.uop = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
     return self
 
-  # ---- movement ----
-  def _axis(self, a: int, ndim: int | None = None) -> int:
-    n = self.ndim if ndim is None else ndim
-    if not -max(n, 1) <= a < max(n, 1): raise TensorError(f"axis {a} is out of range for a tensor of shape {self.shape}")
-    return a + n if a < 0 else a
+  # ---- movement (the six movement ops; the rest build on them in movement.py) ----
   def _mv(self, op: Ops, arg: Any) -> Tensor: return Tensor(uop(op, self.dtype, (self.uop,), arg))
   def reshape(self, *shape) -> Tensor:
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-    shape = tuple(s if s is not None else self.shape[i] for i, s in enumerate(shape))
-    if shape.count(-1) > 1: raise TensorError(f"reshape to {shape}: only one dimension can be -1")
+    """A new shape with the same elements; one size may be -1 (inferred), None keeps that dimension."""
+    given = flat_args(shape)
+    shape = tuple(self.shape[i] if s is None and i < self.ndim else as_int(s, f"reshape {given!r}: each size") for i, s in enumerate(given))
+    if any(s < -1 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0, or -1 for one inferred size")
+    if shape.count(-1) > 1: raise ArgumentValueError(f"reshape to {shape}: only one dimension can be -1")
     if -1 in shape:
       rest = math.prod(s for s in shape if s != -1)
-      if rest == 0 or self.numel() % rest: raise TensorError(f"can't reshape {self.shape} to {shape}")
+      if rest == 0 or self.numel() % rest: raise ShapeError(f"can't reshape {self.shape} to {shape}")
       shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
-    if math.prod(shape) != self.numel(): raise TensorError(f"can't reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
-    return self if shape == self.shape else self._mv(Ops.RESHAPE, tuple(int(s) for s in shape))
+    if math.prod(shape) != self.numel(): raise ShapeError(f"can't reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
+    return self if shape == self.shape else self._mv(Ops.RESHAPE, shape)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
   def permute(self, *order) -> Tensor:
-    order = tuple(self._axis(o) for o in (order[0] if len(order) == 1 and isinstance(order[0], (tuple, list)) else order))
+    order = tuple(axis_arg(o, self.shape, "permute axis") for o in flat_args(order))
     if sorted(order) != list(range(self.ndim)):
-      raise TensorError(f"permute order {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+      raise ShapeError(f"permute order {order} is not a permutation of the {self.ndim} axes of {self.shape}")
     return self if order == tuple(range(self.ndim)) else self._mv(Ops.PERMUTE, order)
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
-    a, b = self._axis(dim0), self._axis(dim1)
+    a, b = axis_arg(dim0, self.shape), axis_arg(dim1, self.shape)
     order[a], order[b] = order[b], order[a]
     return self.permute(order)
   @property
   def T(self) -> Tensor: return self.transpose() if self.ndim >= 2 else self
   def expand(self, *shape) -> Tensor:
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-    shape = tuple(self.shape[i - (len(shape) - self.ndim)] if s == -1 else s for i, s in enumerate(shape))
-    if len(shape) < self.ndim: raise TensorError(f"can't expand shape {self.shape} to fewer dimensions {shape}")
-    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
+    """Broadcast size-1 dimensions (and new leading ones) to `shape`; -1 keeps a dimension."""
+    given = flat_args(shape)
+    sizes = tuple(as_int(s, f"expand {given!r}: each size") for s in given)
+    if any(s < -1 for s in sizes): raise ArgumentValueError(f"expand {given!r}: sizes must be >= 0, or -1 to keep one")
+    if len(sizes) < self.ndim: raise ShapeError(f"can't expand shape {self.shape} to fewer dimensions {sizes}")
+    lead = len(sizes) - self.ndim
+    if any(s == -1 for s in sizes[:lead]): raise ArgumentValueError(f"expand {given!r}: a new leading dimension can't be -1")
+    shape = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    x = self.reshape((1,) * lead + self.shape) if lead else self
     for d, s in zip(x.shape, shape):
-      if d != s and d != 1: raise TensorError(f"can't expand shape {self.shape} to {shape}: only size-1 dimensions expand")
-    return x if tuple(shape) == x.shape else x._mv(Ops.EXPAND, tuple(shape))
-  def pad(self, padding: Sequence, value: float = 0.0) -> Tensor:
-    """padding: ((before, after), ...) per axis, or a flat torch-style tuple (last axis first)."""
-    if padding and not isinstance(padding[0], (tuple, list)):
-      flat = list(padding)
-      pairs = [(0, 0)] * (self.ndim - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(len(flat) - 2, -1, -2)]
-    else: pairs = [tuple(p) if p is not None else (0, 0) for p in padding]
-    if len(pairs) != self.ndim: raise TensorError(f"padding {padding} has {len(pairs)} pairs for a tensor of shape {self.shape}")
-    pairs = [(int(b), int(a)) for b, a in pairs]
+      if d != s and d != 1: raise ShapeError(f"can't expand shape {self.shape} to {shape}: only size-1 dimensions expand")
+    return x if shape == x.shape else x._mv(Ops.EXPAND, shape)
+  def pad(self, padding: Sequence, mode: str = "constant", value: float | None = None) -> Tensor:
+    """padding: ((before, after), ...) per axis (None for an axis or a width is 0), or a flat torch-style tuple (last axis
+    first). Negative widths crop. mode: "constant" (fill with value, default 0), "reflect", "replicate" or "circular"."""
+    from tensor.movement import pad_mode
+    if not isinstance(mode, str): raise ArgumentTypeError(f"pad mode must be a string, got {mode!r}: the fill is the keyword value=")
+    pairs = pads_arg(padding, self.shape)
+    if mode != "constant":
+      if value not in (None, 0): raise ArgumentValueError(f"pad value={value!r} is only for mode 'constant', not {mode!r}")
+      return pad_mode(self, pairs, mode)
+    value = 0 if value is None else value
+    if not isinstance(value, (bool, int, float, np.integer, np.floating)):
+      raise ArgumentTypeError(f"pad value must be a number, got {type(value).__name__} {value!r}")
+    check_fits(value, self.dtype, "pad value")
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
       x = self.shrink(tuple((-min(b, 0), d + min(a, 0)) for (b, a), d in zip(pairs, self.shape)))
-      return x.pad([(max(b, 0), max(a, 0)) for b, a in pairs], value)
+      return x.pad([(max(b, 0), max(a, 0)) for b, a in pairs], value=value)
     if all(p == (0, 0) for p in pairs): return self
     if self.numel() == 0:  # nothing to move: the result is all padding
       return Tensor.full(tuple(d + b + a for d, (b, a) in zip(self.shape, pairs)), value, self.dtype, self.device)
     out = self._mv(Ops.PAD, tuple(pairs))
-    if value == 0: return out
+    if value == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0): return out
     mask = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._mv(Ops.PAD, tuple(pairs))
     return mask.where(out, self._const_like(value))  # the fill takes the tensor's dtype, as numpy's constant_values
   def shrink(self, arg: Sequence) -> Tensor:
-    pairs = tuple((0, d) if p is None else (int(p[0]), int(p[1])) for p, d in zip(arg, self.shape))
-    if len(pairs) != self.ndim or any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)):
-      raise TensorError(f"shrink {tuple(arg)} does not fit shape {self.shape}")
+    """Keep [begin, end) of each axis: ((begin, end) or None, ...), one entry per axis."""
+    if not isinstance(arg, (tuple, list)): raise ArgumentTypeError(f"shrink takes a tuple of (begin, end) pairs, got {type(arg).__name__}")
+    if len(arg) != self.ndim: raise ShapeError(f"shrink {tuple(arg)} has {len(arg)} entries for a tensor of shape {self.shape}")
+    pairs = tuple((0, d) if p is None else (as_int(p[0], "shrink begin"), as_int(p[1], "shrink end")) for p, d in zip(arg, self.shape))
+    if any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)): raise ShapeError(f"shrink {tuple(arg)} does not fit shape {self.shape}")
     return self if all(p == (0, d) for p, d in zip(pairs, self.shape)) else self._mv(Ops.SHRINK, pairs)
   def flip(self, *axis) -> Tensor:
-    axes = {self._axis(a) for a in (axis[0] if len(axis) == 1 and isinstance(axis[0], (tuple, list)) else axis)}
-    return self._mv(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes else self
-  def squeeze(self, dim: int | None = None) -> Tensor:
+    axes = {axis_arg(a, self.shape) for a in flat_args(axis)}
+    return self._mv(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes and self.ndim else self
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(d for d in self.shape if d != 1))
-    a = self._axis(dim)
-    return self if self.ndim == 0 or self.shape[a] != 1 else self.reshape(self.shape[:a] + self.shape[a + 1:])
+    axes = {axis_arg(a, self.shape) for a in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+    if self.ndim == 0: return self
+    return self.reshape(tuple(d for i, d in enumerate(self.shape) if not (i in axes and d == 1)))
   def unsqueeze(self, dim: int) -> Tensor:
-    a = self._axis(dim, self.ndim + 1)
+    a = axis_arg(dim, self.shape, extra=1)
     return self.reshape(self.shape[:a] + (1,) + self.shape[a:])
   def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if self.ndim == 0: return self.reshape(1)
-    s, e = self._axis(start_dim), self._axis(end_dim)
+    s, e = axis_arg(start_dim, self.shape), axis_arg(end_dim, self.shape)
+    if s > e: raise ArgumentValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
     return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def __getitem__(self, idx) -> Tensor:
     from tensor.indexing import getitem
     return getitem(self, idx)
+  def __setitem__(self, idx, value) -> None:
+    from tensor.indexing import setitem
+    setitem(self, idx, value)
 
   # ---- elementwise ----
   def _const_like(self, v: Any, dtype: DType | None = None) -> Tensor:
     dt = dtype or self.dtype
-    return Tensor(uop(Ops.CONST, dt, (_device(self.device),), _const_value(dt, v)))
+    return Tensor(uop(Ops.CONST, dt, (_device(self.device),), cast_value(v, dt)))
   def _operands(self, other: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
     if isinstance(other, Tensor):
       if other.device != self.device:
-        raise TensorError(f"operands on different devices: {self.device} and {other.device} (shapes {self.shape} and {other.shape})")
+        raise DeviceMismatchError(f"operands on different devices: {self.device} and {other.device} (shapes {self.shape} and {other.shape})")
       dt = least_upper_dtype(self.dtype, other.dtype)
       a, b = self.cast(dt), other.cast(dt)
     else:
-      if isinstance(other, UOp): raise TypeError("a Tensor op takes Tensors or Python numbers, not UOps")
-      if not isinstance(other, (bool, int, float, np.generic)): raise TypeError(f"can't combine a Tensor with {type(other).__name__}")
+      if isinstance(other, UOp): raise ArgumentTypeError("a Tensor op takes Tensors or Python numbers, not UOps")
+      if not isinstance(other, (bool, int, float, np.generic)): raise ArgumentTypeError(f"can't combine a Tensor with {type(other).__name__}")
       other = other.item() if isinstance(other, np.generic) else other
-      # a Python number adapts to the tensor, except that a float meeting an int tensor makes it float (as in torch)
+      # a Python number adapts to the tensor, except that a float meeting an int tensor makes it float (as in torch);
+      # an int that does not fit the tensor's int type is an OverflowError, as in numpy 2
       dt = self.dtype
       if isinstance(other, float) and not dtypes.is_float(dt): dt = dtypes.default_float
-      elif isinstance(other, int) and not isinstance(other, bool) and dt is dtypes.bool: dt = dtypes.default_int
+      elif type(other) is int and dt is dtypes.bool: dt = _int_dtype_for(other, other, "constant")
+      check_fits(other, dt)
       a, b = self.cast(dt), self._const_like(other, dt)
     a, b = _broadcast(a, b)
     return (b, a) if reverse else (a, b)
@@ -281,13 +329,19 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def add(self, x, reverse=False) -> Tensor: return self._binop(Ops.ADD, x, reverse)
   def sub(self, x, reverse=False) -> Tensor: return self._binop(Ops.SUB, x, reverse)
   def mul(self, x, reverse=False) -> Tensor: return self._binop(Ops.MUL, x, reverse)
-  def div(self, x, reverse=False) -> Tensor:
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    """True division (ints compute in float32); rounding_mode "trunc" rounds toward zero, "floor" down (as //), and
+    both keep an int dtype, as torch."""
     a, b = self._operands(x, reverse)
+    if rounding_mode == "floor": return a.floordiv(b)
+    if rounding_mode == "trunc":
+      return a.div(b).trunc() if dtypes.is_float(a.dtype) else a._alu(Ops.IDIV, b) if a.dtype is not dtypes.bool else a.floordiv(b)
+    if rounding_mode is not None: raise ArgumentValueError(f"div rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     dt = least_upper_float(a.dtype)
     return a.cast(dt)._alu(Ops.FDIV, b.cast(dt))
   def floordiv(self, x, reverse=False) -> Tensor:
     a, b = self._operands(x, reverse)
-    if dtypes.is_float(a.dtype): return a.div(b).floor()
+    if dtypes.is_float(a.dtype): return _float_divmod(a, b)[0]
     # C truncates toward zero; Python and numpy floor: step down when the signs differ and it did not divide exactly
     q, r = a._alu(Ops.IDIV, b), a._alu(Ops.MOD, b)
     if dtypes.is_unsigned(a.dtype) or a.dtype is dtypes.bool: return q
@@ -295,23 +349,22 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return fix.where(q - 1, q)
   def mod(self, x, reverse=False) -> Tensor:
     a, b = self._operands(x, reverse)
-    if dtypes.is_float(a.dtype): return a - b * a.div(b).floor()
+    if dtypes.is_float(a.dtype): return _float_divmod(a, b)[1]
     r = a._alu(Ops.MOD, b)
-    if dtypes.is_unsigned(a.dtype) or a.dtype is dtypes.bool: return b.eq(0).where(0, r)
+    if dtypes.is_unsigned(a.dtype) or a.dtype is dtypes.bool: return b.eq(0).where(False if a.dtype is dtypes.bool else 0, r)
     # Python's sign (the divisor's), and x % 0 == 0 as numpy gives
     fixed = (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
     return b.eq(0).where(0, fixed)
   def pow(self, x, reverse=False) -> Tensor:
-    if not reverse and not isinstance(x, Tensor) and isinstance(x, int) and not isinstance(x, bool) and x >= 0 and \
-       (x <= 4 or not dtypes.is_float(self.dtype)):
+    if not reverse and not isinstance(x, Tensor) and type(x) is int and x >= 0 and (x <= 4 or not dtypes.is_float(self.dtype)):
       # a small or integer power is square-and-multiply: exact, and an int tensor stays int (wrapping, as numpy's)
       out: Tensor | None = None
-      base = self
+      base = self if self.dtype is not dtypes.bool else self.cast(dtypes.default_int)
       while x:
         if x & 1: out = base if out is None else out * base
         x >>= 1
         if x: base = base * base
-      return out if out is not None else self.ones_like()
+      return out if out is not None else base.ones_like()
     a, b = self._operands(x, reverse)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     return a._alu(Ops.POW, b)
@@ -325,8 +378,14 @@ class Tensor(AutogradMixin, FunctionalMixin):
     cond = self.cast(dtypes.bool)
     if isinstance(x, Tensor): xt = x
     elif isinstance(y, Tensor):
-      xt = y._const_like(x, y.dtype if not (isinstance(x, float) and not dtypes.is_float(y.dtype)) else dtypes.default_float)
-    else: xt = cond._const_like(x, dtypes.from_py(x))
+      dt = y.dtype if not (isinstance(x, float) and not dtypes.is_float(y.dtype)) else dtypes.default_float
+      if type(x) is int and dt is dtypes.bool: dt = _int_dtype_for(x, x, "constant")
+      if not isinstance(x, (bool, int, float, np.generic)): raise ArgumentTypeError(f"where takes Tensors or numbers, not {type(x).__name__}")
+      check_fits(x, dt)
+      xt = y._const_like(x, dt)
+    else:
+      if not isinstance(x, (bool, int, float)): raise ArgumentTypeError(f"where takes Tensors or numbers, not {type(x).__name__}")
+      xt = cond._const_like(x, dtypes.from_py(x) if type(x) is not int else _int_dtype_for(x, x, "constant"))
     xt, yt = xt._operands(y)
     c, xt = _broadcast(cond, xt)
     c, yt = _broadcast(c, yt)
@@ -334,7 +393,13 @@ class Tensor(AutogradMixin, FunctionalMixin):
     c, xt = _broadcast(c, xt)
     return c._alu(Ops.WHERE, xt, yt, dtype=xt.dtype)
 
-  def _cmp(self, op: Ops, x, reverse: bool = False) -> Tensor: return self._binop(op, x, reverse, out=dtypes.bool)
+  def _cmp(self, op: Ops, x, reverse: bool = False) -> Tensor:
+    if type(x) is int and dtypes.is_int(self.dtype) and not dtypes.min(self.dtype) <= x <= dtypes.max(self.dtype):
+      # an int beyond the tensor's range decides every comparison (numpy 2 compares by value too)
+      above = x > dtypes.max(self.dtype)
+      decided = {Ops.CMPEQ: False, Ops.CMPNE: True, Ops.CMPLT: above != reverse}[op]
+      return Tensor.full(self.shape, decided, dtypes.bool, self.device)
+    return self._binop(op, x, reverse, out=dtypes.bool)
   def __lt__(self, x): return self._cmp(Ops.CMPLT, x)
   def __gt__(self, x): return self._cmp(Ops.CMPLT, x, reverse=True)
   # a <= b is not (b < a) except for nan, which compares false with everything
@@ -345,19 +410,22 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def __eq__(self, x): return self.eq(x)  # type: ignore[override]
   def __ne__(self, x): return self.ne(x)  # type: ignore[override]
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._cmp(Ops.CMPNE, True)
+  def logical_and(self, x) -> Tensor: return self.cast(dtypes.bool) & (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
+  def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool) | (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
+  def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool) ^ (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
   def _bitop(self, op: Ops, x, reverse=False) -> Tensor:
     a, b = self._operands(x, reverse)
     if dtypes.is_float(a.dtype):
       other = f"{x.dtype} {x.shape}" if isinstance(x, Tensor) else f"{type(x).__name__} {x!r}"
       operands = (other, f"{self.dtype} {self.shape}") if reverse else (f"{self.dtype} {self.shape}", other)
-      raise TensorError(f"{_BITOPS[op]} needs bool or int operands, got {operands[0]} and {operands[1]}")
+      raise DTypeError(f"{_BITOPS[op]} needs bool or int operands, got {operands[0]} and {operands[1]}")
     return a._alu(op, b)
   def bitwise_and(self, x) -> Tensor: return self._bitop(Ops.AND, x)
   def bitwise_or(self, x) -> Tensor: return self._bitop(Ops.OR, x)
   def bitwise_xor(self, x) -> Tensor: return self._bitop(Ops.XOR, x)
   def bitwise_not(self) -> Tensor:
     if self.dtype is dtypes.bool: return self.logical_not()
-    if dtypes.is_float(self.dtype): raise TensorError(f"bitwise_not (~) needs a bool or int tensor, got {self.dtype} {self.shape}")
+    if dtypes.is_float(self.dtype): raise DTypeError(f"bitwise_not (~) needs a bool or int tensor, got {self.dtype} {self.shape}")
     return self._bitop(Ops.XOR, -1 if not dtypes.is_unsigned(self.dtype) else dtypes.max(self.dtype))
   def lshift(self, x) -> Tensor: return self._bitop(Ops.SHL, x)
   def rshift(self, x) -> Tensor: return self._bitop(Ops.SHR, x)
@@ -383,102 +451,63 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def __pos__(self): return self
   def __abs__(self): return self.abs()
   def __matmul__(self, x): return self.matmul(x)
-  def __rmatmul__(self, x): return x.matmul(self) if isinstance(x, Tensor) else Tensor(x, self.device).matmul(self)
+  def __rmatmul__(self, x):
+    if not isinstance(x, Tensor): raise ArgumentTypeError(f"matmul takes Tensors, not {type(x).__name__}: wrap it in Tensor(...)")
+    return x.matmul(self)
   def __iadd__(self, x): return self.assign(self + x)
   def __isub__(self, x): return self.assign(self - x)
   def __imul__(self, x): return self.assign(self * x)
   def __itruediv__(self, x): return self.assign(self / x)
 
-  # ---- unary math (float ops compute in the least float type that holds the input) ----
-  def _float(self) -> Tensor: return self.cast(least_upper_float(self.dtype))
-  def neg(self) -> Tensor: return -self
-  def abs(self) -> Tensor: return self if dtypes.is_unsigned(self.dtype) or self.dtype is dtypes.bool else (self < 0).where(-self, self)
-  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
-  def exp2(self) -> Tensor: return self._float()._alu(Ops.EXP2)
-  def log2(self) -> Tensor: return self._float()._alu(Ops.LOG2)
-  def exp(self) -> Tensor: return (self._float() * (1 / math.log(2))).exp2()
-  def log(self) -> Tensor: return self.log2() * math.log(2)
-  def sqrt(self) -> Tensor: return self._float()._alu(Ops.SQRT)
-  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def reciprocal(self) -> Tensor: return self._float()._alu(Ops.RECIPROCAL)
-  def sin(self) -> Tensor: return self._float()._alu(Ops.SIN)
-  def cos(self) -> Tensor: return (math.pi / 2 - self._float()).sin()
-  def tan(self) -> Tensor: return self.sin() / self.cos()
-  def trunc(self) -> Tensor: return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
-  def floor(self) -> Tensor:
-    if not dtypes.is_float(self.dtype): return self
-    t = self.trunc()
-    return (self < t).where(t - 1, t)
-  def ceil(self) -> Tensor:
-    if not dtypes.is_float(self.dtype): return self
-    t = self.trunc()
-    return (self > t).where(t + 1, t)
-  def round(self) -> Tensor:
-    # half to even, as numpy and torch round
-    f = self.floor()
-    d = self - f
-    even = (f * 0.5).floor() * 2 == f
-    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
-  def relu(self) -> Tensor: return (self > 0).where(self, 0)
-  def sigmoid(self) -> Tensor: return 1 / (1 + (-self._float()).exp())
-  def tanh(self) -> Tensor: return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
-  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
-  def silu(self) -> Tensor: return self * self.sigmoid()
-  def swish(self) -> Tensor: return self.silu()
-  def square(self) -> Tensor: return self * self
-  def clip(self, min_=None, max_=None) -> Tensor:
-    out = self
-    if min_ is not None: out = out.maximum(min_)
-    if max_ is not None: out = out.minimum(max_)
-    return out
-  clamp = clip
-  def isnan(self) -> Tensor: return self.ne(self)
   def cast(self, dtype: DType) -> Tensor:
     dtype = to_dtype(dtype)
     return self if dtype is self.dtype else Tensor(uop(Ops.CAST, dtype, (self.uop,)))
   def bitcast(self, dtype: DType) -> Tensor:
     dtype = to_dtype(dtype)
-    if dtype.itemsize != self.dtype.itemsize: raise TensorError(f"bitcast from {self.dtype} to {dtype} changes the item size")
+    if dtype.itemsize != self.dtype.itemsize: raise DTypeError(f"bitcast from {self.dtype} to {dtype} changes the item size")
     return self if dtype is self.dtype else Tensor(uop(Ops.BITCAST, dtype, (self.uop,)))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def _float(self) -> Tensor: return self.cast(least_upper_float(self.dtype))
 
-  # ---- reductions ----
-  def _axes(self, axis) -> tuple[int, ...]:
-    if axis is None: return tuple(range(self.ndim))
-    axes = {self._axis(a) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))}
-    return tuple(sorted(axes)) if self.ndim else ()  # a 0-d tensor takes axis 0 or -1, as torch, and has nothing to reduce
+  # ---- reductions (half and bfloat16 accumulate in float32 and give their own type back) ----
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
-    axes = self._axes(axis)
+    axes = axes_arg(axis, self.shape)
     out_shape = tuple(1 if i in axes else d for i, d in enumerate(self.shape))
     if any(self.shape[a] == 0 for a in axes):  # a reduction over nothing: the op's identity
       ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
       ret = Tensor.full(out_shape, ident, self.dtype, self.device)
-    else: ret = Tensor(uop(Ops.REDUCE_AXIS, self.dtype, (self.uop,), (op, axes))) if axes else self
+    else:
+      acc = _acc_dtype(self.dtype) if op is not Ops.MAX else self.dtype
+      ret = Tensor(uop(Ops.REDUCE_AXIS, acc, (self.cast(acc).uop,), (op, axes))).cast(self.dtype) if axes else self
     return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
     # small ints and bools add up in int32 (and unsigned in uint32), so counts don't wrap
     acc = to_dtype(dtype) if dtype is not None else (least_upper_dtype(self.dtype, dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.int32)
                     if dtypes.is_int(self.dtype) or self.dtype is dtypes.bool else self.dtype)
     return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
-  def prod(self, axis=None, keepdim: bool = False) -> Tensor:
-    x = self.cast(dtypes.int32) if self.dtype is dtypes.bool else self
-    return x._reduce(Ops.MUL, axis, keepdim)
+  def prod(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else dtypes.int32 if self.dtype is dtypes.bool else self.dtype
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
   def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
     if dtypes.is_float(self.dtype): return -((-self).max(axis, keepdim))
     return ~((~self).max(axis, keepdim))  # ~ reverses the order of ints (signed and unsigned) and bools
-  def mean(self, axis=None, keepdim: bool = False) -> Tensor:
-    n = math.prod(self.shape[a] for a in self._axes(axis))
-    out = self._float().sum(axis, keepdim)
-    return out / n if n else out * math.nan
+  def mean(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
+    if not dtypes.is_float(out_dt): raise DTypeError(f"mean gives a float: dtype {out_dt!r} is not a float type")
+    n = math.prod(self.shape[a] for a in axes_arg(axis, self.shape))
+    out = self.cast(_acc_dtype(out_dt)).sum(axis, keepdim)
+    return (out / n if n else out * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    n = math.prod(self.shape[a] for a in self._axes(axis))
-    sq = (self._float() - self._float().mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return sq / max(n - correction, 0)
+    n = math.prod(self.shape[a] for a in axes_arg(axis, self.shape))
+    x = self.cast(_acc_dtype(least_upper_float(self.dtype)))
+    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return (sq / max(n - correction, 0)).cast(least_upper_float(self.dtype))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool).max(axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
@@ -486,10 +515,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if axis is None:
       out = self.flatten().argmax(0)
       return out.reshape((1,) * self.ndim) if keepdim else out
-    a = self._axis(axis)
+    a = axis_arg(axis, self.shape)
     if self.ndim == 0: return Tensor.zeros((), dtype=dtypes.int32, device=self.device)
     n = self.shape[a]
-    if n == 0: raise TensorError(f"argmax over axis {axis} of size 0 (shape {self.shape}): an empty axis has no maximum")
+    if n == 0: raise ArgumentValueError(f"argmax over axis {axis} of size 0 (shape {self.shape}): an empty axis has no maximum")
     # the first index of the maximum (of the first nan, as numpy, since max propagates nan): mark maxima with
     # (n - index) and take the largest mark
     m = self.max(a, keepdim=True)
@@ -497,31 +526,44 @@ class Tensor(AutogradMixin, FunctionalMixin):
     marks = Tensor.arange(n, 0, -1, dtype=dtypes.int32, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
     return (n - (is_max.cast(dtypes.int32) * marks).max(a, keepdim)).cast(dtypes.int32)
   def argmin(self, axis=None, keepdim: bool = False) -> Tensor: return (-self if dtypes.is_float(self.dtype) else ~self).argmax(axis, keepdim)
-  def softmax(self, axis: int = -1) -> Tensor:
-    e = (self._float() - self._float().max(axis, keepdim=True)).exp()
-    return e / e.sum(axis, keepdim=True)
-  def log_softmax(self, axis: int = -1) -> Tensor:
-    m = self._float() - self._float().max(axis, keepdim=True)
-    return m - m.exp().sum(axis, keepdim=True).log()
-  def logsumexp(self, axis: int = -1, keepdim: bool = False) -> Tensor:
-    m = self._float().max(axis, keepdim=True)
-    out = (self._float() - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.squeeze(axis)
+  def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
+    x = self.cast(_acc_dtype(out_dt))
+    e = (x - x.max(axis, keepdim=True)).exp()
+    return (e / e.sum(axis, keepdim=True)).cast(out_dt)
+  def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
+    x = self.cast(_acc_dtype(out_dt))
+    m = x - x.max(axis, keepdim=True)
+    return (m - m.exp().sum(axis, keepdim=True).log()).cast(out_dt)
+  def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    x = self.cast(_acc_dtype(least_upper_float(self.dtype)))
+    m = x.max(axis, keepdim=True)
+    m = m.isinf().where(0, m)  # all -inf (or an inf): shift by 0, so the result is the plain log-sum-exp
+    out = ((x - m).exp().sum(axis, keepdim=True).log() + m).cast(least_upper_float(self.dtype))
+    return out if keepdim else out.squeeze(axes_arg(axis, self.shape)) if self.ndim else out
 
   # ---- matmul ----
   def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
-  def matmul(self, w: Tensor) -> Tensor:
+  def matmul(self, w: Tensor, dtype: DType | None = None) -> Tensor:
+    """numpy's matmul: 1-D operands get a dimension added (and removed from the result), batch dims broadcast.
+    Half and bfloat16 multiply and accumulate in float32; dtype= sets the result's type."""
+    if not isinstance(w, Tensor): raise ArgumentTypeError(f"matmul takes a Tensor, not {type(w).__name__}: wrap it in Tensor(...)")
     x = self
-    if x.ndim == 0 or w.ndim == 0: raise TensorError(f"matmul needs at least 1-D operands, got shapes {x.shape} and {w.shape}")
-    if x.shape[-1] != w.shape[-2 if w.ndim >= 2 else -1]:
-      raise TensorError(f"matmul shapes {x.shape} and {w.shape} don't fit: {x.shape[-1]} != {w.shape[-2 if w.ndim >= 2 else -1]}")
-    # (..., n, k) x (..., k, m): broadcast multiply over (..., n, k, m) and sum over k
-    xs = x.reshape(*x.shape[:-1], 1, x.shape[-1]) if x.ndim >= 1 else x
-    ws = w.reshape(*w.shape[:-2], 1, w.shape[-2], w.shape[-1]).transpose(-1, -2) if w.ndim >= 2 else w.reshape(1, w.shape[0])
-    a, b = _broadcast(*xs._operands(ws))
-    out = (a * b).sum(-1)
+    if x.ndim == 0 or w.ndim == 0: raise ShapeError(f"matmul needs at least 1-D operands, got shapes {x.shape} and {w.shape}")
+    k_w = w.shape[-2] if w.ndim >= 2 else w.shape[0]
+    if x.shape[-1] != k_w: raise ShapeError(f"matmul shapes {x.shape} and {w.shape} don't fit: {x.shape[-1]} != {k_w}")
+    out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(x.dtype, w.dtype)
+    acc = _acc_dtype(least_upper_dtype(x.dtype, w.dtype))
+    xs = x.cast(acc).reshape(*x.shape[:-1], 1, x.shape[-1])                     # (..., n, 1, k)
+    ws = w.cast(acc).reshape(*w.shape[:-2], 1, w.shape[-2], w.shape[-1]).transpose(-1, -2) if w.ndim >= 2 else \
+      w.cast(acc).reshape(1, w.shape[0])                                          # (..., 1, m, k)
+    try: a, b = _broadcast(xs, ws)
+    except ShapeError: raise ShapeError(f"matmul batch dimensions of {x.shape} and {w.shape} don't broadcast") from None
+    out = (a * b).sum(-1)                                                          # (..., n, m)
     if w.ndim == 1: out = out.squeeze(-1)
-    return out
+    if x.ndim == 1: out = out.squeeze(-2 if w.ndim > 1 else -1)
+    return out.cast(out_dt)
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     out = self.matmul(weight.T) if weight.ndim > 1 else self * weight
     return out + bias if bias is not None else out
@@ -530,19 +572,35 @@ class Tensor(AutogradMixin, FunctionalMixin):
     for f in layers: out = f(out)
     return out
 
-def _const_value(dt: DType, v: Any) -> Any:
-  from runtime.ops import cast_value
-  return cast_value(v, dt)
-
 def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
-  if isinstance(data, np.ndarray): return data
+  if isinstance(data, np.ndarray): return data  # an array converts as numpy's astype does
   if isinstance(data, (bytes, bytearray, memoryview)): return np.frombuffer(bytes(data), dtype=np.uint8)
-  if isinstance(data, (list, tuple)):
-    dt = dtype or dtypes.from_py(data)
-    try: return np.array(data, dtype=np.float32 if dt is dtypes.bfloat16 else dtypes.to_numpy(dt))
-    except ValueError as e: raise TensorError(f"can't make a tensor from {type(data).__name__}: {e}") from None
-  if isinstance(data, np.generic): return np.array(data)
-  raise TypeError(f"can't make a Tensor from {type(data).__name__}")
+  if isinstance(data, np.generic): return _to_numpy(np.array(data), dtype)
+  if not isinstance(data, (list, tuple)): raise ArgumentTypeError(f"can't make a Tensor from {type(data).__name__}")
+  try:
+    with np.errstate(all="ignore"): arr = np.array(data)
+  except ValueError as e: raise ArgumentValueError(f"can't make a tensor from {type(data).__name__}: {e}") from None
+  except OverflowError: raise ConstantOverflowError(f"an integer in the {type(data).__name__} does not fit int64") from None
+  if arr.dtype.kind not in "biuf" and arr.size:
+    if arr.dtype.kind == "O" and all(type(v) is int for v in arr.reshape(-1)):
+      raise ConstantOverflowError(f"an integer in the {type(data).__name__} does not fit int64 or uint64")
+    raise ArgumentTypeError(f"can't make a tensor from a {type(data).__name__} of {arr.dtype}")
+  if dtype is None:
+    if arr.dtype.kind == "f" or arr.size == 0: return arr.astype(np.float32)
+    if arr.dtype.kind in "iu":
+      return arr.astype(dtypes.to_numpy(_int_dtype_for(int(arr.min()), int(arr.max()), f"an integer in the {type(data).__name__}")))
+    return arr
+  if dtypes.is_int(dtype) and arr.size: _check_array_fits(arr, dtype)
+  return arr.astype(np.float32 if dtype is dtypes.bfloat16 else dtypes.to_numpy(dtype))
+
+def _check_array_fits(arr: np.ndarray, dtype: DType) -> None:
+  """Values given for an int dtype must be integers in its range (as numpy 2 checks Python ints): else OverflowError."""
+  if arr.dtype.kind == "f":
+    if not np.isfinite(arr).all(): raise ArgumentValueError(f"nan or inf can't be {dtype!r}: they have no integer value")
+    lo, hi = math.trunc(float(arr.min())), math.trunc(float(arr.max()))
+  else: lo, hi = int(arr.min()), int(arr.max())
+  check_fits(lo, dtype, "value")
+  check_fits(hi, dtype, "value")
 
 def _to_bf16(arr: np.ndarray) -> np.ndarray:
   f = arr.astype(np.float32).reshape(-1).view(np.uint32)
@@ -554,12 +612,54 @@ def _floaty(a: Tensor, b: Any) -> bool:
   """Whether a comparison of a with b happens in a float type (where nan makes `not (b < a)` differ from `a <= b`)."""
   return dtypes.is_float(a.dtype) or isinstance(b, (float, np.floating)) or (isinstance(b, Tensor) and dtypes.is_float(b.dtype))
 
+def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+  """numpy's floor division and remainder of floats (npy_divmod): from C's fmod, so x % inf is x (or inf for negative x,
+  the divisor's sign), the remainder of an exact division is a zero with the divisor's sign, x // 0 is x / 0."""
+  fm = a._alu(Ops.MOD, b)                                     # C's fmod: the dividend's sign
+  step = fm.ne(0) & ((b < 0) ^ (fm < 0))                      # nan != 0: a nan remainder steps too, and stays nan
+  mod = step.where(fm + b, fm.eq(0).where(b.signbit().where(-0.0, 0.0).cast(a.dtype), fm))
+  div = (a - fm) / b
+  div = step.where(div - 1, div)
+  fl = div.floor()
+  fl = (div - fl > 0.5).where(fl + 1, fl)                     # snap a quotient that rounded just below an integer
+  zero_sign = (a / b).signbit().where(-0.0, 0.0)
+  floordiv = div.ne(0).where(fl, zero_sign.cast(a.dtype))
+  return b.eq(0).where(a / b, floordiv), mod
+
 def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   if a.shape == b.shape: return a, b
   n = max(a.ndim, b.ndim)
   sa, sb = (1,) * (n - a.ndim) + a.shape, (1,) * (n - b.ndim) + b.shape
   out = []
   for x, y in zip(sa, sb):
-    if x != y and x != 1 and y != 1: raise TensorError(f"shapes {a.shape} and {b.shape} can't broadcast together")
+    if x != y and x != 1 and y != 1: raise ShapeError(f"shapes {a.shape} and {b.shape} can't broadcast together")
     out.append(y if x == 1 else x)
   return a.reshape(sa).expand(tuple(out)), b.reshape(sb).expand(tuple(out))
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  """numpy's broadcast of several shapes; ShapeError naming them when they don't broadcast."""
+  n = max((len(s) for s in shapes), default=0)
+  out = [1] * n
+  for s in shapes:
+    for i, d in enumerate((1,) * (n - len(s)) + tuple(s)):
+      if d != 1 and out[i] not in (1, d): raise ShapeError(f"shapes {', '.join(map(str, shapes))} can't broadcast together")
+      if d != 1: out[i] = d
+  return tuple(out)
+
+# ---- Tensor's methods by topic: each topic module holds a mixin class whose methods are copied onto Tensor here ----
+def _mix_in(mixin: type) -> None:
+  for name, value in vars(mixin).items():
+    if name.startswith("__") and name.endswith("__"): continue
+    if name in vars(Tensor): raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # defined twice
+    # a base class of Tensor (the nn-functional mixin) owns what it defines, e.g. gelu(approximate=): it is not shadowed
+    if any(name in vars(c) for c in Tensor.__mro__[1:] if c is not object): continue
+    setattr(Tensor, name, value)
+
+# the topic modules import Tensor from here, so they come after it  # noqa: E402
+from tensor.random import RandomMixin  # noqa: E402
+from tensor.elementwise import ElementwiseMixin  # noqa: E402
+from tensor.creation import CreationMixin  # noqa: E402
+from tensor.movement import MovementMixin  # noqa: E402
+from tensor.scan import ScanMixin  # noqa: E402
+from tensor.indexing import IndexingMixin  # noqa: E402
+for _m in (RandomMixin, ElementwiseMixin, CreationMixin, MovementMixin, ScanMixin, IndexingMixin): _mix_in(_m)

@@ -6,7 +6,6 @@ import pytest
 from tensor import Tensor, dtypes, nn
 from tensor.nn.state import get_parameters, get_state_dict
 
-needs_dropout = pytest.mark.skipif(not hasattr(Tensor, "dropout"), reason="needs Tensor.dropout (core branch)")
 
 @pytest.fixture
 def training():
@@ -193,7 +192,6 @@ def test_dropout_is_identity_in_eval():
   assert nn.Dropout(0.5)(x) is x
   with pytest.raises(ValueError, match=r"must be in \[0, 1\], got 1.5"): nn.Dropout(1.5)
 
-@needs_dropout
 def test_dropout_in_training(training):
   out = nn.Dropout(0.25)(Tensor.ones(100, 100)).numpy()
   kept = out != 0

@@ -145,3 +145,147 @@ def test_errors_leave_the_graph_alone():
   with pytest.raises(TensorError): t + Tensor([1, 2], device="PYTHON")
   with pytest.raises(TensorError): t.sum(3)
   assert (t * 2).tolist() == [2, 4, 6]
+
+# ---- the standard exception each error also is (docs/tensor.md has the table) ----
+from tensor.errors import (AxisError, ShapeError, TensorIndexError, DTypeError, ArgumentTypeError, ArgumentValueError,  # noqa: E402
+                           ConstantOverflowError, DeviceMismatchError)
+
+MAPPING = [  # (what, raises, the standard exceptions it must also be)
+  ("broadcast", lambda: A + B, ShapeError, (RuntimeError, ValueError)),
+  ("matmul", lambda: A @ A, ShapeError, (RuntimeError, ValueError)),
+  ("reshape", lambda: A.reshape(4, 2), ShapeError, (RuntimeError, ValueError)),
+  ("cat", lambda: A.cat(B), ShapeError, (RuntimeError, ValueError)),
+  ("axis", lambda: A.sum(2), AxisError, (IndexError, ValueError)),
+  ("index", lambda: A[5], TensorIndexError, (IndexError,)),
+  ("list index", lambda: A[[0, 2]], TensorIndexError, (IndexError,)),
+  ("too many indices", lambda: A[0, 0, 0], TensorIndexError, (IndexError,)),
+  ("bitwise float", lambda: A & 1, DTypeError, (TypeError, RuntimeError)),
+  ("rand int", lambda: Tensor.rand(2, dtype=dtypes.int32), DTypeError, (TypeError, RuntimeError)),
+  ("size type", lambda: Tensor.zeros(2.5), ArgumentTypeError, (TypeError,)),
+  ("size value", lambda: Tensor.zeros(-1), ArgumentValueError, (ValueError,)),
+  ("overflow", lambda: Tensor([1]) + 2**40, ConstantOverflowError, (OverflowError,)),
+  ("device", lambda: Tensor([1], device="CPU") + Tensor([1], device="PYTHON"), DeviceMismatchError, (RuntimeError,)),
+]
+
+@pytest.mark.parametrize("what,fn,exc,std", MAPPING, ids=[m[0] for m in MAPPING])
+def test_error_is_the_standard_exception(what, fn, exc, std):
+  with pytest.raises(exc) as info: fn()
+  assert isinstance(info.value, TensorError)
+  for s in std: assert isinstance(info.value, s), f"{what}: {type(info.value).__name__} is not a {s.__name__}"
+  for s in std:  # and `except RuntimeError:` style code catches it
+    try: fn()
+    except s: pass
+
+# ---- bad arguments refused at the API, naming the argument (issue 10) ----
+@pytest.mark.parametrize("fn,exc,parts", [
+  (lambda: A.reshape(-2, -3), ValueError, ("reshape", "-2")),
+  (lambda: A.reshape(2.5, 2.4), TypeError, ("reshape", "2.5")),
+  (lambda: A.reshape("2", 3), TypeError, ("reshape", "'2'")),
+  (lambda: A.expand(-5, 3), ValueError, ("expand", "-5")),
+  (lambda: A.expand(1.5, 3), TypeError, ("expand", "1.5")),
+  (lambda: A.shrink(((0, 1), (0, 1), (0, 1))), ShapeError, ("shrink", "3 entries", "(2, 3)")),
+  (lambda: A.shrink(((0, 1.5), (0, 1))), TypeError, ("shrink", "1.5")),
+  (lambda: A.pad((1,)), ValueError, ("padding", "odd")),
+  (lambda: A.pad((1, 2, 3)), ValueError, ("padding", "odd")),
+  (lambda: A.pad((1, 1, 1, 1, 1, 1)), ShapeError, ("padding", "3 axes", "(2, 3)")),
+  (lambda: A.pad(((1, 1), 1)), TypeError, ("padding", "mixes")),
+  (lambda: A.pad(((1, 1), (0, 1.5))), TypeError, ("padding", "1.5")),
+  (lambda: A.pad(3), TypeError, ("padding", "int")),
+  (lambda: A.pad(((1, 1), (1, 1)), 0.0), TypeError, ("mode", "value=")),
+  (lambda: A.pad(((1, 1), (1, 1)), mode="edge"), ValueError, ("mode", "'edge'")),
+  (lambda: I.pad(((1, 1), (1, 1)), value=float("nan")), ValueError, ("nan", "dtypes.int")),
+  (lambda: Tensor.zeros(2.5), TypeError, ("shape", "2.5")),
+  (lambda: Tensor.zeros("3"), TypeError, ("shape", "'3'")),
+  (lambda: Tensor.ones(2, None), TypeError, ("shape", "None")),
+  (lambda: Tensor.full((2, 1.5), 0), TypeError, ("shape", "1.5")),
+  (lambda: A @ [[1.0], [2.0]], TypeError, ("matmul", "list")),
+  (lambda: [[1.0, 2.0]] @ A, TypeError, ("matmul", "list")),
+  (lambda: A.permute(1.0, 0), TypeError, ("permute", "1.0")),
+  (lambda: A.sum(axis=1.5), TypeError, ("axis", "1.5")),
+  (lambda: A.max(axis="0"), TypeError, ("axis", "'0'")),
+  (lambda: A.transpose(0, None), TypeError, ("axis", "None")),
+  (lambda: A.flatten(1, 0), ValueError, ("start_dim", "end_dim")),
+  (lambda: Tensor.arange(0, 5, 0), ValueError, ("step",)),
+  (lambda: Tensor.arange("5"), TypeError, ("arange", "'5'")),
+  (lambda: Tensor.arange(0, float("inf")), ValueError, ("arange", "finite")),
+  (lambda: A.clip(), ValueError, ("clip", "min", "max")),
+  (lambda: A.div(2, rounding_mode="round"), ValueError, ("rounding_mode", "'round'")),
+  (lambda: A.split(0), ValueError, ("split", "0")),
+  (lambda: A.split([1, 2]), ShapeError, ("split", "[1, 2]", "2")),
+  (lambda: A.unfold(1, 4, 1), ShapeError, ("unfold", "4", "3")),
+  (lambda: A.unfold(1, 2, 0), ValueError, ("step",)),
+  (lambda: A.pad(((0, 0), (3, 0)), mode="reflect"), ShapeError, ("reflect", "3", "size 3")),
+  (lambda: A.topk(4), ShapeError, ("topk", "k=4")),
+  (lambda: A.repeat(2), ShapeError, ("repeat", "(2,)", "(2, 3)")),
+  (lambda: Tensor.eye(-1), ValueError, ("eye", "-1")),
+  (lambda: Tensor.linspace(0, 1, 2.5), TypeError, ("linspace", "2.5")),
+  (lambda: A.diagonal(0, 1, 1), ValueError, ("diagonal", "differ")),
+  (lambda: A.isclose(A, rtol=-1), ValueError, ("rtol",)),
+  (lambda: A.gather(0, Tensor([[0.5]], device="PYTHON")), DTypeError, ("gather", "integer")),
+  (lambda: A.gather(0, Tensor([0], device="PYTHON")), ShapeError, ("gather", "(1,)", "(2, 3)")),
+  (lambda: A.scatter_reduce(0, Tensor([[0]], device="PYTHON"), A, "median"), ValueError, ("reduce", "'median'")),
+  (lambda: A.masked_fill(Tensor([1, 0], device="PYTHON"), 0), DTypeError, ("mask", "bool")),
+  (lambda: A[::0], ValueError, ("step", "zero")),
+  (lambda: A[1:2.5], TypeError, ("slice", "2.5")),
+  (lambda: A[True], TypeError, ("bool index",)),
+  (lambda: A[Tensor([[True, False]], device="PYTHON")], IndexError, ("boolean index", "(1, 2)", "(2, 3)")),
+  (lambda: A[[0.5]], TypeError, ("float",)),
+])
+def test_bad_arguments(fn, exc, parts):
+  raises(exc, fn, *parts)
+
+# ---- integer constants that don't fit their dtype: OverflowError, as numpy 2 ----
+@pytest.mark.parametrize("fn,parts", [
+  (lambda: Tensor(2**70), ("1180591620717411303424", "int64")),
+  (lambda: Tensor([1], device="PYTHON") + 2**40, ("1099511627776", "dtypes.int")),
+  (lambda: Tensor([1], device="PYTHON", dtype=dtypes.uint8) + 300, ("300", "dtypes.uint8")),
+  (lambda: Tensor([1], device="PYTHON", dtype=dtypes.uint8) * -1, ("-1",)),
+  (lambda: Tensor.arange(2**40, 2**40 + 3, dtype=dtypes.int32), ("1099511627776",)),
+  (lambda: Tensor(1e30, dtype=dtypes.int32), ("1e+30",)),
+  (lambda: Tensor([1e30], dtype=dtypes.int32), ("1000000000000000019884624838656", "dtypes.int")),
+  (lambda: Tensor(300, dtype=dtypes.uint8), ("300",)),
+  (lambda: Tensor([2**64]), ("int64",)),
+  (lambda: Tensor.full((2,), 2**31, dtype=dtypes.int32), ("2147483648",)),
+  (lambda: (I > 2).where(I, 2**40), ("1099511627776",)),
+  (lambda: I.pad(((1, 1), (0, 0)), value=2**40), ("1099511627776",)),
+])
+def test_constants_that_overflow(fn, parts):
+  raises(OverflowError, fn, *parts)
+
+def test_wide_ints_pick_int64():
+  """Ints beyond int32 make int64 where nothing fixes the dtype (lists, scalars, arange), as torch and numpy do."""
+  assert Tensor(2**40, device="PYTHON").dtype is dtypes.int64 and Tensor(2**40, device="PYTHON").item() == 2**40
+  assert Tensor([1, 2**40], device="PYTHON").dtype is dtypes.int64 and Tensor([1, -2**40], device="PYTHON").tolist() == [1, -2**40]
+  t = Tensor.arange(2**31, 2**31 + 3, device="PYTHON")
+  assert t.dtype is dtypes.int64 and t.tolist() == [2**31, 2**31 + 1, 2**31 + 2]
+  assert Tensor.arange(2**40, 2**40 + 3, device="CPU").tolist() == [2**40, 2**40 + 1, 2**40 + 2]
+  assert Tensor.arange(-2**31, -2**31 + 2, device="PYTHON").dtype is dtypes.int32
+  assert (Tensor([True], device="PYTHON") + 2**40).dtype is dtypes.int64
+  assert Tensor(2**40, dtype=dtypes.float32, device="PYTHON").item() == 2.0**40   # a float dtype takes it, rounded
+
+def test_out_of_range_ints_still_compare():
+  """A comparison with an int beyond the tensor's range is decided by value (numpy 2), not an error."""
+  u = Tensor([0, 7, 255], dtype=dtypes.uint8, device="PYTHON")
+  assert (u < 300).tolist() == [True] * 3 and (u > -1).tolist() == [True] * 3 and (u == -1).tolist() == [False] * 3
+  assert (u != 256).tolist() == [True] * 3 and (u >= 1000).tolist() == [False] * 3 and (u <= -5).tolist() == [False] * 3
+
+def test_limits():
+  assert (dtypes.int32.min, dtypes.int32.max) == (-2**31, 2**31 - 1)
+  assert (dtypes.uint8.min, dtypes.uint8.max, dtypes.int64.max, dtypes.bool.max) == (0, 255, 2**63 - 1, True)
+  assert dtypes.float32.max == float("inf") and dtypes.float16.min == float("-inf")  # the same as dtypes.max/min
+
+def test_torch_raises_the_same_standard_exceptions():
+  """The standard exception of each class is the one torch raises in the same place."""
+  torch = pytest.importorskip("torch")
+  a, b = torch.ones(2, 3), torch.ones(4)
+  for fn, std in [(lambda: a + b, RuntimeError), (lambda: a @ a, RuntimeError), (lambda: a.reshape(4, 2), RuntimeError),
+                  (lambda: a.sum(2), IndexError), (lambda: a[5], IndexError), (lambda: a.int() & 1.5, RuntimeError),
+                  (lambda: torch.zeros(2.5), TypeError), (lambda: torch.rand(2, dtype=torch.int32), RuntimeError)]:
+    with pytest.raises(std): fn()
+
+def test_topic_modules_define_each_method_once():
+  """The topic mixins are copied onto Tensor at import: one defining a name Tensor already has is refused."""
+  from tensor.tensor import _mix_in
+  class Clash:
+    def reshape(self): pass
+  with pytest.raises(TypeError, match="Clash.reshape"): _mix_in(Clash)

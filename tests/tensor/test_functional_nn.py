@@ -225,7 +225,6 @@ def test_keyword_variants(device):
   R.close(q.scaled_dot_product_attention(q, q, dropout_p=0.5), q.scaled_dot_product_attention(q, q).numpy())
   with pytest.raises(ValueError, match=r"dropout_p=1.5 must be in \[0, 1\]"): q.scaled_dot_product_attention(q, q, dropout_p=1.5)
 
-@pytest.mark.skipif(not hasattr(Tensor, "dropout"), reason="needs Tensor.dropout (the core branch's random numbers)")
 def test_attention_dropout_while_training():
   q = Tensor(np.random.default_rng(13).uniform(-1, 1, (2, 8, 4)).astype(np.float32))
   plain = q.scaled_dot_product_attention(q, q).numpy()
