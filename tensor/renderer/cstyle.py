@@ -87,7 +87,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
       continue
     if op is Ops.RANGE:
       r = ctx.text[u] = f"ridx{u.arg}"
-      body.append("  " * depth + f"for (int {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
+      body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
       depth += 1
       continue
     if op is Ops.END:

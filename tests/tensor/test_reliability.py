@@ -4,7 +4,7 @@ Values against numpy; each case also checks the optimizer really split a reducti
 """
 import numpy as np
 import pytest
-from tensor import Tensor, Context
+from tensor import Tensor, Context, dtypes
 from runtime import Ops
 from tensor.codegen import lower_kernel
 
@@ -39,3 +39,59 @@ def test_reduction_of_a_reduction(name):
     out = ours(Tensor(x))
     if name != "sum0_max0_63": assert any(o[0] == "UNROLL" for o in opts_of(out)), "the case no longer crosses the split threshold"
     np.testing.assert_allclose(out.numpy(), theirs(x.astype(np.float64)), rtol=1e-5, atol=1e-4)
+
+# ---- sizes past 2**31: index math in int64 where a size reaches it ----
+
+def c_source(t: Tensor) -> str:
+  from tensor.engine.realize import get_program
+  t.kernelize()
+  ks = [u for u in t.uop.toposort() if u.op is Ops.KERNEL and u.arg.ast.op is Ops.SINK]
+  return "\n".join(get_program(k.arg.ast, "CPU").src for k in ks)
+
+def test_small_kernels_keep_int32_loop_counters():
+  src = c_source(Tensor(np.ones((64, 130), np.float32)).sum(1))
+  assert "for (int ridx" in src and "long long" not in src
+
+def test_a_size_past_int32_gets_int64_index_math():
+  src = c_source(Tensor.ones(2**31 + 16, dtype=dtypes.uint8) + 1)
+  assert "for (long long ridx0 = 0; ridx0 < 2147483664ll; ridx0++)" in src
+
+def test_index_math_that_may_overflow_int32_is_widened(monkeypatch):
+  # sizes below the threshold, but an index that still passes 2**31: range analysis catches it and the kernel is redone in int64
+  import tensor.codegen as codegen
+  monkeypatch.setattr(codegen, "INT32_INDEX_LIMIT", 2**62)
+  monkeypatch.setattr(codegen, "_simplified", {})
+  src = c_source(Tensor.ones(2**31 + 16, dtype=dtypes.uint8) + 1)
+  assert "long long ridx0" in src
+
+def memory_available() -> int:
+  try:
+    with open("/proc/meminfo") as f: return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+  except (OSError, StopIteration): return 0
+
+@pytest.mark.skipif(memory_available() < 8 * 2**30, reason="needs 8 GiB of free memory for two 2 GiB buffers and their copies")
+def test_a_uint8_tensor_past_2_31_elements():
+  # the issue's case segfaulted: the C loop counter was an int running to 2147483664
+  n = 2**31 + 16
+  x = (Tensor.ones(n, dtype=dtypes.uint8) + 1).realize()
+  mem = x._buffer()[0].as_array()
+  assert mem.shape == (n,) and mem[-17:].tolist() == [2] * 17 and int(mem.min()) == int(mem.max()) == 2
+  assert x[n - 3:].tolist() == [2, 2, 2]
+  assert x.sum(dtype=dtypes.int64).item() == 2 * n  # the largest tensor summed here: 2**31 + 16 elements, exactly
+
+def test_a_reduction_of_a_value_that_does_not_use_the_loop_folds():
+  # Tensor.ones(10**12).sum() hung (10**12 iterations of an int counter that wrapped): n equal terms sum to n * x, no loop
+  assert Tensor.ones(10**12).sum().item() == float(np.float32(1e12))
+  assert "for (" not in c_source(Tensor.ones(10**12).sum())
+  assert Tensor.ones(10**12, dtype=dtypes.int32).sum().item() == (10**12 + 2**31) % 2**32 - 2**31  # wraps as the loop would
+  np.testing.assert_array_equal(Tensor.ones(3, 10**10).sum(1).numpy(), np.full(3, 1e10, np.float32))
+  np.testing.assert_array_equal(Tensor.full((3, 10**10), -2.5).max(1).numpy(), np.full(3, -2.5, np.float32))
+  # a value loaded per output element, broadcast over a long reduced axis: one multiply per output
+  v = np.array([1.5, -2.0, 0.0, np.inf], np.float32)
+  t = Tensor(v).reshape(4, 1).expand(4, 10**9)
+  np.testing.assert_array_equal(t.sum(1).numpy(), v * np.float32(1e9))
+  np.testing.assert_array_equal(t.max(1).numpy(), v)
+  # only the unused loop goes: a reduction over (rows it uses, columns it does not)
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  np.testing.assert_array_equal(Tensor(a).reshape(3, 4, 1).expand(3, 4, 5).sum((1, 2)).numpy(), a.sum(1) * 5)
+  np.testing.assert_array_equal(Tensor.ones(0, 5).sum(0).numpy(), np.zeros(5, np.float32))
