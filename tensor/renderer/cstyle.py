@@ -67,7 +67,9 @@ def render_c(name: str, uops: list[UOp]) -> str:
       # variables and a chain of maximums stays linear in size
       uses[s] = uses.get(s, 0) + (3 if u.op is Ops.MAX and dtypes.is_float(u.dtype) else 1)
       user_depth[s] = depth
-  params: list[str] = []
+  bufs: dict[int, str] = {}  # DEFINE_GLOBAL number -> element C type
+  ivars: list[tuple[str, str]] = []  # (name, C type) of the int scalars, in order; fvars: the float ones
+  fvars: list[tuple[str, str]] = []
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
@@ -79,11 +81,11 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if op is Ops.DEFINE_GLOBAL:
       assert isinstance(u.dtype, PtrDType)
       ctx.text[u] = f"data{u.arg}"
-      params.append((u.arg, f"{ctype(u.dtype.base)}* restrict data{u.arg}"))  # type: ignore[arg-type]
+      bufs[u.arg] = ctype(u.dtype.base)
       continue
     if op is Ops.DEFINE_VAR:
       ctx.text[u] = u.arg[0]
-      params.append((10**6 + len(params), f"int {u.arg[0]}"))  # type: ignore[arg-type]
+      (fvars if dtypes.is_float(u.dtype) else ivars).append((u.arg[0], ctype(u.dtype)))
       continue
     if op is Ops.RANGE:
       r = ctx.text[u] = f"ridx{u.arg}"
@@ -108,9 +110,22 @@ def render_c(name: str, uops: list[UOp]) -> str:
     var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "cast")
     body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
     ctx.text[u] = var
-  # buffers are passed by position: a parameter the simplified kernel no longer reads still takes its place
-  used = {i for i, _ in params if i < 10**6}
-  params += [(i, f"void* data{i}") for i in range(max(used, default=-1)) if i not in used]
-  args = ", ".join(p for _, p in sorted(params))
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.helpers.values()]
-  return "\n".join(head + [f"void {name}({args}) {{", *body, "}", ""])
+  return "\n".join(head + entry_points(name, bufs, ivars, fvars, body)) + "\n"
+
+# a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
+# versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each
+MAX_DIRECT_PARAMS = 64
+
+def entry_points(name: str, bufs: dict[int, str], ivars: list[tuple[str, str]], fvars: list[tuple[str, str]], body: list[str]) -> list[str]:
+  """The kernel as the seeds print it, `void name(T* restrict data0, ..., scalars)`, and the entry point the CPU device calls,
+  `void name_call(void* const* bufs, const long long* ivals, const double* fvals)`: buffer i is bufs[i] (a buffer the kernel
+  no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py)."""
+  sig = "void* const* bufs, const long long* ivals, const double* fvals"
+  ptrs = [(f"{t}* restrict data{i}", f"({t}*)bufs[{i}]") for i, t in sorted(bufs.items())]
+  scalars = [(f"{t} {n}", f"({t})ivals[{k}]") for k, (n, t) in enumerate(ivars)]
+  scalars += [(f"{t} {n}", f"({t})fvals[{k}]") for k, (n, t) in enumerate(fvars)]
+  if len(ptrs) + len(scalars) > MAX_DIRECT_PARAMS:
+    return [f"void {name}_call({sig}) {{", *(f"  {d.replace(' restrict', '')} = {v};" for d, v in ptrs + scalars), *body, "}"]
+  return [f"void {name}({', '.join(d for d, _ in ptrs + scalars)}) {{", *body, "}",
+          f"void {name}_call({sig}) {{ {name}({', '.join(v for _, v in ptrs + scalars)}); }}"]

@@ -50,7 +50,7 @@ def c_source(t: Tensor) -> str:
 
 def test_small_kernels_keep_int32_loop_counters():
   src = c_source(Tensor(np.ones((64, 130), np.float32)).sum(1))
-  assert "for (int ridx" in src and "long long" not in src
+  assert "for (int ridx" in src and "long long ridx" not in src
 
 def test_a_size_past_int32_gets_int64_index_math():
   src = c_source(Tensor.ones(2**31 + 16, dtype=dtypes.uint8) + 1)
