@@ -36,7 +36,10 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
   u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape = op, dtype, src, arg, tag, key, None, _UNSET
-  _ucache[key] = weakref.ref(u)
+  # setdefault, not a store: another thread may have made the same node since the lookup, and there must be one
+  if (first := _ucache.setdefault(key, r := weakref.ref(u))) is not r:
+    if (v := first()) is not None: return v
+    _ucache[key] = r
   return u
 
 def live_uops() -> int:

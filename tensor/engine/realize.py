@@ -16,7 +16,7 @@ from runtime.dtype import dtypes
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
-from tensor.engine.schedule import apply_becomes, fresh_buffers, is_kernelized, kernelize
+from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize, live_tensors
 from tensor.tensor import Tensor, buffers
 
 class Runner:
@@ -103,7 +103,7 @@ def schedule_of(uops: list[UOp]) -> list[UOp]:
 def _held_buffers() -> set[UOp]:
   """The BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run."""
   held: set[UOp] = set()
-  for t in list(Tensor._live):
+  for t in live_tensors():
     for n in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER and not is_kernelized(u)):
       if n.op is Ops.BUFFER: held.add(n)
       elif is_kernelized(n): held.add(n.src[0])
@@ -121,6 +121,11 @@ def plan(schedule: list[UOp]) -> MemoryPlan:
   return p
 
 def realize(tensors: list[Tensor]) -> None:
+  """Schedule, compile and run what these tensors need, then point them (and every live tensor sharing the work) at the
+  results. One thread at a time (ENGINE_LOCK)."""
+  with ENGINE_LOCK: _realize(tensors)
+
+def _realize(tensors: list[Tensor]) -> None:
   from tensor.engine import memory
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return

@@ -11,7 +11,7 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
-import heapq, weakref
+import heapq, threading, weakref
 from runtime.device import Buffer
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG
@@ -35,6 +35,15 @@ class Kernel:
 
 # BUFFERs the scheduler made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
 fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+# held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
+# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice)
+ENGINE_LOCK = threading.RLock()
+
+def live_tensors() -> list[Tensor]:
+  """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
+  underlying set is one C call, so no other thread adds to it meanwhile; iterating the WeakSet itself is not safe)."""
+  return [t for r in Tensor._live.data.copy() if (t := r()) is not None]
 
 # ---- what is in memory already ----
 
@@ -272,7 +281,7 @@ def _output_buffer(x: UOp) -> UOp:
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement."""
   if not becomes: return
-  for t in list(Tensor._live):
+  for t in live_tensors():
     u = t.uop
     if u in becomes: t.uop = becomes[u]
     elif u.op is not Ops.BUFFER and not (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) and \
@@ -296,7 +305,7 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
   if not targets: return []
   mine = set(map(id, tensors))
   out = []
-  for t in list(Tensor._live):
+  for t in live_tensors():
     if id(t) in mine or is_stored(t.uop): continue
     if _reads(t.uop) & targets: out.append(t)
   return out
@@ -304,6 +313,9 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
 def kernelize(tensors: list[Tensor]) -> list[Tensor]:
   """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
   any pending tensors that read the old value of a buffer they assign into."""
+  with ENGINE_LOCK: return _kernelize(tensors)
+
+def _kernelize(tensors: list[Tensor]) -> list[Tensor]:
   tensors = tensors + pending_readers(tensors)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")

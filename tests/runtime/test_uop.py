@@ -56,6 +56,24 @@ def test_same_fields_same_object():
   assert UOp(Ops.ADD, dtypes.int, (x, x)) is x + x
   assert UOp(Ops.SINK, src=[x]) is UOp(Ops.SINK, src=(x,))  # src given as a list is stored as a tuple
 
+def test_threads_building_the_same_nodes_get_one_object():
+  # between the cache lookup and the store another thread may make the same node: there must still be one
+  import sys, threading
+  x = UOp.variable("x", 0, 10)
+  results: list[list[UOp]] = [[] for _ in range(8)]
+  start = threading.Barrier(8)
+  def build(i: int):
+    start.wait()
+    results[i] = [x * k + (k % 7) for k in range(10000)]  # without the fix: dozens of duplicates here
+  interval = sys.getswitchinterval()
+  sys.setswitchinterval(1e-6)
+  try:
+    ts = [threading.Thread(target=build, args=(i,)) for i in range(8)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+  finally: sys.setswitchinterval(interval)
+  assert all(a is b for r in results[1:] for a, b in zip(results[0], r))
+
 def test_different_fields_different_objects():
   c = UOp(Ops.CONST, dtypes.int, arg=2)
   assert c is not UOp(Ops.CONST, dtypes.int, arg=3)
