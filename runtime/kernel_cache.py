@@ -155,16 +155,32 @@ def _build_into(d: str, key: str, out: str, build: Callable[[str], None]) -> Non
 
 # ---- size cap ----
 
-_sizes: dict[str, int] = {}  # folder -> bytes in its entries, as last counted plus what this process added since
+SIZE_FILE = "size"  # the folder's total bytes as last counted plus what writers added since (approximate: writers race)
+
+def _read_size(d: str) -> int | None:
+  try:
+    with open(os.path.join(d, SIZE_FILE)) as f: return int(f.read().strip())
+  except (OSError, ValueError): return None
+
+def _write_size(d: str, n: int) -> None:
+  tmp = os.path.join(d, f".{SIZE_FILE}.{os.getpid()}.{threading.get_ident()}")
+  try:
+    with open(tmp, "w") as f: f.write(str(n))
+    os.replace(tmp, os.path.join(d, SIZE_FILE))
+  except OSError: remove(tmp)
 
 def _added(d: str, path: str) -> None:
+  """Account for a new entry; past CACHE_MAX_MB, evict. The folder is counted in full only when it has no size file yet and
+  when it is over the cap (counting 20,000 entries takes a second: not something to do in every process)."""
   with _lock:
-    if d in _sizes:
-      try: _sizes[d] += os.path.getsize(path)
+    size = _read_size(d)
+    if size is None: size = folder_size(d)
+    else:
+      try: size += os.path.getsize(path)
       except OSError: pass
-    else: _sizes[d] = folder_size(d)
-    size = _sizes[d]
-  if size > max_bytes(): evict(d)
+    if size > max_bytes(): size = folder_size(d)  # the estimate may have drifted: recount before deleting anything
+    if size > max_bytes(): size -= evict(d, counted=size)
+    _write_size(d, size)
 
 def folder_size(d: str) -> int:
   total = 0
@@ -186,13 +202,12 @@ def _entries(d: str) -> list[tuple[int, str, int]]:
     elif n.startswith("k_") and n.endswith(".so"): out.append((max(st.st_atime_ns, st.st_mtime_ns), p, st.st_size))
   return out
 
-def evict(d: str, target: float = 0.8) -> int:
+def evict(d: str, target: float = 0.8, counted: int | None = None) -> int:
   """Delete the entries used least recently until the folder holds at most target * CACHE_MAX_MB. Returns bytes freed."""
   entries = sorted(_entries(d))
-  size, limit, freed = sum(e[2] for e in entries), target * max_bytes(), 0
+  size, limit, freed = sum(e[2] for e in entries) if counted is None else counted, target * max_bytes(), 0
   for _, p, n in entries:
     if size - freed <= limit: break
     remove(p)
     freed += n
-  with _lock: _sizes[d] = size - freed
   return freed

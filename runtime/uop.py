@@ -35,7 +35,7 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
   ref = _ucache.get(key)
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
-  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape = op, dtype, src, arg, tag, key, None, _UNSET
+  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape, u._device = op, dtype, src, arg, tag, key, None, _UNSET, _UNSET
   # setdefault, not a store: another thread may have made the same node since the lookup, and there must be one
   if (first := _ucache.setdefault(key, r := weakref.ref(u))) is not r:
     if (v := first()) is not None: return v
@@ -48,7 +48,7 @@ def live_uops() -> int:
 
 class UOp(metaclass=UOpMetaClass):
   """One node: `op` applied to `src` (a tuple of UOps), producing `dtype`; `arg` holds op-specific data."""
-  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "_shape", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "_shape", "_device", "__weakref__")
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -196,13 +196,10 @@ class UOp(metaclass=UOpMetaClass):
     return n
   @property
   def device(self) -> str | None:
-    """The device of a tensor-graph node: the DEVICE below it, following first sources."""
-    u = self
-    while True:
-      if u.op is Ops.DEVICE: return u.arg
-      if u.op is Ops.COPY or u.op is Ops.BUFFER: u = u.src[1]
-      elif u.op is Ops.KERNEL or not u.src: return None
-      else: u = u.src[0]
+    """The device of a tensor-graph node: the DEVICE below it, following first sources (cached on each node on the way,
+    so a chain of n ops costs n steps in all, not one walk per call)."""
+    d = self._device
+    return _compute_device(self) if d is _UNSET else d
 
   # ---- range analysis ----
   @property
@@ -288,6 +285,28 @@ def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
     else: raise ValueError(f"sym_infer can't evaluate {u.op}")
     vals[u] = v
   return vals[expr]
+
+def _device_step(u: UOp) -> UOp | None:
+  """The node u's device is read from (None: u has none of its own)."""
+  if u.op is Ops.COPY or u.op is Ops.BUFFER: return u.src[1]
+  if u.op is Ops.KERNEL or not u.src: return None
+  return u.src[0]
+
+def _compute_device(root: UOp) -> str | None:
+  path, u = [], root
+  while u._device is _UNSET:
+    if u.op is Ops.DEVICE:
+      u._device = u.arg
+      break
+    path.append(u)
+    nxt = _device_step(u)
+    if nxt is None:
+      u._device = None
+      break
+    u = nxt
+  d = u._device
+  for x in path: x._device = d
+  return d
 
 # ---- shapes of tensor-graph nodes ----
 

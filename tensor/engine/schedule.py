@@ -82,8 +82,9 @@ class KernelContext:
     self.params: list[UOp] = []
     self.globals: dict[UOp, UOp] = {}
   def is_input(self, x: UOp) -> bool:
-    b = strip(x)
-    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or is_kernelized(b))
+    b = x
+    while b.op is Ops.RESHAPE: b = b.src[0]
+    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
   def param(self, x: UOp) -> UOp:
     b = strip(x)
     if b not in self.globals:
@@ -111,8 +112,8 @@ def kernel_ast(x: UOp, points: set[UOp]) -> tuple[UOp, KernelContext]:
 
 # ---- realize points ----
 
-def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
-  """The nodes that become kernel outputs."""
+def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], dict[UOp, tuple[list[UOp], list[UOp]]]]:
+  """The nodes that become kernel outputs, and the region (nodes, inputs) of each one's kernel."""
   if topo is None: topo = list(sink.toposort(gate=_gate))
   points: set[UOp] = set()
   for s in sink.src:
@@ -125,10 +126,29 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
   checked: dict[tuple, set[UOp]] = {}
   while True:
     regions = {x: region(x, points) for x in points}
-    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points)
+    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions)
     if not new: new = set().union(*(_unfusable_reductions(x, nodes, ins, points, checked) for x, (nodes, ins) in regions.items()))
-    if not new: return points
+    if not new: return points, regions
     points |= new
+
+# the longest chain of dependent ALU ops one kernel computes: gcc's time grows with it (about 0.5 ms per op at -O3) and gcc 12
+# crashes on 100,000 dependent statements. A longer chain is cut every MAX_KERNEL_DEPTH ops (the pieces of `t = t + 1` repeated
+# are one and the same kernel, compiled once)
+MAX_KERNEL_DEPTH = 512
+
+def _too_deep(regions: dict) -> set[UOp]:
+  out: set[UOp] = set()
+  for x, (nodes, _) in regions.items():
+    depth: dict[UOp, int] = {}
+    for u in nodes:  # sources first
+      d = max((depth.get(s, 0) for s in u.src), default=0)
+      if u.op in GroupOp.ALU:
+        d += 1
+        if d >= MAX_KERNEL_DEPTH and u is not kernel_value(x):
+          out.add(u)
+          d = 0
+      depth[u] = d
+  return out
 
 def _shared_reductions(regions: dict) -> set[UOp]:
   """A reduction that several kernels would compute is computed once, into its own buffer."""
@@ -242,8 +262,7 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
 def build_kernels(sink: UOp) -> dict[UOp, UOp]:
   """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
   topo = list(sink.toposort(gate=_gate))
-  points = realize_points(sink, topo)
-  regions = {x: region(x, points) for x in points}
+  points, regions = realize_points(sink, topo)
   order, extra = _order(points, regions, topo)
   becomes: dict[UOp, UOp] = {}
   def resolve(p: UOp) -> UOp:

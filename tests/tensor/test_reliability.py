@@ -95,3 +95,19 @@ def test_a_reduction_of_a_value_that_does_not_use_the_loop_folds():
   a = np.arange(12, dtype=np.float32).reshape(3, 4)
   np.testing.assert_array_equal(Tensor(a).reshape(3, 4, 1).expand(3, 4, 5).sum((1, 2)).numpy(), a.sum(1) * 5)
   np.testing.assert_array_equal(Tensor.ones(0, 5).sum(0).numpy(), np.zeros(5, np.float32))
+
+# ---- long graphs ----
+
+def test_ten_thousand_chained_multiply_adds():
+  # building took 139 s (UOp.device walked the chain on every op); realizing raised "over 10001 nested rewrites"
+  t = Tensor([1.0, 2.0])
+  for _ in range(10_000): t = t * 1.0001 + 0.5
+  want = np.array([1.0, 2.0], np.float32)
+  for _ in range(10_000): want = want * np.float32(1.0001) + np.float32(0.5)
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-4)
+
+def test_a_hundred_thousand_chained_adds():
+  # did not finish in 300 s; one kernel of 100,000 dependent adds also crashed gcc 12: cut into kernels of bounded depth
+  t = Tensor([0.0, 1.0])
+  for _ in range(100_000): t = t + 1
+  assert t.tolist() == [100_000.0, 100_001.0]
