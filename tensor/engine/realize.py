@@ -16,7 +16,7 @@ from runtime.dtype import dtypes
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
-from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize, live_tensors
+from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize_map, live_tensors, target_buffer
 from tensor.tensor import Tensor, buffers
 
 class Runner:
@@ -100,21 +100,28 @@ def schedule_of(uops: list[UOp]) -> list[UOp]:
   sink = uop(Ops.SINK, dtypes.void, tuple(uops))
   return [u for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
 
-def _held_buffers() -> set[UOp]:
-  """The BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run."""
+def _held_buffers(among: set[UOp], becomes: dict[UOp, UOp]) -> set[UOp]:
+  """Which of these BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run (a node of their
+  graph that `becomes` a kernel's output holds that output's buffer)."""
   held: set[UOp] = set()
   for t in live_tensors():
-    for n in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER and not is_kernelized(u)):
-      if n.op is Ops.BUFFER: held.add(n)
+    u = t.uop
+    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized already: no walk
+      if (b := u if u.op is Ops.BUFFER else u.src[0]) in among: held.add(b)
+      continue
+    for n in u.toposort(gate=lambda x: x not in becomes and x.op is not Ops.BUFFER and not is_kernelized(x)):
+      if n in becomes: held.add(target_buffer(becomes[n]))  # type: ignore[arg-type]
+      elif n.op is Ops.BUFFER: held.add(n)
       elif is_kernelized(n): held.add(n.src[0])
-  return held
+  return held & among
 
-def plan(schedule: list[UOp]) -> MemoryPlan:
-  """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks."""
+def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None = None) -> MemoryPlan:
+  """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks. `outputs`
+  are buffers the tensors being realized hold: when no other buffer is a candidate, live tensors need not be looked at."""
   if NO_MEMORY_PLANNER: return MemoryPlan()
   steps = [kernel_buffers(k) for k in schedule]
-  held = _held_buffers()
-  plannable = {s[0] for s in steps if s[0] in fresh_buffers and s[0] not in held and not buffers[s[0]].is_allocated()}
+  candidates = {s[0] for s in steps if s[0] in fresh_buffers and not buffers[s[0]].is_allocated()} - outputs
+  plannable = candidates - _held_buffers(candidates, becomes or {}) if candidates else set()
   if not plannable: return MemoryPlan()
   p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
   apply_plan(p, buffers, lambda b: buffers[b].device)
@@ -129,20 +136,21 @@ def _realize(tensors: list[Tensor]) -> None:
   from tensor.engine import memory
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return
-  pending = kernelize(pending)
-  schedule = schedule_of([t.uop for t in pending])
-  p = plan(schedule)
+  pending, becomes = kernelize_map(pending)
+  roots = [becomes.get(t.uop, t.uop) for t in pending]
+  schedule = schedule_of(roots)
+  p = plan(schedule, {target_buffer(r) for r in roots} - {None}, becomes)
   memory.last_plan = p.summary()
   if DEBUG >= 1 and p.placement:
     print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
           f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
   del p
   for k in schedule: run_kernel(k)
+  # every kernel output is its buffer now: point live tensors from their graphs straight at the buffers, in one pass
   done: dict[UOp, UOp] = {}
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending))
-  for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER):
+  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if is_kernelized(u): done[u] = u.src[0]
-  apply_becomes(done)
+  apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
 
 def _is_done(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)

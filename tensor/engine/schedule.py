@@ -298,13 +298,16 @@ def _output_buffer(x: UOp) -> UOp:
   return b
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
-  """Point every live tensor that uses a replaced node at its replacement."""
+  """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
+  (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
-  for t in live_tensors():
+  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
+    if (t := r()) is None: continue
     u = t.uop
-    if u in becomes: t.uop = becomes[u]
-    elif u.op is not Ops.BUFFER and not (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) and \
-        any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
+    if (n := becomes.get(u)) is not None: t.uop = n
+    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
+    elif any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""
@@ -332,9 +335,14 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
 def kernelize(tensors: list[Tensor]) -> list[Tensor]:
   """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
   any pending tensors that read the old value of a buffer they assign into."""
-  with ENGINE_LOCK: return _kernelize(tensors)
+  with ENGINE_LOCK:
+    tensors, becomes = kernelize_map(tensors)
+    apply_becomes(becomes)
+    return tensors
 
-def _kernelize(tensors: list[Tensor]) -> list[Tensor]:
+def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
+  """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
+  becomes, without pointing live tensors at it (realize does that once, after running). Hold ENGINE_LOCK."""
   tensors = tensors + pending_readers(tensors)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
@@ -351,7 +359,6 @@ def _kernelize(tensors: list[Tensor]) -> list[Tensor]:
     ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
     copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
     print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
-  apply_becomes(becomes)
-  return tensors
+  return tensors, becomes
 
 __all__ = ["kernelize", "Kernel", "ScheduleError"]
