@@ -120,7 +120,7 @@ def load(name: str, lib_path: str) -> Callable:
   if arrays:
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     def prog(bufs: list[Buffer], vals: tuple = ()) -> None:
-      ints = [v for v in vals if not isinstance(v, float)]
+      ints = [v if v < 2**63 else v - 2**64 for v in vals if not isinstance(v, float)]  # uint64 values pass as their bits
       floats = [v for v in vals if isinstance(v, float)]
       fn((ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs]), (ctypes.c_longlong * len(ints))(*ints), (ctypes.c_double * len(floats))(*floats))
   else:

@@ -275,7 +275,7 @@ def render(root: UOp) -> str:
     else:
       parts: list = [f"{op.name}("]
       for i, x in enumerate(s): parts += [", ", x] if i else [x]
-      parts.append(f"{', ' if s else ''}{u.arg!r})" if u.arg is not None else ")")
+      parts.append(f", {u.arg!r})" if u.arg is not None else ")")  # no sources: "DEFINE_GLOBAL(, 0)", as before
       stack.extend(reversed(parts))
   return "".join(out)
 

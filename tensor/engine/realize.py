@@ -9,10 +9,13 @@ from __future__ import annotations
 import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
-from runtime.helpers import DEBUG, NOOPT, GlobalCounters
-from runtime.ops import Ops
-from runtime.uop import UOp, uop
 from runtime.dtype import dtypes
+from runtime.helpers import DEBUG, LRU, NOOPT, GlobalCounters, getenv
+from runtime.ops import Ops, cast_value
+from runtime.rewrite import graph_rewrite
+from runtime.uop import UOp, uop
+from rules.kernelize import parametrize
+from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
@@ -25,9 +28,20 @@ class Runner:
   def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None: raise NotImplementedError
 
 class CompiledRunner(Runner):
+  """A compiled kernel; var_vals are the values of its DEFINE_VARs (program.vars), in order."""
   def __init__(self, program: Program, fn: Callable):
     self.program, self.fn, self.name = program, fn, program.name
-  def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None: self.fn(bufs, var_vals)
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.fn(bufs, var_vals)
+
+class BoundRunner(Runner):
+  """A kernel compiled with its constants as parameters (rules/kernelize.rules `parametrize`), bound to one AST's values;
+  var_vals give the other variables, in order."""
+  def __init__(self, base: CompiledRunner, values: list):
+    self.base, self.program, self.name = base, base.program, base.name
+    self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None:
+    rest = iter(var_vals)
+    self.base.fn(bufs, tuple(next(rest) if v is None else v for v in self.slots))
 
 class CopyRunner(Runner):
   name = "copy"
@@ -40,7 +54,11 @@ def render(device: str, name: str, uops: list[UOp]):
   from tensor.renderer.cstyle import render_c
   return render_c(name, uops)
 
-_programs: dict[tuple[str, UOp, bool], Runner] = {}
+# compiled programs by (device, AST, NOOPT); and for each parametrized AST (its constants as DEFINE_VARs) the first AST seen
+# with it. Both keep the PROGRAM_CACHE entries used last (the disk cache keeps more: runtime/kernel_cache.py)
+PROGRAM_CACHE = getenv("PROGRAM_CACHE", 4096)
+_programs: LRU = LRU(PROGRAM_CACHE)
+_templates: LRU = LRU(PROGRAM_CACHE)
 
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
@@ -52,21 +70,39 @@ def get_program(ast: UOp, device: str) -> Program:
   uops = linearize(sink)
   if DEBUG >= 5:
     print(f"--- {name} lowered UOps ---")
-    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[uops.index(s) if s in uops else '-' for s in u.src]} {u.arg!r}")
+    at = {u: i for i, u in enumerate(uops)}
+    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
   src = render(device, name, uops)
   if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
   ops, mem = estimate(uops)
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, opts=opts)
+  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
 def get_runner(ast: UOp, device: str) -> Runner:
-  key = (device, ast, bool(NOOPT))  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
-  if key not in _programs:
-    if ast.op is Ops.COPY: _programs[key] = CopyRunner()
+  """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
+  when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
+  with its constants as parameters, and that program serves every later value."""
+  noopt = bool(NOOPT)  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
+  key = (device, ast, noopt)
+  if (r := _programs.get(key)) is not None: return r
+  if ast.op is Ops.COPY: r = CopyRunner()
+  else:
+    params = Params()
+    template = graph_rewrite(ast, parametrize, params, name="parametrize")
+    tkey = (device, template, noopt)
+    first = _templates.get(tkey) if params.values else None
+    if first is None or first is ast:
+      if params.values: _templates[tkey] = ast
+      r = compile_ast(ast, device)
     else:
-      p = get_program(ast, device)
-      _programs[key] = CompiledRunner(p, Device[device].program(p.src, p.name))
-  return _programs[key]
+      if (base := _programs.get(tkey)) is None: base = _programs[tkey] = compile_ast(template, device)
+      r = BoundRunner(base, params.values)  # type: ignore[arg-type]
+  _programs[key] = r
+  return r
+
+def compile_ast(ast: UOp, device: str) -> CompiledRunner:
+  p = get_program(ast, device)
+  return CompiledRunner(p, Device[device].program(p.src, p.name))
 
 def _buffer_of(u: UOp) -> UOp:
   while u.op is not Ops.BUFFER: u = u.src[0]

