@@ -6,7 +6,7 @@ from runtime.dtype import DType, PtrDType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from rules.render_c import render_c as render_rules
-from rules.render_c_helpers import ctype
+from rules.render_c_helpers import ctype, storage_ctype
 
 # small ints compute in C's int: wrap each result back to its type, as exec_alu does
 _NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
@@ -17,7 +17,9 @@ class CContext:
   def __init__(self):
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
-  def __getitem__(self, u: UOp) -> str: return self.text[u]
+    self.widen = False  # while an op with a bfloat16 result renders: its bfloat16 operands read as doubles
+  def __getitem__(self, u: UOp) -> str:
+    return f"((double){self.text[u]})" if self.widen and u.dtype.scalar is dtypes.bfloat16 else self.text[u]
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
     """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
@@ -44,6 +46,9 @@ class CContext:
               f"return ({t})(long long)w; }} return ({t})a;")
       self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
       return name
+    elif kind in _BF16:
+      self.helpers[name] = _BF16[kind].format(name=name)
+      return name
     elif kind == "bitcast":
       assert src is not None
       self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {t} r; __builtin_memcpy(&r, &a, sizeof r); return r; }}"
@@ -51,6 +56,17 @@ class CContext:
     else: raise ValueError(kind)
     self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
     return name
+
+# bfloat16 values compute as floats holding bfloat16 numbers: an op computes in double, then rounds through float to the
+# nearest bfloat16, ties to even (runtime/dtype.truncate does the same, so CPU and PYTHON agree bit for bit)
+_BF16 = {
+  "bf16r": "static inline float {name}(double x) {{ float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(\"\"); "
+           "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }}",
+  "bf16ld": "static inline float {name}(unsigned short b) {{ unsigned int u = (unsigned int)b << 16; float f; "
+            "__builtin_memcpy(&f, &u, 4); return f; }}",
+  "bf16st": "static inline unsigned short {name}(float f) {{ unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); "
+            "return (unsigned short)(u >> 16); }}",
+}
 
 def render_c(name: str, uops: list[UOp]) -> str:
   ctx = CContext()
@@ -81,7 +97,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if op is Ops.DEFINE_GLOBAL:
       assert isinstance(u.dtype, PtrDType)
       ctx.text[u] = f"data{u.arg}"
-      bufs[u.arg] = ctype(u.dtype.base)
+      bufs[u.arg] = storage_ctype(u.dtype.base)
       continue
     if op is Ops.DEFINE_VAR:
       ctx.text[u] = u.arg[0]
@@ -97,8 +113,12 @@ def render_c(name: str, uops: list[UOp]) -> str:
       body.append("  " * depth + "}")
       continue
     if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
+    bf16 = u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU
+    ctx.widen = bf16
     text = render_rules.rewrite(u, ctx)
+    ctx.widen = False
     if text is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
+    if bf16: text = f"{ctx.helper('bf16r', u.dtype)}({text})"
     if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
       body.append("  " * depth + text)
       continue

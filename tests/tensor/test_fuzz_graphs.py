@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
-from tensor import Tensor, Context
+from tensor import Tensor, Context, dtypes
+from runtime.dtype import least_upper_float
 
 SCALE = int(os.environ.get("EXAMPLES_SCALE", "1"))
 SIZES = [1, 3, 4, 5, 16, 63, 64, 65, 128, 130]
@@ -113,3 +114,52 @@ def test_small_random_graphs_cpu_against_python():
       expect_close(py, c, "PYTHON")
       np.testing.assert_allclose(c.ts["CPU"].numpy(), py, rtol=1e-5, atol=1e-5 * c.mag, err_msg=f"CPU vs PYTHON: {' '.join(c.steps)}")
   run(check, programs(SMALL), 15 * SCALE)
+
+# ---- CPU and PYTHON agree bit for bit on every dtype, bool and bfloat16 included ----
+
+DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32]
+BINARY = ["add", "sub", "mul", "floordiv", "mod", "maximum", "lt", "eq", "where"]
+UNARY = ["neg", "exp2", "sqrt", "sin", "trunc", "sum", "max", "cast"]
+
+def values(draw, dtype, n: int) -> np.ndarray:
+  if dtype is dtypes.bool: return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+  if dtypes.is_int(dtype):
+    lo, hi = dtypes.min(dtype), dtypes.max(dtype)
+    return np.array(draw(st.lists(st.one_of(st.integers(-3, 3), st.integers(lo, hi)).filter(lambda v: lo <= v <= hi), min_size=n, max_size=n)),
+                    dtypes.to_numpy(dtype))
+  special = st.sampled_from([0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, 0.1, 300.0, 1e-3])
+  xs = draw(st.lists(st.one_of(special, st.floats(-1e4, 1e4, width=32)), min_size=n, max_size=n))
+  return np.array(xs, np.float32)  # bfloat16 tensors are made from float32 values (rounded)
+
+def apply(t: Tensor, other: Tensor, op: str) -> Tensor:
+  # libm's float functions (sinf, exp2f) may differ from a double result rounded by an ulp: exact only for bfloat16 and double
+  if op in ("exp2", "sin") and least_upper_float(t.dtype) in (dtypes.float16, dtypes.float32): op = "neg"
+  if op in ("lt", "eq"): return t < other if op == "lt" else t == other
+  if op == "where": return (t < other).where(t, other)
+  if op == "neg": return -t
+  if op in ("exp2", "sqrt", "sin", "trunc"): return getattr(t, op)() if op != "trunc" or dtypes.is_float(t.dtype) else t
+  if op in ("sum", "max"): return getattr(t, op)(0)
+  if op == "cast": return t.cast(dtypes.float32 if not dtypes.is_float(t.dtype) else dtypes.int32)
+  return getattr(t, op)(other)
+
+def test_every_dtype_cpu_and_python_agree_bit_for_bit():
+  def check(data):
+    dtype = data.draw(st.sampled_from(DTYPES))
+    n = data.draw(st.sampled_from([1, 3, 4, 5, 16, 17]))
+    a, b = values(data.draw, dtype, n), values(data.draw, dtype, n)
+    steps = data.draw(st.lists(st.sampled_from(BINARY + UNARY), min_size=1, max_size=3))
+    outs = {}
+    for dev in ("CPU", "PYTHON"):
+      x, y = Tensor(a, device=dev, dtype=dtype), Tensor(b, device=dev, dtype=dtype)
+      for op in steps:
+        if x.ndim == 0: x = x.reshape(1).expand(n)
+        x = apply(x, y.cast(x.dtype) if x.dtype is not y.dtype else y, op)
+      with np.errstate(all="ignore"): outs[dev] = x.numpy()
+    c, p = outs["CPU"], outs["PYTHON"]
+    assert c.dtype == p.dtype and c.shape == p.shape, (c.dtype, p.dtype, c.shape, p.shape)
+    # bit for bit (so -0.0 is not 0.0), except that a nan's sign and payload may differ (x86 makes negative nans)
+    nan = np.isnan(c) & np.isnan(p) if c.dtype.kind == "f" else np.zeros(c.shape, bool)
+    bits = f"u{c.dtype.itemsize}" if c.dtype != np.bool_ else "u1"
+    same = np.array_equal(np.where(nan, 0, c.view(bits)), np.where(nan, 0, p.view(bits)))
+    assert same, f"{dtype} {steps} on {a} and {b}: CPU {c}, PYTHON {p}"
+  settings(max_examples=40 * SCALE, deadline=None, suppress_health_check=list(HealthCheck), database=None)(given(st.data())(check))()

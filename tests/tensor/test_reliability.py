@@ -162,3 +162,28 @@ def test_program_tables_are_bounded(monkeypatch):
   t = Tensor(np.arange(5, dtype=np.float32)).realize()
   for n in range(1, 30): assert (t.reshape(5, 1).expand(5, n).sum(1)).tolist() == (np.arange(5) * n).tolist()
   assert len(realize._programs) <= 8 and len(realize._templates) <= 8
+
+# ---- devices agree ----
+
+def test_bool_floordiv_and_mod_on_cpu_as_on_python():
+  # the C renderer had no rule for IDIV and MOD on bools
+  from runtime.ops import exec_alu
+  a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
+  for dev in ("CPU", "PYTHON"):
+    A, B = Tensor(a, device=dev), Tensor(b, device=dev)
+    assert (A // B).tolist() == [True, False, False, False] and (A % B).tolist() == [False] * 4  # numpy's values, as bools
+    for op in (Ops.IDIV, Ops.MOD):  # the ops themselves: exec_alu's x//0 == 0 and x%0 == x
+      assert A._alu(op, B).tolist() == [exec_alu(op, dtypes.bool, [x, y]) for x, y in zip(a.tolist(), b.tolist())]
+
+def test_bfloat16_kernels_render_to_c():
+  # bfloat16 was a NotImplementedError on the CPU: it computes in double and rounds each result, as the PYTHON device does
+  a = np.array([1.5, -2.25, 3e10, 0.1, np.nan, -0.0, 7.0, 1e-40], np.float32)
+  b = np.array([0.3, 4.0, 1e-3, -5.5, 1.0, 2.0, 0.0, 3.0], np.float32)
+  outs = {}
+  for dev in ("CPU", "PYTHON"):
+    A, B = Tensor(a, device=dev, dtype=dtypes.bfloat16), Tensor(b, device=dev, dtype=dtypes.bfloat16)
+    ts = [A + B, A * B - A, A / B, (A * B).exp2(), A.sqrt(), A.maximum(B), A // B, A % B, A.sum(), A < B, A.sin(), (A * 3).cast(dtypes.int32),
+          A.cast(dtypes.float16), B.bitcast(dtypes.int16), Tensor(np.array([16256, -16512], np.int16), device=dev).bitcast(dtypes.bfloat16)]
+    with np.errstate(all="ignore"): outs[dev] = [t.numpy() for t in ts]
+  for c, p in zip(outs["CPU"], outs["PYTHON"]): np.testing.assert_array_equal(c, p)
+  np.testing.assert_array_equal(outs["CPU"][0][:2], [1.796875, 1.75])  # 1.5 + 0.30078125 rounded to bfloat16
