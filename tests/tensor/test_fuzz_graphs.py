@@ -16,7 +16,7 @@ from runtime.dtype import least_upper_float
 
 SCALE = int(os.environ.get("EXAMPLES_SCALE", "1"))
 SIZES = [1, 3, 4, 5, 16, 63, 64, 65, 128, 130]
-SMALL = [1, 3, 4, 5, 16]  # the PYTHON interpreter runs a scalar at a time: small graphs only
+SMALL = [1, 3, 4, 5, 16, 64, 65]  # the PYTHON interpreter runs a scalar at a time: graphs over PYTHON_MAX_WORK are skipped
 PYTHON_MAX_WORK = 30_000  # scalar multiply-adds, about a second on the interpreter
 
 class Case:
