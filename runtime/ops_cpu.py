@@ -91,8 +91,11 @@ def _run_compiler(cc: str, flags: list[str], src: str, out: str) -> None:
   if r.returncode != 0:
     raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
 
+# part of every key: entries of an older layout (without the trailer) are other files, never read as corrupt ones
+CACHE_FORMAT = "2"
+
 def cache_key(src: str, flags: list[str]) -> str:
-  return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version()]).encode()).hexdigest()[:32]
+  return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version(), CACHE_FORMAT]).encode()).hexdigest()[:32]
 
 def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
   """The path of a verified shared object built from `src` (from the cache when it is there). Raises CompileError."""
