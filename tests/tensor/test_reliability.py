@@ -187,3 +187,19 @@ def test_bfloat16_kernels_render_to_c():
     with np.errstate(all="ignore"): outs[dev] = [t.numpy() for t in ts]
   for c, p in zip(outs["CPU"], outs["PYTHON"]): np.testing.assert_array_equal(c, p)
   np.testing.assert_array_equal(outs["CPU"][0][:2], [1.796875, 1.75])  # 1.5 + 0.30078125 rounded to bfloat16
+
+def test_twenty_thousand_one_element_inputs_summed():
+  # one kernel per 512 dependent adds, each reading 513 buffers through one array of pointers (ctypes refused 20,001 arguments)
+  xs = [Tensor([i]) for i in range(20_000)]
+  Tensor.realize(*xs)
+  s = xs[0]
+  for x in xs[1:]: s = s + x
+  assert s.item() == sum(range(20_000))
+
+def test_one_kernel_reading_two_thousand_buffers(compiles):
+  # a balanced tree of adds is shallow: one kernel with 2,001 parameters, called with one array
+  xs = [Tensor([float(i)]) for i in range(2_000)]
+  Tensor.realize(*xs)
+  while len(xs) > 1: xs = [xs[i] + xs[i + 1] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+  assert xs[0].item() == sum(range(2_000))
+  assert len(compiles) == 1 and "bufs[2000]" in compiles[0]
