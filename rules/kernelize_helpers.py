@@ -9,4 +9,20 @@ def kernel_input(ctx, x: UOp) -> UOp:
   g = ctx.param(x)
   return g if x.shape == g.shape else uop(Ops.RESHAPE, g.dtype.base, (g,), x.shape)
 
-__all__ = ["kernel_input", "dtypes"]
+PARAM_PREFIX = "cvar"
+
+class Params:
+  """The context of the parametrize rule set: each tensor constant of a kernel AST becomes DEFINE_VAR cvar<i> (the same
+  constant node, the same parameter), and values[i] is what the kernel computed with."""
+  def __init__(self): self.values: list = []
+  def param(self, c: UOp) -> UOp:
+    lo, hi = (dtypes.min(c.dtype), dtypes.max(c.dtype))
+    self.values.append(c.arg)
+    return uop(Ops.DEFINE_VAR, c.dtype, (), (f"{PARAM_PREFIX}{len(self.values) - 1}", lo, hi))
+
+def param_index(var: UOp) -> int | None:
+  """i for the parameter cvar<i>, None for any other variable."""
+  name = var.arg[0]
+  return int(name[len(PARAM_PREFIX):]) if name.startswith(PARAM_PREFIX) and name[len(PARAM_PREFIX):].isdigit() else None
+
+__all__ = ["kernel_input", "dtypes", "Params", "param_index"]

@@ -1,7 +1,8 @@
 """Helpers for rules/lower.rules (hand-written; imports only runtime)."""
 from __future__ import annotations
+import math
 from runtime.dtype import dtypes
-from runtime.ops import Ops
+from runtime.ops import Ops, cast_value, exec_alu
 from runtime.uop import UOp, uop
 
 def identity(op: Ops, dtype) -> object:
@@ -25,6 +26,32 @@ def scope(u: UOp, memo: dict) -> frozenset:
     elif x.op in (Ops.REDUCE, Ops.END): s = memo[x.src[0]] - set(x.src[1:])
     memo[x] = s
   return memo[u]
+
+def _trips(rng: UOp) -> int | None: return rng.src[0].arg if rng.src[0].op is Ops.CONST else None
+
+def unused_loops(ctx, r: UOp) -> list[UOp]:
+  """The loops of an ADD or MAX reduction that its value does not depend on (those with a known trip count)."""
+  if r.arg not in (Ops.ADD, Ops.MAX): return []
+  inside = scope(r.src[0], ctx.scopes)
+  out = [g for g in r.src[1:] if g not in inside and _trips(g) is not None]
+  if r.arg is Ops.ADD and r.dtype is not dtypes.bool and out:
+    n = 1
+    for g in out: n *= _trips(g)  # type: ignore[operator]
+    if n > 0 and dtypes.is_float(r.dtype) and not math.isfinite(cast_value(n, r.dtype)): return []  # n is inf in half: keep the loop
+  return out
+
+def without_unused_loops(ctx, r: UOp) -> UOp:
+  unused = unused_loops(ctx, r)
+  used = tuple(g for g in r.src[1:] if g not in unused)
+  x = uop(Ops.REDUCE, r.dtype, (r.src[0], *used), r.arg) if used else r.src[0]
+  if r.arg is Ops.MAX or r.dtype is dtypes.bool: return x
+  n = 1
+  for g in unused: n *= _trips(g)  # type: ignore[operator]
+  if n == 0: return uop(Ops.CONST, r.dtype, (), identity(r.arg, r.dtype))
+  if n == 1: return x
+  times = uop(Ops.CONST, r.dtype, (), cast_value(n, r.dtype))
+  if x.op is Ops.CONST: return uop(Ops.CONST, r.dtype, (), exec_alu(Ops.MUL, r.dtype, [x.arg, times.arg]))
+  return uop(Ops.MUL, r.dtype, (x, times))
 
 def lower_reduce(ctx, r: UOp) -> UOp:
   x, ranges, op = r.src[0], r.src[1:], r.arg

@@ -9,11 +9,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
-IDX = dtypes.index
-
-def _c(v: int) -> UOp: return uop(Ops.CONST, IDX, (), v)
-def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, IDX, (a, b))
-def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, IDX, (a, b))
+# index arithmetic is in the kernel's index type, ctx.index: int32, or int64 when a size reaches 2**31 (tensor/codegen)
+def _c(ctx, v: int) -> UOp: return uop(Ops.CONST, ctx.index, (), v)
+def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, a.dtype, (a, b))
+def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, a.dtype, (a, b))
 # the value's dtype: a parameter's AT is an element, not the pointer
 def _at(x: UOp, valid: UOp, idx) -> UOp: return uop(Ops.AT, x.dtype.base, (x, valid, *idx))
 def _and(a: UOp, b: UOp) -> UOp:
@@ -31,27 +30,27 @@ def at_elementwise(a: UOp) -> UOp:
   x, rest = a.src[0], a.src[1:]
   return uop(x.op, x.dtype, tuple(uop(Ops.AT, s.dtype, (s, *rest)) for s in x.src), x.arg)
 
-def _unflatten(linear: UOp, shape: tuple[int, ...]) -> list[UOp]:
+def _unflatten(ctx, linear: UOp, shape: tuple[int, ...]) -> list[UOp]:
   out, stride = [], 1
   for d in reversed(shape):
-    if d == 1: out.append(_c(0))
+    if d == 1: out.append(_c(ctx, 0))
     else:
-      q = linear if stride == 1 else uop(Ops.IDIV, IDX, (linear, _c(stride)))
-      out.append(q if stride * d >= _bound(linear) + 1 else uop(Ops.MOD, IDX, (q, _c(d))))
+      q = linear if stride == 1 else uop(Ops.IDIV, ctx.index, (linear, _c(ctx, stride)))
+      out.append(q if stride * d >= _bound(linear) + 1 else uop(Ops.MOD, ctx.index, (q, _c(ctx, d))))
     stride *= d
   return out[::-1]
 
 def _bound(u: UOp) -> int:
   try: return int(u.vmax)
-  except (TypeError, ValueError): return 2**31 - 1
+  except (TypeError, ValueError): return dtypes.max(u.dtype)
 
-def at_reshape(a: UOp) -> UOp:
+def at_reshape(ctx, a: UOp) -> UOp:
   """Reshape: match the two shapes group by group (dims whose sizes multiply to the same number), so only a group that
   really merges or splits dims pays for a division."""
   x, valid, idx = a.src[0].src[0], a.src[1], a.src[2:]
   out_shape, in_shape = a.src[0].shape, x.shape
   # an empty tensor has no element to read: any index, never valid
-  if 0 in in_shape or 0 in out_shape: return _at(x, uop(Ops.CONST, dtypes.bool, (), False), [_c(0)] * len(in_shape))
+  if 0 in in_shape or 0 in out_shape: return _at(x, uop(Ops.CONST, dtypes.bool, (), False), [_c(ctx, 0)] * len(in_shape))
   new: list[UOp] = []
   i = j = 0
   while i < len(out_shape) or j < len(in_shape):
@@ -70,11 +69,11 @@ def at_reshape(a: UOp) -> UOp:
     if len(gi) == 1 and len(gj) == 1:
       new.append(idx[gi[0]])
       continue
-    linear, stride = _c(0), 1
+    linear, stride = _c(ctx, 0), 1
     for k in reversed(gi):
-      if out_shape[k] != 1: linear = _add(_mul(idx[k], _c(stride)), linear) if stride != 1 else _add(idx[k], linear)
+      if out_shape[k] != 1: linear = _add(_mul(idx[k], _c(ctx, stride)), linear) if stride != 1 else _add(idx[k], linear)
       stride *= out_shape[k]
-    new.extend(_unflatten(linear, tuple(in_shape[k] for k in gj)))
+    new.extend(_unflatten(ctx, linear, tuple(in_shape[k] for k in gj)))
   return _at(x, valid, new)
 
 def at_permute(a: UOp) -> UOp:
@@ -84,20 +83,20 @@ def at_permute(a: UOp) -> UOp:
   for k, o in enumerate(order): new[o] = idx[k]
   return _at(x, a.src[1], new)
 
-def at_expand(a: UOp) -> UOp:
+def at_expand(ctx, a: UOp) -> UOp:
   x = a.src[0].src[0]
-  return _at(x, a.src[1], [_c(0) if d == 1 and o != 1 else i for i, d, o in zip(a.src[2:], x.shape, a.src[0].shape)])
+  return _at(x, a.src[1], [_c(ctx, 0) if d == 1 and o != 1 else i for i, d, o in zip(a.src[2:], x.shape, a.src[0].shape)])
 
-def at_shrink(a: UOp) -> UOp:
+def at_shrink(ctx, a: UOp) -> UOp:
   s = a.src[0]
-  return _at(s.src[0], a.src[1], [i if b == 0 else _add(i, _c(b)) for i, (b, _) in zip(a.src[2:], s.arg)])
+  return _at(s.src[0], a.src[1], [i if b == 0 else _add(i, _c(ctx, b)) for i, (b, _) in zip(a.src[2:], s.arg)])
 
-def at_flip(a: UOp) -> UOp:
+def at_flip(ctx, a: UOp) -> UOp:
   f = a.src[0]
   x = f.src[0]
-  return _at(x, a.src[1], [_add(_mul(i, _c(-1)), _c(d - 1)) if fl else i for i, d, fl in zip(a.src[2:], x.shape, f.arg)])
+  return _at(x, a.src[1], [_add(_mul(i, _c(ctx, -1)), _c(ctx, d - 1)) if fl else i for i, d, fl in zip(a.src[2:], x.shape, f.arg)])
 
-def at_pad(a: UOp) -> UOp:
+def at_pad(ctx, a: UOp) -> UOp:
   """Inside the data: the source at the shifted index; in the padding: zero. Loads below are guarded by `inside`."""
   p = a.src[0]
   x, valid, idx = p.src[0], a.src[1], a.src[2:]
@@ -107,16 +106,16 @@ def at_pad(a: UOp) -> UOp:
     if b == 0 and _bound(i) < d:
       new.append(i)
       continue
-    shifted = i if b == 0 else _add(i, _c(-b))
-    cond = _lt(shifted, _c(d))
-    if b: cond = _and(_not(_lt(shifted, _c(0))), cond)
+    shifted = i if b == 0 else _add(i, _c(ctx, -b))
+    cond = _lt(shifted, _c(ctx, d))
+    if b: cond = _and(_not(_lt(shifted, _c(ctx, 0))), cond)
     inside = _and(inside, cond)
     new.append(shifted)
   value = _at(x, _and(valid, inside), new)
   if inside.op is Ops.CONST: return value
   return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
 
-def at_gather(a: UOp) -> UOp:
+def at_gather(ctx, a: UOp) -> UOp:
   """GATHER(x, idx) at (s..., r...) is x at (idx[s...], r...) where 0 <= idx[s...] < len(x) (tested in idx's own type, so a
   wide index can't wrap into range), else zero, as padding is."""
   g = a.src[0]
@@ -125,7 +124,7 @@ def at_gather(a: UOp) -> UOp:
   j = uop(Ops.AT, dt, (idx, valid, *pos[:k]))
   def c(v): return uop(Ops.CONST, dt, (), v)
   inside = _and(_not(_lt(j, c(0))), _lt(j, c(x.shape[0])))
-  value = _at(x, _and(valid, inside), [uop(Ops.CAST, IDX, (j,)), *pos[k:]])
+  value = _at(x, _and(valid, inside), [uop(Ops.CAST, ctx.index, (j,)), *pos[k:]])
   return uop(Ops.WHERE, value.dtype, (inside, value, uop(Ops.CONST, value.dtype, (), _zero(value.dtype))))
 
 def is_plus_zero(v) -> bool:
@@ -157,9 +156,9 @@ def _reduce(ctx, a: UOp) -> UOp:
   x, (op, axes) = r.src[0], r.arg
   new, ranges = list(a.src[2:]), []
   for ax in axes:
-    if x.shape[ax] == 1: new[ax] = _c(0)
+    if x.shape[ax] == 1: new[ax] = _c(ctx, 0)
     else:
-      rng = uop(Ops.RANGE, IDX, (_c(x.shape[ax]),), ctx.new_range())
+      rng = uop(Ops.RANGE, ctx.index, (_c(ctx, x.shape[ax]),), ctx.new_range())
       ranges.append(rng)
       new[ax] = rng
   inner = _at(x, a.src[1], new)

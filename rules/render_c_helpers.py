@@ -11,17 +11,22 @@ _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsig
 _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
 def ctype(d: DType, unsigned: bool = False) -> str:
-  if d.scalar is dtypes.bfloat16: raise NotImplementedError("bfloat16 kernels are not rendered to C yet: use float32, or DEV=PYTHON")
+  """The C type a value of d computes in. bfloat16 values are floats holding bf16 numbers (every op rounds its result)."""
   d = d.scalar
+  if d is dtypes.bfloat16: return "float"
   return _CTYPES[_UNSIGNED.get(d, d) if unsigned else d]
+
+def storage_ctype(d: DType) -> str:
+  """The C type of an element in memory: bfloat16 is stored as its 16 bits."""
+  return "unsigned short" if d.scalar is dtypes.bfloat16 else ctype(d)
 
 def bits(d: DType) -> int: return 8 * d.scalar.itemsize
 
 def fn_suffix(d: DType) -> str: return ctype(d).replace(" ", "_")
 
 def math_fn(name: str, d: DType) -> str:
-  """math.h's function for a float type: sinf for float, sin for double, through float for half."""
-  if d.scalar is dtypes.float64: return name
+  """math.h's function for a float type: sinf for float, sin for double (and bfloat16, rounded after), through float for half."""
+  if d.scalar is dtypes.float64 or d.scalar is dtypes.bfloat16: return name  # bfloat16 computes in double, then rounds
   if d.scalar is dtypes.float16: return f"(_Float16){name}f"
   return name + "f"
 

@@ -1,9 +1,9 @@
-"""Small shared helpers: environment flags (`getenv`, `ContextVar`, `Context`), global counters, a progress bar.
+"""Small shared helpers: environment flags (`getenv`, `ContextVar`, `Context`), global counters, an LRU dict, a progress bar.
 
 Flags are read from the environment once, at import, and can be changed for a block with `Context(DEBUG=2)`.
 """
 from __future__ import annotations
-import contextlib, functools, os, sys, time
+import collections, contextlib, functools, os, sys, time
 from typing import Any, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -63,6 +63,22 @@ class GlobalCounters:
   @staticmethod
   def reset() -> None:
     GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+
+class LRU(collections.OrderedDict):
+  """A dict that keeps its `size` most recently used entries (a lookup with get() or [] counts as a use)."""
+  def __init__(self, size: int):
+    super().__init__()
+    self.size = size
+  def __getitem__(self, key):
+    v = super().__getitem__(key)
+    self.move_to_end(key)
+    return v
+  def get(self, key, default=None):
+    return self[key] if key in self else default
+  def __setitem__(self, key, value):
+    super().__setitem__(key, value)
+    self.move_to_end(key)
+    while len(self) > self.size: self.popitem(last=False)
 
 def colored(text: str, color: str | None) -> str:
   codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}

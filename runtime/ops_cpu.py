@@ -1,14 +1,18 @@
 """The CPU device: C source from the C renderer, compiled with the system C compiler into a shared object, loaded
-with ctypes. Shared objects are cached on disk, keyed by a hash of the source, the flags and the compiler's version.
+with ctypes. Shared objects are cached on disk (runtime/kernel_cache.py: verified before loading, size-capped), keyed by a
+hash of the source, the flags and the compiler's version.
 
-CC picks the compiler (default `cc`), CACHE_DIR the cache folder (default ~/.cache/rulegrad). Flags: -O3 -march=native
+CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (default 300 s), CACHE_DIR the cache folder
+(default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 """
 from __future__ import annotations
-import ctypes, functools, hashlib, os, shutil, subprocess, sys, tempfile, warnings
+import _ctypes, ctypes, functools, hashlib, os, shutil, signal, subprocess, sys, uuid
 from typing import Callable
+from runtime import kernel_cache
 from runtime.device import Buffer, Compiled, CompileError
+from runtime.kernel_cache import cache_dir  # noqa: F401  (the folder kernels compile into)
 from runtime.profile import scope
 
 CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"]
@@ -58,61 +62,86 @@ def cflags() -> list[str]:
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
   return CFLAGS + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
-_warned_readonly = False
+def compile_timeout() -> float:
+  """Seconds a compile may take before it is stopped (CC_TIMEOUT, default 300): a hung compiler must not hang realize."""
+  try: return float(os.environ.get("CC_TIMEOUT", "300"))
+  except ValueError: return 300.0
 
-def cache_dir() -> str:
-  global _warned_readonly
-  d = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
+def _kill_leftovers(tag: str) -> None:
+  # the compiler driver is killed on timeout; what it started (cc1, as, ld) carries our tag in its environment: kill it too
+  if not os.path.isdir("/proc"): return
+  needle = f"RULEGRAD_COMPILE={tag}".encode()
+  for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == os.getpid(): continue
+    try:
+      with open(f"/proc/{pid}/environ", "rb") as f:
+        if needle in f.read().split(b"\0"): os.kill(int(pid), signal.SIGKILL)
+    except OSError: pass
+
+def _run_compiler(cc: str, flags: list[str], src: str, out: str) -> None:
+  """cc builds `src` into the shared object `out`; raises BuildError with the compiler's message, or on timeout."""
+  timeout, tag = compile_timeout(), uuid.uuid4().hex
   try:
-    os.makedirs(d, exist_ok=True)
-    if os.access(d, os.W_OK): return d
-  except OSError: pass
-  if not _warned_readonly:
-    warnings.warn(f"the kernel cache folder {d} is not writable: compiling into a temporary folder (set CACHE_DIR to a writable one)", stacklevel=2)
-    _warned_readonly = True
-  fallback = os.path.join(tempfile.gettempdir(), f"rulegrad-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
-  os.makedirs(fallback, exist_ok=True)
-  return fallback
+    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", out, "-lm"], input=src, capture_output=True, text=True, timeout=timeout,
+                       env={**_compiler_env(), "RULEGRAD_COMPILE": tag})
+  except subprocess.TimeoutExpired:
+    _kill_leftovers(tag)
+    raise CompileError(f"{cc} did not finish compiling a generated kernel in {timeout:g} s and was stopped; set CC_TIMEOUT to allow more time "
+                       f"or CC to another compiler\n--- source (first 2000 characters) ---\n{src[:2000]}") from None
+  except OSError as e: raise CompileError(f"could not run the C compiler {cc}: {e}") from None
+  if r.returncode != 0:
+    raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
+
+# part of every key: entries of an older layout (without the trailer) are other files, never read as corrupt ones
+CACHE_FORMAT = "2"
+
+def cache_key(src: str, flags: list[str]) -> str:
+  return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version(), CACHE_FORMAT]).encode()).hexdigest()[:32]
 
 def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
-  """The path of a shared object built from `src` (from the cache when it is there). Raises CompileError."""
+  """The path of a verified shared object built from `src` (from the cache when it is there). Raises CompileError."""
   cc = find_compiler()
   flags = cflags() + list(extra_flags)
-  key = hashlib.sha256("\0".join([src, " ".join(flags), compiler_version()]).encode()).hexdigest()[:32]
-  d = cache_dir()
-  out = os.path.join(d, f"k_{key}.so")
-  if os.path.exists(out): return out
-  # compile next to the final name and rename: a concurrent reader sees the whole file or none
-  fd, tmp = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".tmp.so", dir=d)
-  os.close(fd)
-  try:
-    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", tmp, "-lm"], input=src, capture_output=True, text=True,  # type: ignore[list-item]
-                       env=_compiler_env())
-    if r.returncode != 0:
-      raise CompileError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
-    os.replace(tmp, out)
-  finally:
-    if os.path.exists(tmp): os.unlink(tmp)
-  return out
+  try: return kernel_cache.store(cache_key(src, flags), lambda tmp: _run_compiler(cc, flags, src, tmp))  # type: ignore[arg-type]
+  except kernel_cache.BuildError as e: raise CompileError(str(e)) from None
+  except OSError as e:
+    raise CompileError(f"could not write the compiled kernel to the cache folder: {e} (set CACHE_DIR to a writable folder)") from None
 
 def load(name: str, lib_path: str) -> Callable:
-  """The kernel `name` of a shared object as prog(buffers, var_vals)."""
-  lib = ctypes.CDLL(lib_path)
-  fn = getattr(lib, name)
+  """The kernel `name` of a cache entry as prog(buffers, var_vals), after checking the entry (kernel_cache.open_verified).
+  Rendered kernels export `name_call(void* const* bufs, const long long* ivals, const double* fvals)` (tensor/renderer/cstyle.py):
+  the buffer pointers, then the int and the float values of var_vals, each in order; one call whatever the number of buffers.
+  A library without it (hand-written C) is called as `name(T* data0, T* data1, ...)`."""
+  def dlopen(p: str):
+    lib = ctypes.CDLL(p)
+    for sym in (f"{name}_call", name):
+      if hasattr(lib, sym): return lib, getattr(lib, sym), sym != name
+    # unload it: the dynamic loader hands a library it holds to any later dlopen of the same path (the rebuilt entry)
+    if hasattr(_ctypes, "dlclose"): _ctypes.dlclose(lib._handle)
+    raise kernel_cache.CacheError(f"{lib_path} has no kernel named {name}")
+  lib, fn, arrays = kernel_cache.load_verified(lib_path, dlopen)
   fn.restype = None
-  def prog(bufs: list[Buffer], vals: tuple[int, ...] = ()) -> None:
-    fn(*[ctypes.c_void_p(b.ptr) for b in bufs], *[ctypes.c_int(v) for v in vals])
+  if arrays:
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    def prog(bufs: list[Buffer], vals: tuple = ()) -> None:
+      ints = [v if v < 2**63 else v - 2**64 for v in vals if not isinstance(v, float)]  # uint64 values pass as their bits
+      floats = [v for v in vals if isinstance(v, float)]
+      fn((ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs]), (ctypes.c_longlong * len(ints))(*ints), (ctypes.c_double * len(floats))(*floats))
+  else:
+    def prog(bufs: list[Buffer], vals: tuple = ()) -> None: fn(*[ctypes.c_void_p(b.ptr) for b in bufs], *[ctypes.c_longlong(v) for v in vals])
   prog.lib = lib  # type: ignore[attr-defined]  # keep the library loaded while the program lives
   return prog
 
 def program(src: str, name: str) -> Callable:
-  """Compile (or take from the cache) and load; a corrupt cache entry is deleted and rebuilt once."""
+  """Compile (or take from the cache) and load. An entry that fails its check, does not load or lacks the kernel is
+  deleted and rebuilt once; a fresh build that still fails is a CompileError."""
   with scope(f"compile {name}", "compile"): path = compile_c(src)
   try: return load(name, path)
   except OSError as e:
-    print(f"warning: the cached kernel {path} does not load ({e}); rebuilding it", file=sys.stderr)
-    try: os.unlink(path)
-    except OSError: pass
-    return load(name, compile_c(src))
+    print(f"warning: the cached kernel {path} is not usable ({e}); rebuilding it", file=sys.stderr)
+    kernel_cache.remove(path)
+  path = compile_c(src)
+  try: return load(name, path)
+  except OSError as e: raise CompileError(f"the kernel {name} compiled from this source does not load: {e}\n--- source ---\n{src}") from None
 
 def device() -> Compiled: return Compiled("CPU", program)

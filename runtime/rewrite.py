@@ -188,7 +188,7 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
           # the result has new sources: rewrite them first, then resolve u to the result's final form
           p = _Pending(u, n, rule)
           pending[u] = p
-          if len(pending) > limit: _raise_runaway(pending, label)
+          if len(pending) > limit: limit = _nesting_limit(root, pending, label)
           push(p)
           push(n)
           n = None
@@ -285,6 +285,16 @@ def _raise_self_wrap(u: UOp, active: dict, label: str) -> None:
   start = next(i for i, (n, _) in enumerate(chain) if n is u)
   rules = [r for _, r in chain[start:] if r is not None]
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
+
+NESTING_PER_NODE = 4
+
+def _nesting_limit(root: UOp, pending: dict, label: str) -> int:
+  """Past REWRITE_LIMIT nested rewrites: a long graph nests about as deep as it is long (rangeify of a chain of 100,000
+  ops), rules that keep growing the graph nest without end. Allow NESTING_PER_NODE per node of the input graph (counted
+  once, on the first crossing) before calling it a runaway."""
+  limit = max(REWRITE_LIMIT.value, NESTING_PER_NODE * len(root.toposort()))
+  if len(pending) > limit: _raise_runaway(pending, label)
+  return limit
 
 def _raise_runaway(pending: dict, label: str) -> None:
   rules = [p.rule for p in list(pending.values())[-20:]]

@@ -35,8 +35,11 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
   ref = _ucache.get(key)
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
-  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape = op, dtype, src, arg, tag, key, None, _UNSET
-  _ucache[key] = weakref.ref(u)
+  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape, u._device = op, dtype, src, arg, tag, key, None, _UNSET, _UNSET
+  # setdefault, not a store: another thread may have made the same node since the lookup, and there must be one
+  if (first := _ucache.setdefault(key, r := weakref.ref(u))) is not r:
+    if (v := first()) is not None: return v
+    _ucache[key] = r
   return u
 
 def live_uops() -> int:
@@ -45,7 +48,7 @@ def live_uops() -> int:
 
 class UOp(metaclass=UOpMetaClass):
   """One node: `op` applied to `src` (a tuple of UOps), producing `dtype`; `arg` holds op-specific data."""
-  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "_shape", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "_bounds", "_shape", "_device", "__weakref__")
   op: Ops
   dtype: DType
   src: tuple[UOp, ...]
@@ -193,13 +196,10 @@ class UOp(metaclass=UOpMetaClass):
     return n
   @property
   def device(self) -> str | None:
-    """The device of a tensor-graph node: the DEVICE below it, following first sources."""
-    u = self
-    while True:
-      if u.op is Ops.DEVICE: return u.arg
-      if u.op is Ops.COPY or u.op is Ops.BUFFER: u = u.src[1]
-      elif u.op is Ops.KERNEL or not u.src: return None
-      else: u = u.src[0]
+    """The device of a tensor-graph node: the DEVICE below it, following first sources (cached on each node on the way,
+    so a chain of n ops costs n steps in all, not one walk per call)."""
+    d = self._device
+    return _compute_device(self) if d is _UNSET else d
 
   # ---- range analysis ----
   @property
@@ -259,22 +259,33 @@ _infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"
           Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
 
 def render(root: UOp) -> str:
-  text: dict[UOp, str] = {}
-  for u in root.toposort():
-    s = [text[x] for x in u.src]
-    if u.op is Ops.CONST: r = str(u.arg)
-    elif u.op is Ops.DEFINE_VAR: r = u.arg[0]
-    elif u.op is Ops.RANGE: r = f"ridx{u.arg}"
-    elif u.op is Ops.SPECIAL: r = str(u.arg[0])
-    elif u.op is Ops.BIND: r = s[0]
-    elif u.op in _infix: r = f"({s[0]}{_infix[u.op]}{s[1]})"
-    elif u.op is Ops.NEG: r = f"(-{s[0]})"
-    elif u.op is Ops.MAX: r = f"max({s[0]}, {s[1]})"
-    elif u.op is Ops.WHERE: r = f"({s[0]}?{s[1]}:{s[2]})"
-    elif u.op is Ops.CAST: r = f"({u.dtype.name}){s[0]}"
-    else: r = f"{u.op.name}({', '.join(s)}{', ' + repr(u.arg) if u.arg is not None else ''})"
-    text[u] = r
-  return text[root]
+  # pieces appended to one list as a depth-first walk meets them, joined once: memory and time linear in the output (a
+  # string per node, each holding its sources' strings, took 3.1 GB for a 20,000-deep chain). A shared node is written
+  # out at each use, as the text needs it there.
+  out: list[str] = []
+  stack: list = [root]
+  while stack:
+    u = stack.pop()
+    if u.__class__ is str:
+      out.append(u)
+      continue
+    op, s = u.op, u.src
+    if op is Ops.CONST: out.append(str(u.arg))
+    elif op is Ops.DEFINE_VAR: out.append(u.arg[0])
+    elif op is Ops.RANGE: out.append(f"ridx{u.arg}")
+    elif op is Ops.SPECIAL: out.append(str(u.arg[0]))
+    elif op is Ops.BIND: stack.append(s[0])
+    elif op in _infix: stack.extend((")", s[1], _infix[op], s[0], "("))
+    elif op is Ops.NEG: stack.extend((")", s[0], "(-"))
+    elif op is Ops.MAX: stack.extend((")", s[1], ", ", s[0], "max("))
+    elif op is Ops.WHERE: stack.extend((")", s[2], ":", s[1], "?", s[0], "("))
+    elif op is Ops.CAST: stack.extend((s[0], f"({u.dtype.name})"))
+    else:
+      parts: list = [f"{op.name}("]
+      for i, x in enumerate(s): parts += [", ", x] if i else [x]
+      parts.append(f", {u.arg!r})" if u.arg is not None else ")")  # no sources: "DEFINE_GLOBAL(, 0)", as before
+      stack.extend(reversed(parts))
+  return "".join(out)
 
 def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
   """The value of `expr` with its variables set from `var_vals` (keys: variable UOps or names), with C semantics."""
@@ -293,6 +304,28 @@ def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
     else: raise ValueError(f"sym_infer can't evaluate {u.op}")
     vals[u] = v
   return vals[expr]
+
+def _device_step(u: UOp) -> UOp | None:
+  """The node u's device is read from (None: u has none of its own)."""
+  if u.op is Ops.COPY or u.op is Ops.BUFFER: return u.src[1]
+  if u.op is Ops.KERNEL or not u.src: return None
+  return u.src[0]
+
+def _compute_device(root: UOp) -> str | None:
+  path, u = [], root
+  while u._device is _UNSET:
+    if u.op is Ops.DEVICE:
+      u._device = u.arg
+      break
+    path.append(u)
+    nxt = _device_step(u)
+    if nxt is None:
+      u._device = None
+      break
+    u = nxt
+  d = u._device
+  for x in path: x._device = d
+  return d
 
 # ---- shapes of tensor-graph nodes ----
 

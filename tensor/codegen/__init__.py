@@ -9,7 +9,7 @@ Python here only drives the passes; every rewrite is a rule.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
-from runtime.dtype import dtypes
+from runtime.dtype import DType, PtrDType, dtypes
 from runtime.helpers import NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
@@ -19,10 +19,10 @@ from tensor.codegen.linearize import linearize, range_nests
 __all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "recomputed_reductions"]
 
 class CodegenContext:
-  """Counters for fresh RANGE and accumulator ids, the scope memo the lowering uses, and which REDUCE_AXIS of the AST
-  each reduction's first RANGE came from (the scheduler asks which reductions fusing would recompute)."""
-  def __init__(self, first_range: int = 0):
-    self.next_range, self.next_reg = first_range, 0
+  """Counters for fresh RANGE and accumulator ids, the kernel's index type, the scope memo the lowering uses, and which
+  REDUCE_AXIS of the AST each reduction's first RANGE came from (the scheduler asks which reductions fusing would recompute)."""
+  def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
+    self.next_range, self.next_reg, self.index = first_range, 0, index
     self.scopes: dict = {}
     self.origins: dict[UOp, UOp] = {}
     self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (rules/rangeify_helpers.at_reduce)
@@ -41,16 +41,38 @@ def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
   for st in ast.src:
     g, value = st.src
     shape = value.shape
-    idx, linear, stride = [], uop(Ops.CONST, dtypes.index, (), 0), 1
-    for d in shape: idx.append(uop(Ops.RANGE, dtypes.index, (_c(d),), ctx.new_range()) if d != 1 else _c(0))
+    ix = ctx.index
+    idx, linear, stride = [], uop(Ops.CONST, ix, (), 0), 1
+    for d in shape: idx.append(uop(Ops.RANGE, ix, (_c(ix, d),), ctx.new_range()) if d != 1 else _c(ix, 0))
     for i, d in reversed(list(zip(idx, shape))):
-      if d != 1: linear = uop(Ops.ADD, dtypes.index, (uop(Ops.MUL, dtypes.index, (i, _c(stride))), linear))
+      if d != 1: linear = uop(Ops.ADD, ix, (uop(Ops.MUL, ix, (i, _c(ix, stride))), linear))
       stride *= d
     at = uop(Ops.AT, value.dtype, (value, uop(Ops.CONST, dtypes.bool, (), True), *idx))
     stores.append(uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g.dtype, (g, linear)), at)))
   return graph_rewrite(uop(Ops.SINK, dtypes.void, tuple(stores)), rangeify_rules, ctx, name="rangeify")
 
-def _c(v: int) -> UOp: return uop(Ops.CONST, dtypes.index, (), v)
+def _c(dtype: DType, v: int) -> UOp: return uop(Ops.CONST, dtype, (), v)
+
+# index math in int32 while every value it can take stays well inside int32 (loop counters and offsets are cheaper, and
+# gcc vectorizes int32 index math better); from a tensor of 2**30 elements on, int64
+INT32_INDEX_LIMIT = 2**30
+
+def index_dtype(ast: UOp) -> DType:
+  """The index type of a kernel: int64 when any tensor in it (or any buffer it reads) has INT32_INDEX_LIMIT elements or
+  more, else int32 (rangeify_simplified checks the bounds of the result and widens a kernel whose index math may overflow)."""
+  for u in ast.toposort():
+    n = u.dtype.size if isinstance(u.dtype, PtrDType) else u.size if u.shape is not None else 0
+    if n >= INT32_INDEX_LIMIT: return dtypes.int64
+  return dtypes.int32
+
+def index_may_overflow(sink: UOp) -> bool:
+  """Whether some index value of an int32 kernel may leave int32: range analysis (runtime/uop.py) gives a node that
+  may wrap the whole range of its type, so a non-variable index node spanning all of int32 may have wrapped."""
+  lo, hi = dtypes.min(dtypes.int32), dtypes.max(dtypes.int32)
+  roots = [s for u in sink.toposort() if u.op in (Ops.INDEX, Ops.RANGE) for s in (u.src[1:] if u.op is Ops.INDEX else u.src)]
+  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda x: x.op not in (Ops.LOAD, Ops.AFTER)):
+    if u.dtype is dtypes.int32 and u.op is not Ops.DEFINE_VAR and not lo < u.vmin <= u.vmax < hi: return True
+  return False
 
 def recomputed_reductions(sink: UOp, ctx: CodegenContext) -> set[UOp]:
   """The REDUCE_AXIS nodes (of the AST rangeified into `sink`) whose reductions the loops would recompute: one evaluated
@@ -77,12 +99,15 @@ def rangeify_simplified(ast: UOp) -> tuple[UOp, CodegenContext]:
   the same kernel share it. Returns a fresh context (range counter and reduce origins as rangeify left them)."""
   from rules.symbolic import symbolic
   if ast not in _simplified:
-    ctx = CodegenContext()
+    ctx = CodegenContext(index=index_dtype(ast))
     sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
+    if ctx.index is dtypes.int32 and index_may_overflow(sink):
+      ctx = CodegenContext(index=dtypes.int64)
+      sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
     if len(_simplified) >= 512: _simplified.clear()
     _simplified[ast] = (sink, ctx)
   sink, done = _simplified[ast]
-  ctx = CodegenContext(done.next_range)
+  ctx = CodegenContext(done.next_range, done.index)
   ctx.origins, ctx.reduces = done.origins, done.reduces
   return sink, ctx
 

@@ -41,10 +41,13 @@ def linearize(sink: UOp) -> list[UOp]:
   memo: dict = {}
   order = {u: i for i, u in enumerate(topo)}
   nest = range_nests(topo, Ops.END, memo)
+  # a loop's depth is how many loops enclose it (itself included), not its RANGE id: an optimization may open a new loop
+  # around reductions whose RANGEs were numbered before it (a split reduction holding another reduction)
+  def outermost_first(loops: frozenset) -> tuple[UOp, ...]: return tuple(sorted(loops, key=lambda r: (len(nest(r)), r.arg)))
   path: dict[UOp, tuple[UOp, ...]] = {}
   for u in topo:
     if u.op in (Ops.SINK, Ops.RANGE): continue
-    path[u] = tuple(sorted(frozenset().union(*(nest(r) for r in scope(u, memo))), key=lambda r: r.arg))
+    path[u] = outermost_first(frozenset().union(*(nest(r) for r in scope(u, memo))))
   # an accumulator update runs once per iteration of the loops its END closes, even when its value does not use them
   # (the sum of a broadcast value: acc = acc + x, with x computed once outside)
   for u in topo:
@@ -55,7 +58,7 @@ def linearize(sink: UOp) -> list[UOp]:
     reads: dict[UOp, bool] = {}
     for n in upd.toposort():
       reads[n] = (n is upd.src[0]) or any(reads.get(x, False) for x in n.src)
-      if reads[n] and n is not upd.src[0]: path[n] = tuple(sorted(frozenset(path[n]) | loops, key=lambda r: r.arg))
+      if reads[n] and n is not upd.src[0]: path[n] = outermost_first(frozenset(path[n]) | loops)
   # the loop tree: one _Loop per distinct path prefix
   loops: dict[tuple, _Loop] = {(): _Loop(None)}
   def loop_of(p: tuple) -> _Loop:

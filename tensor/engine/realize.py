@@ -9,17 +9,20 @@ from __future__ import annotations
 import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
-from runtime.helpers import DEBUG, NOOPT, GlobalCounters
-from runtime.ops import Ops
 from runtime.profile import kernel_run, scope
 from runtime.trace import group
-from runtime.uop import UOp, uop
 from runtime.dtype import dtypes
+from runtime.helpers import DEBUG, LRU, NOOPT, GlobalCounters, getenv
+from runtime.ops import Ops, cast_value
+from runtime.rewrite import graph_rewrite
+from runtime.uop import UOp, uop
+from rules.kernelize import parametrize
+from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
-from tensor.engine.schedule import apply_becomes, fresh_buffers, is_kernelized, kernelize
+from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize_map, live_tensors, target_buffer
 from tensor.tensor import Tensor, buffers
 
 class Runner:
@@ -28,9 +31,20 @@ class Runner:
   def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None: raise NotImplementedError
 
 class CompiledRunner(Runner):
+  """A compiled kernel; var_vals are the values of its DEFINE_VARs (program.vars), in order."""
   def __init__(self, program: Program, fn: Callable):
     self.program, self.fn, self.name = program, fn, program.name
-  def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None: self.fn(bufs, var_vals)
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.fn(bufs, var_vals)
+
+class BoundRunner(Runner):
+  """A kernel compiled with its constants as parameters (rules/kernelize.rules `parametrize`), bound to one AST's values;
+  var_vals give the other variables, in order."""
+  def __init__(self, base: CompiledRunner, values: list):
+    self.base, self.program, self.name = base, base.program, base.name
+    self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None:
+    rest = iter(var_vals)
+    self.base.fn(bufs, tuple(next(rest) if v is None else v for v in self.slots))
 
 class CopyRunner(Runner):
   name = "copy"
@@ -43,7 +57,11 @@ def render(device: str, name: str, uops: list[UOp]):
   from tensor.renderer.cstyle import render_c
   return render_c(name, uops)
 
-_programs: dict[tuple[str, UOp, bool], Runner] = {}
+# compiled programs by (device, AST, NOOPT); and for each parametrized AST (its constants as DEFINE_VARs) the first AST seen
+# with it. Both keep the PROGRAM_CACHE entries used last (the disk cache keeps more: runtime/kernel_cache.py)
+PROGRAM_CACHE = getenv("PROGRAM_CACHE", 4096)
+_programs: LRU = LRU(PROGRAM_CACHE)
+_templates: LRU = LRU(PROGRAM_CACHE)
 
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
@@ -60,21 +78,39 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
   with scope("linearize", "codegen"): uops = linearize(sink)
   if DEBUG >= 5:
     print(f"--- {name} lowered UOps ---")
-    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[uops.index(s) if s in uops else '-' for s in u.src]} {u.arg!r}")
+    at = {u: i for i, u in enumerate(uops)}
+    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
   with scope("render", "codegen"): src = render(device, name, uops)
   if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
   ops, mem = estimate(uops)
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, opts=opts)
+  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
 def get_runner(ast: UOp, device: str) -> Runner:
-  key = (device, ast, bool(NOOPT))  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
-  if key not in _programs:
-    if ast.op is Ops.COPY: _programs[key] = CopyRunner()
+  """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
+  when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
+  with its constants as parameters, and that program serves every later value."""
+  noopt = bool(NOOPT)  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
+  key = (device, ast, noopt)
+  if (r := _programs.get(key)) is not None: return r
+  if ast.op is Ops.COPY: r = CopyRunner()
+  else:
+    params = Params()
+    template = graph_rewrite(ast, parametrize, params, name="parametrize")
+    tkey = (device, template, noopt)
+    first = _templates.get(tkey) if params.values else None
+    if first is None or first is ast:
+      if params.values: _templates[tkey] = ast
+      r = compile_ast(ast, device)
     else:
-      p = get_program(ast, device)
-      _programs[key] = CompiledRunner(p, Device[device].program(p.src, p.name))
-  return _programs[key]
+      if (base := _programs.get(tkey)) is None: base = _programs[tkey] = compile_ast(template, device)
+      r = BoundRunner(base, params.values)  # type: ignore[arg-type]
+  _programs[key] = r
+  return r
+
+def compile_ast(ast: UOp, device: str) -> CompiledRunner:
+  p = get_program(ast, device)
+  return CompiledRunner(p, Device[device].program(p.src, p.name))
 
 def _buffer_of(u: UOp) -> UOp:
   while u.op is not Ops.BUFFER: u = u.src[0]
@@ -94,14 +130,15 @@ def run_kernel(k: UOp) -> None:
   dt = time.perf_counter() - t0
   GlobalCounters.kernel_count += 1
   GlobalCounters.time_sum_s += dt
-  if isinstance(runner, CompiledRunner):
-    GlobalCounters.global_ops += runner.program.ops
-    GlobalCounters.global_mem += runner.program.mem
-  if isinstance(runner, CompiledRunner): ops, mem, gsz = runner.program.ops, runner.program.mem, runner.program.global_size
+  program: Program | None = getattr(runner, "program", None)  # compiled kernels (bound to their constants or not); copies have none
+  if program is not None:
+    ops, mem, gsz = program.ops, program.mem, program.global_size
+    GlobalCounters.global_ops += ops
+    GlobalCounters.global_mem += mem
   else: ops, mem, gsz = 0, bufs[0].nbytes * 2, (bufs[0].size,)
-  kernel_run(runner.name, device, t0, dt, ops, mem, gsz, copy=not isinstance(runner, CompiledRunner))
+  kernel_run(runner.name, device, t0, dt, ops, mem, gsz, copy=program is None)
   if DEBUG >= 2:
-    name = colored_name(runner.name, len(gsz), runner.program.opts, 18) if isinstance(runner, CompiledRunner) else f"{runner.name:18s}"
+    name = colored_name(runner.name, len(gsz), program.opts, 18) if program is not None else f"{runner.name:18s}"
     print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {name} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
           f"gsz {str(list(gsz)):14s} tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")
 
@@ -110,46 +147,59 @@ def schedule_of(uops: list[UOp]) -> list[UOp]:
   sink = uop(Ops.SINK, dtypes.void, tuple(uops))
   return [u for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
 
-def _held_buffers() -> set[UOp]:
-  """The BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run."""
+def _held_buffers(among: set[UOp], becomes: dict[UOp, UOp]) -> set[UOp]:
+  """Which of these BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run (a node of their
+  graph that `becomes` a kernel's output holds that output's buffer)."""
   held: set[UOp] = set()
-  for t in list(Tensor._live):
-    for n in t.uop.toposort(gate=lambda u: u.op is not Ops.BUFFER and not is_kernelized(u)):
-      if n.op is Ops.BUFFER: held.add(n)
+  for t in live_tensors():
+    u = t.uop
+    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized already: no walk
+      if (b := u if u.op is Ops.BUFFER else u.src[0]) in among: held.add(b)
+      continue
+    for n in u.toposort(gate=lambda x: x not in becomes and x.op is not Ops.BUFFER and not is_kernelized(x)):
+      if n in becomes: held.add(target_buffer(becomes[n]))  # type: ignore[arg-type]
+      elif n.op is Ops.BUFFER: held.add(n)
       elif is_kernelized(n): held.add(n.src[0])
-  return held
+  return held & among
 
-def plan(schedule: list[UOp]) -> MemoryPlan:
-  """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks."""
+def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None = None) -> MemoryPlan:
+  """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks. `outputs`
+  are buffers the tensors being realized hold: when no other buffer is a candidate, live tensors need not be looked at."""
   if NO_MEMORY_PLANNER: return MemoryPlan()
   steps = [kernel_buffers(k) for k in schedule]
-  held = _held_buffers()
-  plannable = {s[0] for s in steps if s[0] in fresh_buffers and s[0] not in held and not buffers[s[0]].is_allocated()}
+  candidates = {s[0] for s in steps if s[0] in fresh_buffers and not buffers[s[0]].is_allocated()} - outputs
+  plannable = candidates - _held_buffers(candidates, becomes or {}) if candidates else set()
   if not plannable: return MemoryPlan()
   p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
   apply_plan(p, buffers, lambda b: buffers[b].device)
   return p
 
 def realize(tensors: list[Tensor]) -> None:
+  """Schedule, compile and run what these tensors need, then point them (and every live tensor sharing the work) at the
+  results. One thread at a time (ENGINE_LOCK)."""
+  with ENGINE_LOCK: _realize(tensors)
+
+def _realize(tensors: list[Tensor]) -> None:
   from tensor.engine import memory
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return
   graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's
-  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): pending = kernelize(pending)
-  schedule = schedule_of([t.uop for t in pending])
-  p = plan(schedule)
+  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): pending, becomes = kernelize_map(pending)
+  roots = [becomes.get(t.uop, t.uop) for t in pending]
+  schedule = schedule_of(roots)
+  p = plan(schedule, {target_buffer(r) for r in roots} - {None}, becomes)
   memory.last_plan = p.summary()
   if DEBUG >= 1 and p.placement:
     print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
           f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
   del p
   for k in schedule: run_kernel(k)
+  # every kernel output is its buffer now: point live tensors from their graphs straight at the buffers, in one pass
   done: dict[UOp, UOp] = {}
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending))
-  for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER):
+  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if is_kernelized(u): done[u] = u.src[0]
-  apply_becomes(done)
+  apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
 
 def _is_done(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)

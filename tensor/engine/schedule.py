@@ -11,7 +11,7 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
-import heapq, weakref
+import heapq, threading, weakref
 from runtime.device import Buffer
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG
@@ -35,6 +35,15 @@ class Kernel:
 
 # BUFFERs the scheduler made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
 fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+# held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
+# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice)
+ENGINE_LOCK = threading.RLock()
+
+def live_tensors() -> list[Tensor]:
+  """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
+  underlying set is one C call, so no other thread adds to it meanwhile; iterating the WeakSet itself is not safe)."""
+  return [t for r in Tensor._live.data.copy() if (t := r()) is not None]
 
 # ---- what is in memory already ----
 
@@ -73,8 +82,9 @@ class KernelContext:
     self.params: list[UOp] = []
     self.globals: dict[UOp, UOp] = {}
   def is_input(self, x: UOp) -> bool:
-    b = strip(x)
-    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or is_kernelized(b))
+    b = x
+    while b.op is Ops.RESHAPE: b = b.src[0]
+    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
   def param(self, x: UOp) -> UOp:
     b = strip(x)
     if b not in self.globals:
@@ -102,8 +112,8 @@ def kernel_ast(x: UOp, points: set[UOp]) -> tuple[UOp, KernelContext]:
 
 # ---- realize points ----
 
-def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
-  """The nodes that become kernel outputs."""
+def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], dict[UOp, tuple[list[UOp], list[UOp]]]]:
+  """The nodes that become kernel outputs, and the region (nodes, inputs) of each one's kernel."""
   if topo is None: topo = list(sink.toposort(gate=_gate))
   points: set[UOp] = set()
   for s in sink.src:
@@ -116,10 +126,29 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> set[UOp]:
   checked: dict[tuple, set[UOp]] = {}
   while True:
     regions = {x: region(x, points) for x in points}
-    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points)
+    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions)
     if not new: new = set().union(*(_unfusable_reductions(x, nodes, ins, points, checked) for x, (nodes, ins) in regions.items()))
-    if not new: return points
+    if not new: return points, regions
     points |= new
+
+# the longest chain of dependent ALU ops one kernel computes: gcc's time grows with it (about 0.5 ms per op at -O3) and gcc 12
+# crashes on 100,000 dependent statements. A longer chain is cut every MAX_KERNEL_DEPTH ops (the pieces of `t = t + 1` repeated
+# are one and the same kernel, compiled once)
+MAX_KERNEL_DEPTH = 512
+
+def _too_deep(regions: dict) -> set[UOp]:
+  out: set[UOp] = set()
+  for x, (nodes, _) in regions.items():
+    depth: dict[UOp, int] = {}
+    for u in nodes:  # sources first
+      d = max((depth.get(s, 0) for s in u.src), default=0)
+      if u.op in GroupOp.ALU:
+        d += 1
+        if d >= MAX_KERNEL_DEPTH and u is not kernel_value(x):
+          out.add(u)
+          d = 0
+      depth[u] = d
+  return out
 
 def _shared_reductions(regions: dict) -> set[UOp]:
   """A reduction that several kernels would compute is computed once, into its own buffer."""
@@ -233,8 +262,7 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
 def build_kernels(sink: UOp) -> dict[UOp, UOp]:
   """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
   topo = list(sink.toposort(gate=_gate))
-  points = realize_points(sink, topo)
-  regions = {x: region(x, points) for x in points}
+  points, regions = realize_points(sink, topo)
   order, extra = _order(points, regions, topo)
   becomes: dict[UOp, UOp] = {}
   def resolve(p: UOp) -> UOp:
@@ -270,13 +298,16 @@ def _output_buffer(x: UOp) -> UOp:
   return b
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
-  """Point every live tensor that uses a replaced node at its replacement."""
+  """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
+  (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
-  for t in list(Tensor._live):
+  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
+    if (t := r()) is None: continue
     u = t.uop
-    if u in becomes: t.uop = becomes[u]
-    elif u.op is not Ops.BUFFER and not (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) and \
-        any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
+    if (n := becomes.get(u)) is not None: t.uop = n
+    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
+    elif any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""
@@ -296,7 +327,7 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
   if not targets: return []
   mine = set(map(id, tensors))
   out = []
-  for t in list(Tensor._live):
+  for t in live_tensors():
     if id(t) in mine or is_stored(t.uop): continue
     if _reads(t.uop) & targets: out.append(t)
   return out
@@ -304,6 +335,14 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
 def kernelize(tensors: list[Tensor]) -> list[Tensor]:
   """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
   any pending tensors that read the old value of a buffer they assign into."""
+  with ENGINE_LOCK:
+    tensors, becomes = kernelize_map(tensors)
+    apply_becomes(becomes)
+    return tensors
+
+def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
+  """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
+  becomes, without pointing live tensors at it (realize does that once, after running). Hold ENGINE_LOCK."""
   tensors = tensors + pending_readers(tensors)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
@@ -320,7 +359,6 @@ def kernelize(tensors: list[Tensor]) -> list[Tensor]:
     ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
     copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
     print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
-  apply_becomes(becomes)
-  return tensors
+  return tensors, becomes
 
 __all__ = ["kernelize", "Kernel", "ScheduleError"]

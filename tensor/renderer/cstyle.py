@@ -6,7 +6,7 @@ from runtime.dtype import DType, PtrDType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from rules.render_c import render_c as render_rules
-from rules.render_c_helpers import ctype
+from rules.render_c_helpers import ctype, storage_ctype
 
 # small ints compute in C's int: wrap each result back to its type, as exec_alu does
 _NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
@@ -17,7 +17,9 @@ class CContext:
   def __init__(self):
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
-  def __getitem__(self, u: UOp) -> str: return self.text[u]
+    self.widen = False  # while an op with a bfloat16 result renders: its bfloat16 operands read as doubles
+  def __getitem__(self, u: UOp) -> str:
+    return f"((double){self.text[u]})" if self.widen and u.dtype.scalar is dtypes.bfloat16 else self.text[u]
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
     """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
@@ -44,6 +46,9 @@ class CContext:
               f"return ({t})(long long)w; }} return ({t})a;")
       self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
       return name
+    elif kind in _BF16:
+      self.helpers[name] = _BF16[kind].format(name=name)
+      return name
     elif kind == "bitcast":
       assert src is not None
       self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {t} r; __builtin_memcpy(&r, &a, sizeof r); return r; }}"
@@ -51,6 +56,17 @@ class CContext:
     else: raise ValueError(kind)
     self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
     return name
+
+# bfloat16 values compute as floats holding bfloat16 numbers: an op computes in double, then rounds through float to the
+# nearest bfloat16, ties to even (runtime/dtype.truncate does the same, so CPU and PYTHON agree bit for bit)
+_BF16 = {
+  "bf16r": "static inline float {name}(double x) {{ float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(\"\"); "
+           "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }}",
+  "bf16ld": "static inline float {name}(unsigned short b) {{ unsigned int u = (unsigned int)b << 16; float f; "
+            "__builtin_memcpy(&f, &u, 4); return f; }}",
+  "bf16st": "static inline unsigned short {name}(float f) {{ unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); "
+            "return (unsigned short)(u >> 16); }}",
+}
 
 def render_c(name: str, uops: list[UOp]) -> str:
   ctx = CContext()
@@ -67,7 +83,9 @@ def render_c(name: str, uops: list[UOp]) -> str:
       # variables and a chain of maximums stays linear in size
       uses[s] = uses.get(s, 0) + (3 if u.op is Ops.MAX and dtypes.is_float(u.dtype) else 1)
       user_depth[s] = depth
-  params: list[str] = []
+  bufs: dict[int, str] = {}  # DEFINE_GLOBAL number -> element C type
+  ivars: list[tuple[str, str]] = []  # (name, C type) of the int scalars, in order; fvars: the float ones
+  fvars: list[tuple[str, str]] = []
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
@@ -79,15 +97,15 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if op is Ops.DEFINE_GLOBAL:
       assert isinstance(u.dtype, PtrDType)
       ctx.text[u] = f"data{u.arg}"
-      params.append((u.arg, f"{ctype(u.dtype.base)}* restrict data{u.arg}"))  # type: ignore[arg-type]
+      bufs[u.arg] = storage_ctype(u.dtype.base)
       continue
     if op is Ops.DEFINE_VAR:
       ctx.text[u] = u.arg[0]
-      params.append((10**6 + len(params), f"int {u.arg[0]}"))  # type: ignore[arg-type]
+      (fvars if dtypes.is_float(u.dtype) else ivars).append((u.arg[0], ctype(u.dtype)))
       continue
     if op is Ops.RANGE:
       r = ctx.text[u] = f"ridx{u.arg}"
-      body.append("  " * depth + f"for (int {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
+      body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
       depth += 1
       continue
     if op is Ops.END:
@@ -95,8 +113,12 @@ def render_c(name: str, uops: list[UOp]) -> str:
       body.append("  " * depth + "}")
       continue
     if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
+    bf16 = u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU
+    ctx.widen = bf16
     text = render_rules.rewrite(u, ctx)
+    ctx.widen = False
     if text is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
+    if bf16: text = f"{ctx.helper('bf16r', u.dtype)}({text})"
     if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
       body.append("  " * depth + text)
       continue
@@ -108,9 +130,22 @@ def render_c(name: str, uops: list[UOp]) -> str:
     var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "cast")
     body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
     ctx.text[u] = var
-  # buffers are passed by position: a parameter the simplified kernel no longer reads still takes its place
-  used = {i for i, _ in params if i < 10**6}
-  params += [(i, f"void* data{i}") for i in range(max(used, default=-1)) if i not in used]
-  args = ", ".join(p for _, p in sorted(params))
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.helpers.values()]
-  return "\n".join(head + [f"void {name}({args}) {{", *body, "}", ""])
+  return "\n".join(head + entry_points(name, bufs, ivars, fvars, body)) + "\n"
+
+# a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
+# versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each
+MAX_DIRECT_PARAMS = 64
+
+def entry_points(name: str, bufs: dict[int, str], ivars: list[tuple[str, str]], fvars: list[tuple[str, str]], body: list[str]) -> list[str]:
+  """The kernel as the seeds print it, `void name(T* restrict data0, ..., scalars)`, and the entry point the CPU device calls,
+  `void name_call(void* const* bufs, const long long* ivals, const double* fvals)`: buffer i is bufs[i] (a buffer the kernel
+  no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py)."""
+  sig = "void* const* bufs, const long long* ivals, const double* fvals"
+  ptrs = [(f"{t}* restrict data{i}", f"({t}*)bufs[{i}]") for i, t in sorted(bufs.items())]
+  scalars = [(f"{t} {n}", f"({t})ivals[{k}]") for k, (n, t) in enumerate(ivars)]
+  scalars += [(f"{t} {n}", f"({t})fvals[{k}]") for k, (n, t) in enumerate(fvars)]
+  if len(ptrs) + len(scalars) > MAX_DIRECT_PARAMS:
+    return [f"void {name}_call({sig}) {{", *(f"  {d.replace(' restrict', '')} = {v};" for d, v in ptrs + scalars), *body, "}"]
+  return [f"void {name}({', '.join(d for d, _ in ptrs + scalars)}) {{", *body, "}",
+          f"void {name}_call({sig}) {{ {name}({', '.join(v for _, v in ptrs + scalars)}); }}"]

@@ -122,6 +122,20 @@ def test_split_reduction_inside_a_split_reduction_is_computed_once():
   assert src.count("for (") == 4 and src.count("float acc") == 32  # rows; mean, var (16 lanes each) and output loops
   np.testing.assert_allclose(ln.numpy(), (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, ddof=1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
 
+def test_a_split_loop_encloses_the_reductions_inside_it():
+  # max over 64 columns of column sums: the split opens a new loop (4 iterations of 16 lanes) with a larger RANGE id than
+  # the sums' loop (5 rows) it holds; loops nest by what encloses what, not by id (this raised "depend on each other in a cycle")
+  from tensor.codegen.linearize import linearize
+  A = Tensor(np.ones((5, 64), np.float32)).realize()
+  sink, opts = lower_kernel(ast_of(A.sum(0).max(0)))
+  assert opts == [("UNROLL", 0, 16)]
+  loops, depth = [], 0
+  for u in linearize(sink):
+    if u.op is Ops.RANGE: loops.append((depth, u.src[0].arg, u.arg)); depth += 1  # noqa: E702
+    elif u.op is Ops.END: depth -= 1
+  assert [(d, n) for d, n, _ in loops] == [(0, 4), (1, 5)] and loops[0][2] > loops[1][2]
+  assert A.sum(0).max(0).item() == 5.0
+
 def test_split_max_keeps_nan_and_inf():
   a = np.full(256, -np.inf, np.float32)
   assert Tensor(a).max().item() == -np.inf

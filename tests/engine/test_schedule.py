@@ -48,6 +48,24 @@ def test_mul_add_sum_is_one_kernel():
   assert count(out) == 1
   close(out, (a * b + c).sum())
 
+def test_a_very_long_chain_is_cut_into_kernels_of_bounded_depth(monkeypatch):
+  # 100,000 dependent ops in one kernel made gcc crash (and 10,000 took it 7 s): the chain is cut every MAX_KERNEL_DEPTH ops
+  import tensor.engine.schedule as schedule
+  from tensor.engine import realize
+  monkeypatch.setattr(schedule, "MAX_KERNEL_DEPTH", 50)
+  a = rand(4, 8)
+  t = A = inputs(a)[0]
+  for _ in range(1000): t = t * 1.0001 + 0.5
+  t.kernelize()
+  ks = [k for k in kernels_of(t.uop) if k.arg.ast.op is Ops.SINK]
+  assert len(ks) == 40  # 2,000 ops, 50 per kernel
+  # the pieces of a repeated step are one kernel: the same AST, compiled once
+  assert len({k.arg.ast for k in ks}) <= 2
+  want = a.copy()
+  for _ in range(1000): want = want * np.float32(1.0001) + np.float32(0.5)
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-4)
+  assert all(len(realize.kernel_buffers(k)) == 2 for k in ks) and A.numpy() is not None
+
 def test_two_reductions_of_one_input_are_one_kernel():
   a = rand(5, 7)
   A, = inputs(a)

@@ -1,6 +1,6 @@
 """runtime/dtype.py: sizes, C and numpy names, interning and pickling, promotion (against numpy and torch), bfloat16 rounding.
 
-Hypothesis: test_bfloat16_rounding runs 500 examples.
+Hypothesis: test_bfloat16_rounding runs 500 examples, test_float_rounding_is_numpys 300.
 """
 import itertools, math, pickle
 import numpy as np
@@ -178,6 +178,18 @@ def test_bfloat16_rounding(x):
   want = bf16_reference(x)
   if math.isnan(want): assert math.isnan(got)
   else: assert got == want and math.copysign(1.0, got) == math.copysign(1.0, want), (x, got, want)
+
+# just below, at and past the largest finite values, halfway cases and subnormals of float16 and float32
+EDGES = [65504.0, 65519.99, 65520.0, 3.4028235e38, 3.4028236e38, 3.5e38, 2.0**-24, 1.5 * 2.0**-24, 2.0**-25, 2.0**-149, 2.0**-150, 1.0 + 2.0**-11,
+         1.0 + 3 * 2.0**-11, 1.0 + 2.0**-24, 1e-46, 0.0, -0.0, math.inf, -math.inf, 10**40, 2**1023]
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.floats(), st.sampled_from(EDGES), st.integers(-2**1000, 2**1000)), st.sampled_from([dtypes.float16, dtypes.float32]))
+def test_float_rounding_is_numpys(x, d):
+  for v in (x, -x):
+    got = truncate(d, v)
+    with np.errstate(all="ignore"): want = float(dtypes.to_numpy(d).type(v))
+    assert (math.isnan(got) and math.isnan(want)) or (got == want and math.copysign(1.0, got) == math.copysign(1.0, want)), (v, got, want)
 
 def test_truncate():
   assert truncate(dtypes.int8, 128) == -128 and truncate(dtypes.uint8, -1) == 255 and truncate(dtypes.int64, 2**63) == -2**63

@@ -321,3 +321,17 @@ def test_growing_rewrite_stops_at_the_limit(bottom_up):
       with pytest.raises(RewriteLoopError, match="test.rules:65"):
         with hang_guard(30): graph_rewrite((X + 1) * 2, matcher("grow", g), bottom_up=bottom_up)
     assert limit <= calls[0] <= limit + 10
+
+def test_a_long_graph_may_nest_deeper_than_the_limit():
+  # -(x + 1 + 1 ... + 1) pushed down the chain nests one pending rewrite per level, as rangeify does on a chain of tensor ops:
+  # three times REWRITE_LIMIT levels used to raise "over N nested rewrites" though the rewrite ends. The limit now scales with
+  # the graph (a 10,000-op tensor chain failed so under the default limit)
+  def push(u, ctx):
+    a = u.src[0]
+    return -a.src[0] + (-a.src[1]) if a.op is Ops.ADD else None
+  neg = rule(70, "-(a + b) -> -a + -b", [Ops.NEG], push)
+  chain = X
+  for _ in range(3_000): chain = chain + 1
+  with Context(REWRITE_LIMIT=1_000), hang_guard(60): out = graph_rewrite(-chain, matcher("push", neg))
+  assert out.sym_infer({"x": 7}) == -(7 + 3_000)
+  # a rewrite that grows a small graph still stops at the limit (test_growing_rewrite_stops_at_the_limit)

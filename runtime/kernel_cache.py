@@ -1,0 +1,213 @@
+"""The on-disk cache of compiled kernels (used by runtime/ops_cpu.py): one shared object per key, verified before it is loaded.
+
+An entry is `k_<key>.so`: the compiler's ELF output followed by a trailer (magic, the key, the SHA-256 of the ELF bytes and
+their length). Loading checks the trailer against the file and the key it was looked up by, so a truncated, corrupt or
+swapped file is rebuilt instead of crashing the process (SIGBUS) or running another kernel. Writers build beside the entry
+and rename, so readers see a whole entry or none.
+
+CACHE_DIR picks the folder (default ~/.cache/rulegrad); a folder that is not writable or full falls back to a temporary one
+with one warning; a folder deleted while kernels compile is made again. CACHE_MAX_MB (default 1024) caps its size: the
+entries used least recently are evicted first.
+"""
+from __future__ import annotations
+import errno, hashlib, os, struct, sys, tempfile, threading, time, warnings
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+MAGIC = b"\0rulegrad-kernel\0"
+_TRAILER = struct.Struct(f"<{len(MAGIC)}s32s32sQ")  # magic, key (32 hex digits), sha256 of the ELF bytes, their length
+ELF = b"\x7fELF"
+
+class CacheError(OSError):
+  """A cache entry that is missing, incomplete or not the one looked up (the caller rebuilds it)."""
+
+class BuildError(Exception):
+  """The build function failed for a reason a retry elsewhere can't fix (the compiler rejected the source)."""
+
+_lock = threading.Lock()
+_warned: set[tuple[str, str]] = set()  # (kind, folder): each problem with a folder is told once
+_full: set[str] = set()  # folders that ran out of space in this process: new entries go to the fallback folder
+
+def _warn_once(kind: str, d: str, message: str) -> None:
+  with _lock:
+    if (kind, d) in _warned: return
+    _warned.add((kind, d))
+  warnings.warn(message, stacklevel=4)
+
+def fallback_dir() -> str:
+  d = os.path.join(tempfile.gettempdir(), f"rulegrad-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
+  os.makedirs(d, exist_ok=True)
+  return d
+
+def cache_dir() -> str:
+  """The folder new entries go to: CACHE_DIR (default ~/.cache/rulegrad), made if missing; a temporary folder when it is
+  not writable or has run out of space (told once per folder)."""
+  d = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
+  if d in _full: return fallback_dir()
+  try:
+    os.makedirs(d, exist_ok=True)
+    if os.access(d, os.W_OK): return d
+  except OSError: pass
+  _warn_once("readonly", d, f"the kernel cache folder {d} is not writable: compiling into a temporary folder (set CACHE_DIR to a writable one)")
+  return fallback_dir()
+
+def max_bytes() -> int:
+  try: return int(float(os.environ.get("CACHE_MAX_MB", "1024")) * 2**20)
+  except ValueError: return 2**30
+
+def entry_path(d: str, key: str) -> str: return os.path.join(d, f"k_{key}.so")
+
+def _key_of(path: str) -> str:
+  name = os.path.basename(path)
+  if not (name.startswith("k_") and name.endswith(".so")): raise CacheError(f"{path} is not a kernel cache entry (k_<key>.so)")
+  return name[2:-3]
+
+# ---- reading ----
+
+def open_verified(path: str, key: str | None = None) -> int:
+  """A file descriptor of the entry at `path`, after checking its trailer: the ELF bytes hash to the stored digest and the
+  stored key is `key` (by default the key in the file name). Raises CacheError (FileNotFoundError when there is none)."""
+  key = _key_of(path) if key is None else key
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20): chunks.append(chunk)
+    data = b"".join(chunks)
+    if len(data) < _TRAILER.size: raise CacheError(f"{path}: {len(data)} bytes, too short for a cache entry")
+    magic, stored_key, digest, n = _TRAILER.unpack(data[-_TRAILER.size:])
+    if magic != MAGIC: raise CacheError(f"{path}: no cache trailer (a truncated or foreign file)")
+    if stored_key.rstrip(b"\0") != key.encode(): raise CacheError(f"{path}: holds the kernel {stored_key.decode(errors='replace')}, not {key}")
+    if n != len(data) - _TRAILER.size or hashlib.sha256(data[:n]).digest() != digest or not data.startswith(ELF):
+      raise CacheError(f"{path}: the contents do not match their digest (truncated or corrupt)")
+    return fd
+  except BaseException:
+    os.close(fd)
+    raise
+
+def load_verified(path: str, loader: Callable[[str], T], key: str | None = None) -> T:
+  """loader(path) once the entry at path passes open_verified. (The loader opens the path again: it is replaced only by
+  renames of whole entries, so it reads what was checked or an equally good build. The dynamic loader knows libraries by
+  path, so the file checked can't be handed over as /proc/self/fd/N: that name comes back for other files.)"""
+  os.close(open_verified(path, key))
+  out = loader(path)
+  _touch(path)
+  return out
+
+def _touch(path: str) -> None:
+  # least recently used first: a use sets the access time (kept apart from the modification time, which says when it was built)
+  try:
+    st = os.stat(path)
+    os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
+  except OSError: pass
+
+def remove(path: str) -> None:
+  try: os.unlink(path)
+  except OSError: pass
+
+# ---- writing ----
+
+def _no_space(e: BaseException) -> bool:
+  return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left on device" in str(e)
+
+def store(key: str, build: Callable[[str], None]) -> str:
+  """The path of a verified entry for `key`, made by build(tmp_path) (which writes the ELF file) unless one exists.
+  build raises BuildError when the compiler fails. A folder deleted meanwhile is made again and the build retried; a
+  full one falls back to a temporary folder, with one warning."""
+  last: BaseException | None = None
+  for _ in range(4):
+    d = cache_dir()
+    out = entry_path(d, key)
+    try:
+      os.close(open_verified(out, key))
+      _touch(out)
+      return out
+    except FileNotFoundError: pass
+    except OSError as e: print(f"warning: the cached kernel {out} is not usable ({e}); rebuilding it", file=sys.stderr)
+    try:
+      _build_into(d, key, out, build)
+    except (OSError, BuildError) as e:
+      last = e
+      if not os.path.isdir(d): continue  # deleted while we compiled: make it again and retry
+      if _no_space(e) and d != fallback_dir():
+        with _lock: _full.add(d)
+        _warn_once("full", d, f"the kernel cache folder {d} is full (no space left on device): compiling into a temporary folder "
+                              f"{fallback_dir()} (free some space, or set CACHE_DIR or CACHE_MAX_MB)")
+        continue
+      raise
+    _added(d, out)
+    return out
+  raise BuildError(f"could not write the kernel cache entry {key}: {last}")
+
+def _build_into(d: str, key: str, out: str, build: Callable[[str], None]) -> None:
+  fd, tmp = tempfile.mkstemp(prefix=f"k_{key}.", suffix=".tmp.so", dir=d)
+  os.close(fd)
+  try:
+    build(tmp)
+    with open(tmp, "rb") as f: elf = f.read()
+    if not elf.startswith(ELF):
+      raise BuildError(f"the compiler wrote no shared object ({len(elf)} bytes{', not ELF' if elf else ''})")
+    with open(tmp, "ab") as f:
+      f.write(_TRAILER.pack(MAGIC, key.encode(), hashlib.sha256(elf).digest(), len(elf)))
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, out)
+  finally: remove(tmp)
+
+# ---- size cap ----
+
+SIZE_FILE = "size"  # the folder's total bytes as last counted plus what writers added since (approximate: writers race)
+
+def _read_size(d: str) -> int | None:
+  try:
+    with open(os.path.join(d, SIZE_FILE)) as f: return int(f.read().strip())
+  except (OSError, ValueError): return None
+
+def _write_size(d: str, n: int) -> None:
+  tmp = os.path.join(d, f".{SIZE_FILE}.{os.getpid()}.{threading.get_ident()}")
+  try:
+    with open(tmp, "w") as f: f.write(str(n))
+    os.replace(tmp, os.path.join(d, SIZE_FILE))
+  except OSError: remove(tmp)
+
+def _added(d: str, path: str) -> None:
+  """Account for a new entry; past CACHE_MAX_MB, evict. The folder is counted in full only when it has no size file yet and
+  when it is over the cap (counting 20,000 entries takes a second: not something to do in every process)."""
+  with _lock:
+    size = _read_size(d)
+    if size is None: size = folder_size(d)
+    else:
+      try: size += os.path.getsize(path)
+      except OSError: pass
+    if size > max_bytes(): size = folder_size(d)  # the estimate may have drifted: recount before deleting anything
+    if size > max_bytes(): size -= evict(d, counted=size)
+    _write_size(d, size)
+
+def folder_size(d: str) -> int:
+  total = 0
+  for e in _entries(d): total += e[2]
+  return total
+
+def _entries(d: str) -> list[tuple[int, str, int]]:
+  """(last use in ns, path, bytes) of each entry; in-progress files of dead writers (over an hour old) are deleted."""
+  out = []
+  try: names = os.listdir(d)
+  except OSError: return out
+  now = time.time()
+  for n in names:
+    p = os.path.join(d, n)
+    try: st = os.stat(p)
+    except OSError: continue
+    if n.endswith(".tmp.so"):
+      if now - st.st_mtime > 3600: remove(p)
+    elif n.startswith("k_") and n.endswith(".so"): out.append((max(st.st_atime_ns, st.st_mtime_ns), p, st.st_size))
+  return out
+
+def evict(d: str, target: float = 0.8, counted: int | None = None) -> int:
+  """Delete the entries used least recently until the folder holds at most target * CACHE_MAX_MB. Returns bytes freed."""
+  entries = sorted(_entries(d))
+  size, limit, freed = sum(e[2] for e in entries) if counted is None else counted, target * max_bytes(), 0
+  for _, p, n in entries:
+    if size - freed <= limit: break
+    remove(p)
+    freed += n
+  return freed
