@@ -43,7 +43,12 @@ def unused_loops(ctx, r: UOp) -> list[UOp]:
 def without_unused_loops(ctx, r: UOp) -> UOp:
   unused = unused_loops(ctx, r)
   used = tuple(g for g in r.src[1:] if g not in unused)
-  x = uop(Ops.REDUCE, r.dtype, (r.src[0], *used), r.arg) if used else r.src[0]
+  if used:
+    # the loops it keeps get fresh ids: another reduction (an upcast lane) may run them inside a dropped loop, and a RANGE is
+    # one loop in one place, so sharing them would run this reduction's updates once per iteration of the dropped loop
+    fresh = {g: uop(Ops.RANGE, g.dtype, g.src, ctx.new_range()) for g in used}
+    x = uop(Ops.REDUCE, r.dtype, (r.src[0].substitute(fresh), *fresh.values()), r.arg)
+  else: x = r.src[0]
   if r.arg is Ops.MAX or r.dtype is dtypes.bool: return x
   n = 1
   for g in unused: n *= _trips(g)  # type: ignore[operator]

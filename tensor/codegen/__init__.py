@@ -123,6 +123,8 @@ def lower_kernel(ast: UOp, opt: bool | None = None) -> tuple[UOp, list[tuple]]:
     sink, opts = upcast(sink)
     if opts: sink = graph_rewrite(sink, symbolic, name="symbolic after upcast")
   ctx.shared_outer = shared_outer(sink)
+  # the optimizer numbers the loops it adds itself: new ones the lowering makes come after all of them
+  ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   return graph_rewrite(sink, lower, ctx, name="lower"), opts
 
 def shared_outer(sink: UOp) -> dict[UOp, frozenset]:

@@ -96,6 +96,17 @@ def test_a_reduction_of_a_value_that_does_not_use_the_loop_folds():
   np.testing.assert_array_equal(Tensor(a).reshape(3, 4, 1).expand(3, 4, 5).sum((1, 2)).numpy(), a.sum(1) * 5)
   np.testing.assert_array_equal(Tensor.ones(0, 5).sum(0).numpy(), np.zeros(5, np.float32))
 
+def test_a_folded_loop_of_one_upcast_lane_is_not_run_by_the_others():
+  # avg_pool2d(count_include_pad=False) counts each window's valid taps: three lanes (upcast) of one reduction over
+  # (ridx1, ridx2); the middle lane does not use ridx1, so its loop folds to x2, but it shared ridx2 with the lanes that
+  # run it inside ridx1: its count came out x4 (0.75 instead of 1.5)
+  x = np.arange(1, 3, dtype=np.float32).reshape(1, 1, 2, 1)
+  out = Tensor(x).avg_pool2d((2, 2), stride=(1, 2), padding=(1, 1), count_include_pad=False)
+  np.testing.assert_array_equal(out.numpy().ravel(), [1.0, 1.5, 2.0])
+  valid = Tensor.ones(2, 1).pad(((1, 1), (1, 0)))  # (4, 2): which taps of a window hold data
+  windows = Tensor.stack(*[valid[i:i + 2] for i in range(3)])  # (3, 2, 2): lane i reads rows i, i+1
+  np.testing.assert_array_equal(windows.sum((1, 2)).numpy(), [1.0, 2.0, 1.0])
+
 # ---- long graphs ----
 
 def test_ten_thousand_chained_multiply_adds():
