@@ -6,7 +6,7 @@ import importlib, math, re
 from runtime.ops import ARITY, Ops
 from dslc.diagnostics import Diagnostic
 from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
-from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
+from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -20,6 +20,8 @@ class Checker:
     self.lines = rf.source.split("\n")
     self.imported: set[str] = set()
     self.used: set[str] = set()
+    self.splices: set[str] = set()   # of the rule being checked: `rest*` names, and node captures
+    self.nodes: set[str] = set()
 
   def error(self, message: str, span: Span | None, name: str | None = None) -> None:
     line, col = (span.line, span.col) if span is not None else (1, 1)
@@ -100,6 +102,11 @@ class Checker:
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
     for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", r.span, n)
+    splices = [x.splice for x in r.pattern.walk() if x.splice]
+    for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
+      self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", r.span, n)
+    self.splices, self.nodes = set(splices), node_names
+    arg_names = arg_names | self.splices  # for the checks below, a tuple of sources is a plain value as an arg is
     # captures are locals of a function shared by every rule of that op: one named like a helper, a builtin or a name of
     # the generated module makes that name local to the whole function, and other rules fail with UnboundLocalError
     for n in sorted((node_names | arg_names) & (PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used) - {"ctx"}):
@@ -182,13 +189,28 @@ class Checker:
   def check_result(self, res: Result, r: Rule, known: set[str], opvars: set[str]) -> None:
     if isinstance(res, Ref):
       if res.name in opvars: self.error(f"'{res.name}' is an op, not a node: build one, as ({res.name} ...)", res.span, res.name)
+      elif res.name in self.splices:
+        self.error(f"'{res.name}' holds the other sources of a node: splice them into a node, as (OP x {res.name}*)", res.span, res.name)
       elif res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+    elif isinstance(res, Splice):
+      if res.name in self.splices: return
+      if res.name in known: self.error(f"'{res.name}*' splices sources a pattern bound with '{res.name}*'; '{res.name}' is one value: "
+                                       f"write it without '*'", res.span, res.name)
+      else: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+    elif isinstance(res, Update):
+      if res.name in opvars or res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+      elif res.name != "ctx" and res.name not in self.nodes:
+        self.error(f"'{res.name}' is not a node: only a node has fields to replace", res.span, res.name)
+      for e in res.fields.values():
+        for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
     elif isinstance(res, PyResult):
       for n in sorted(res.expr.names - known): self.error(self.unbound(n, r, "the result"), res.span, n)
     elif isinstance(res, Construct):
       if res.opvar is not None and res.opvar not in known: self.error(self.unbound(res.opvar, r, "the result"), res.span, res.opvar)
-      if res.op is not None and res.op in ARITY and ARITY[res.op] != len(res.src):
-        self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {len(res.src)}", res.span)
+      fixed = sum(not isinstance(x, Splice) for x in res.src)
+      if res.op is not None and res.op in ARITY and (ARITY[res.op] != fixed if fixed == len(res.src) else ARITY[res.op] < fixed):
+        more = "" if fixed == len(res.src) else " or more"
+        self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {fixed}{more}", res.span)
       for e in (res.dtype, res.arg):
         if e is not None:
           for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
@@ -217,6 +239,8 @@ def _expr_names(r: Rule) -> set[str]:
       out |= {n for e in (x.dtype, x.arg) if e is not None for n in e.names}
       stack += x.src
     elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
+    elif isinstance(x, Splice): out.add(x.name)
+    elif isinstance(x, Update): out |= {x.name}.union(*(e.names for e in x.fields.values()))
   return out
 
 def _node_refs(r: Result) -> list[Ref]:
@@ -224,6 +248,7 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, Ref): return [r]
   if isinstance(r, TupleResult): return [x for e in r.entries if e is not None for x in _node_refs(e)]
   if isinstance(r, Construct): return [x for e in r.src for x in _node_refs(e)]
+  if isinstance(r, Update): return [Ref(r.name, r.span)]
   return []
 
 def count_variants(p: Pat) -> int:
@@ -255,7 +280,7 @@ def _repeat_free(p: Pat) -> bool:
   while stack:
     x = stack.pop()
     if x.alternatives is not None: return False
-    names += [n for n in (x.name, x.arg_name, x.opvar) if n]
+    names += [n for n in (x.name, x.arg_name, x.opvar, x.splice) if n]
     stack += list(x.src or ()) + ([x.rest] if x.rest else [])
   return len(names) == len(set(names))
 

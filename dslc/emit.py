@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, GroupOp, Ops
-from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, TupleResult
+from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Splice, TupleResult, Update
 from dslc.parse import DTYPE_CLASSES, GROUPS
 
 MAX_COLS = 150
@@ -103,6 +103,7 @@ class StepBuilder:
     self.bound_at: dict[str, int] = {}      # a name usable after this many steps
     self.plain: set[str] = set()            # names bound by a step directly (opvars, args, rest captures)
     self.rest_names: set[str] = set()       # captures of a repeated pattern: None when it repeats zero times
+    self.splices: set[str] = set()          # `rest*` names: a tuple of sources
 
   def test(self, text: str) -> None: self.steps.append(Step("test", text))
   def bind(self, text: str, *names: str) -> None:
@@ -119,6 +120,7 @@ class StepBuilder:
 
   def node(self, p: Pat, v: str, is_root: bool) -> list[tuple[Pat, str, bool]]:
     c = self.c
+    n_written = len(p.src or ())
     # tests: the op, the dtype, the arg, the number of sources
     if p.opvar is not None and p.opvar in self.bound_at: self.test(f"{v}.op is {p.opvar}")
     elif p.ops is not None and not (is_root and self.root_dispatched):
@@ -145,7 +147,8 @@ class StepBuilder:
           self.rest_names.add(name)
           self.plain.discard(name)
       src = src + (p.rest,) * max(k - len(src), 0)
-      p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span)
+      p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span,
+              splice=p.splice)
     n = len(src)
     has_src = p.src is not None or p.rest is not None
     if has_src:
@@ -163,6 +166,9 @@ class StepBuilder:
     if p.name is not None and p.name not in self.node_vars:
       self.node_vars[p.name] = v
       self.bound_at[p.name] = len(self.steps)
+    if p.splice is not None:
+      self.bind(f"{p.splice} = {v}.src[{n_written}:]", p.splice)
+      self.splices.add(p.splice)
     for i, s in enumerate(src): children.append((s, f"{v}_{i}", False))
     if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, v, n)
     return children
@@ -214,7 +220,7 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
     for o in orders:
       for rv in rest_variants:
         q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, tuple(sv[i] for i in o) if p.src is not None else None,
-                rv, False, p.name, None, p.span, perm=tuple(o.index(i) for i in range(len(o))))
+                rv, False, p.name, None, p.span, perm=tuple(o.index(i) for i in range(len(o))), splice=p.splice)
         out.append(q)
   return out
 
@@ -225,7 +231,7 @@ def _pat_key(p: Pat, names: bool = True) -> str:
   # structural identity of a pattern (two orders with the same key match the same nodes)
   parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
            str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else ""]
-  if names: parts += [str(p.arg_name), str(p.name)]
+  if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
   sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
   return "(" + "|".join(parts) + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + ")"
 
@@ -260,12 +266,14 @@ class ResultBuilder:
   def dtype_of(self, r: Result) -> str | None:
     if isinstance(r, Ref): return None if r.name in self.plain else f"{r.name}.dtype"
     if isinstance(r, Construct): return self.construct_dtype(r, None)
+    if isinstance(r, Update): return r.fields["dtype"].text if "dtype" in r.fields else f"{r.name}.dtype"
     return None
 
   def construct_dtype(self, r: Construct, ctx_dt: str | None) -> str | None:
     if r.dtype is not None: return r.dtype.text
     ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
     first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
+    if first is None and (spliced := next((x for x in r.src if isinstance(x, Splice)), None)) is not None: first = f"{spliced.name}[0].dtype"
     def one(op: Ops) -> str | None:
       if op is Ops.CONST: return ctx_dt
       if op in GroupOp.Comparison: return "dtypes.bool"
@@ -273,7 +281,10 @@ class ResultBuilder:
       if op in GroupOp.ALU: return first or ctx_dt
       if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
       if op is Ops.LOAD: return f"{first}.base" if first else None
-      if op is Ops.VECTORIZE: return f"{first}.vec({len(r.src)})" if first else None
+      if op is Ops.VECTORIZE:
+        lanes = [str(n)] if (n := sum(not isinstance(x, Splice) for x in r.src)) else []
+        lanes += [f"len({x.name})" for x in r.src if isinstance(x, Splice)]
+        return f"{first}.vec({' + '.join(lanes)})" if first else None
       if op in (Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VCONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE): return None
       return first  # movement, INDEX, ASSIGN, CONTIGUOUS, ...: the dtype of their first source
     kinds = {one(o) for o in ops}
@@ -288,6 +299,11 @@ class ResultBuilder:
       return r.name
     if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
     if isinstance(r, PyResult): return r.expr.text
+    if isinstance(r, Update):
+      f, n = r.fields, r.name
+      src = f["src"].text if "src" in f else f"{n}.src"
+      return (f"_uop({f['op'].text if 'op' in f else n + '.op'}, {f['dtype'].text if 'dtype' in f else n + '.dtype'}, {src}, "
+              f"{f['arg'].text if 'arg' in f else n + '.arg'}, {n}.tag)")
     if isinstance(r, CallResult):
       args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
       return f"{self.c.fn_name(r.fn)}({args})"
@@ -306,6 +322,9 @@ class ResultBuilder:
       operand_dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), ctx_dt)
     srcs = []
     for i, s in enumerate(r.src):
+      if isinstance(s, Splice):
+        srcs.append(f"*{s.name}")
+        continue
       sdt = "dtypes.bool" if r.op is Ops.WHERE and i == 0 else "dtypes.index" if r.op is Ops.INDEX and i > 0 else operand_dt
       text = self.expr(s, sdt)
       if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
@@ -460,6 +479,8 @@ def _guard_text(text: str) -> str:
 def _result_names(r: Result) -> set[str]:
   if isinstance(r, Ref): return {r.name}
   if isinstance(r, TupleResult): return set().union(*(_result_names(e) for e in r.entries if e is not None))
+  if isinstance(r, Splice): return {r.name}
+  if isinstance(r, Update): return {r.name}.union(*(e.names for e in r.fields.values()))
   if isinstance(r, PyResult): return set(r.expr.names)
   if isinstance(r, Construct):
     out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()

@@ -34,6 +34,7 @@ class Pat:
   alternatives: tuple[Pat, ...] | None = None  # matches if any alternative does (UPat.any); other fields unused
   span: Span | None = None
   perm: tuple[int, ...] | None = None        # set by emit.variants on a root: the node's source each written source matched
+  splice: str | None = None                  # `rest*` last: the sources after `src` are bound to this name, as a tuple
 
   def walk(self, rest: bool = True, skip: Pat | None = None) -> Iterator[Pat]:
     """This pattern and every one inside it: sources, alternatives, and repeated patterns (unless rest=False)."""
@@ -45,12 +46,12 @@ class Pat:
       stack += list(x.src or ()) + ([x.rest] if x.rest is not None and rest else []) + list(x.alternatives or ())
 
   def names(self, skip: Pat | None = None) -> set[str]:
-    """Every capture name in the pattern: nodes and args."""
-    return {n for x in self.walk(skip=skip) for n in (x.name, x.arg_name) if n}
+    """Every capture name in the pattern: nodes, args and spliced sources."""
+    return {n for x in self.walk(skip=skip) for n in (x.name, x.arg_name, x.splice) if n}
 
   def is_wildcard(self) -> bool:
     return (self.ops is None and self.opvar is None and self.dtypes is None and self.dtype_classes is None and not self.has_arg_eq
-            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None)
+            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None and self.splice is None)
 
 @dataclass(eq=False)
 class Expr:
@@ -98,12 +99,25 @@ class CallResult:
   span: Span | None = None
 
 @dataclass(eq=False)
+class Splice:
+  """`rest*` among a constructor's sources: the sources a pattern's `rest*` bound, in place."""
+  name: str
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Update:
+  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src) replaced."""
+  name: str
+  fields: dict[str, Expr]
+  span: Span | None = None
+
+@dataclass(eq=False)
 class TupleResult:
   """A tuple: in a rule set that `returns per-source`, one entry per source of the pattern as written (None: no value)."""
   entries: list[Result | None]
   span: Span | None = None
 
-Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult
+Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
 
 @dataclass(eq=False)
 class Rule:

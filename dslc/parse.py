@@ -11,7 +11,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import Diagnostic
-from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
+from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 from dslc.split import MAX_DEPTH, split_items
 
 DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
@@ -383,6 +383,12 @@ class FileParser:
     if argpat is not None: self.argpat(p, argpat.children[0])
     src: list[Pat] = []
     for i, s in enumerate(srcs):
+      if s.data == "psplice":
+        name = str(s.children[0])
+        if i != len(srcs) - 1: raise _Error(f"'{name}*' (the other sources) must come last", *_pos(s))
+        self.check_capture_name(name, s.children[0])
+        p.rest, p.splice = Pat(span=self.span(s)), name
+        continue
       sub = self.pattern(s.children[0])
       if s.children[1] is not None:
         if i != len(srcs) - 1: raise _Error("'...' (any number of sources) must come last", *_pos(s.children[1]))
@@ -461,6 +467,10 @@ class FileParser:
     if isinstance(t, Token): raise _Error(f"unexpected result {t!r}", *_pos(t))
     k = t.data
     if k == "nothing": raise _Error("'_' (no value) can only be an entry of a tuple result", *_pos(t))
+    if k == "splice":
+      name = t.children[0]
+      raise _Error(f"'{name}*' (sources a pattern bound) can only be spliced among a node's sources, as (OP x {name}*)", *_pos(t))
+    if k == "update": return self.update(t)
     if k == "tresult": raise _Error("a tuple can only be a whole result, not a source of a node", *_pos(t))
     if k == "ref": return Ref(str(t.children[0]), self.span(t))
     if k in ("literal", "true", "false", "none"):
@@ -515,7 +525,38 @@ class FileParser:
       b = ExprBuilder()
       arg = b.build(carg.children[0])
       arg.span = self.span(carg)
-    return Construct(op, opvar, dtype, arg, [self.result(s) for s in srcs], self.span(t))
+    src = [Splice(str(s.children[0]), self.span(s)) if isinstance(s, Tree) and s.data == "splice" else self.result(s) for s in srcs]
+    return Construct(op, opvar, dtype, arg, src, self.span(t))
+
+  def update(self, t: Tree) -> Update:
+    """`x{field: value, ...}`: a bare dtype name is that dtype (as in (CAST:float32 ...)), a bare op name that op."""
+    name = str(t.children[0])[:-1]
+    fields: dict[str, Expr] = {}
+    for f in t.children[1:]:
+      if f is None: continue
+      key, value = str(f.children[0]), f.children[1]
+      if key not in UPDATE_FIELDS:
+        raise _Error(f"a node has no field '{key}' to replace: {', '.join(UPDATE_FIELDS)}{_did_you_mean(key, UPDATE_FIELDS)}", *_pos(f))
+      if key in fields: raise _Error(f"field '{key}' is given twice", *_pos(f))
+      bare = str(value.children[0]) if isinstance(value, Tree) and value.data == "name" else None
+      if key == "dtype" and bare in DTYPE_NAMES: e = Expr(f"dtypes.{bare}", frozenset({"dtypes"}), 1)
+      elif key == "op" and bare is not None and bare[:1].isupper():
+        resolve_ops(bare, *_pos(value))
+        if bare not in Ops.__members__: raise _Error(f"'{bare}' is a group of ops: a node gets one op", *_pos(value))
+        e = Expr(f"Ops.{bare}", frozenset({"Ops"}), 1)
+      else: e = ExprBuilder().build(value)
+      # sources are a tuple: anything else (a list, `(x,) + rest`) is made one
+      if key == "src" and not (isinstance(value, Tree) and value.data == "tuple"): e.text = f"tuple({e.text})"
+      e.span = self.span(value)
+      fields[key] = e
+    return Update(name, fields, self.span(t))
+
+UPDATE_FIELDS = ("op", "dtype", "arg", "src")
+
+def _did_you_mean(name: str, choices) -> str:
+  import difflib
+  close = difflib.get_close_matches(name, list(choices), n=1)
+  return f" (did you mean '{close[0]}'?)" if close else ""
 
 def _expected_hint(expected: set[str]) -> str:
   e = set(expected)

@@ -8,7 +8,8 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
   mutations      600  a window of lines of rules/*.rules or the golden file, with chars and lines deleted, inserted,
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
-  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run), a quarter of them in
+  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run, splices and updates
+                      included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -30,7 +31,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "ruleset", "ruleset t", "ruleset all = t + u", "for op in ADD, MUL {", "for", "let", "let P = ", "P", "from", "import",
           "from rules.symbolic_helpers import fold_alu", '"doc"', '"""', "'", '"', "#", "# comment", "\n", "\n", "\n", " ", " ", "  ",
           "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":=",
-          "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)"]
+          "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
+          "rest*", "*", "(LOAD x rest*)", "x{", "x{dtype: float32}", "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -150,6 +152,7 @@ def rule_file(draw):
     n = _arity(op)
     srcs = [pattern(depth + 1) for _ in range(n if n is not None else draw(st.integers(0, 3)))] if n is not None or draw(st.booleans()) else []
     if op in OPEN_ARITY and srcs and draw(st.booleans()): srcs[-1] += "..."
+    elif op in OPEN_ARITY and draw(st.integers(0, 3)) == 0: srcs.append(f"s{len(names)}*")
     arg = draw(st.sampled_from(["", "", " [0]", " [(1, 2)]", " [True]"]))
     p = f"({op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)})"
     return f"{name()}@{p}" if draw(st.integers(0, 3)) == 0 else p
@@ -158,7 +161,8 @@ def rule_file(draw):
     n = draw(st.sampled_from(names)) if names else "0"
     if depth > 2 or k < 3: return n
     if k == 3: return draw(st.sampled_from(LITERALS))
-    if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}"])).replace("N", n)
+    if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}", "N{arg: 0}",
+                                            "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)"])).replace("N", n)
     op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_")]))
     dt = draw(st.sampled_from(["", "", ":int32", ":bool", ":N.dtype", ":dtypes.float32"])).replace("N", n)
     arity = _arity(op)
