@@ -161,10 +161,10 @@ class Checker:
       return
 
   def check_pattern(self, p: Pat, nodes: set[str], args: set[str], r: Rule, top: bool) -> None:
+    if p.name: nodes.add(p.name)
     if p.alternatives is not None:
       for a in p.alternatives: self.check_pattern(a, nodes, args, r, top)
       return
-    if p.name: nodes.add(p.name)
     if p.arg_name: args.add(p.arg_name)
     if p.ops is not None and p.src is not None:
       n = len(p.src)

@@ -80,11 +80,14 @@ class Consts:
     if key in self.rest_names: return self.rest_names[key]
     name = self.rest_names[key] = f"_rest_{self.n_rest}"
     self.n_rest += 1
-    sb = StepBuilder(self, root_dispatched=False)
-    sb.build(p)
+    alts = []
+    # every concrete form: alternatives, and both orders of a commutative node
+    for v in variants(p, True):
+      sb = StepBuilder(self, root_dispatched=False)
+      sb.build(v)
+      alts.append(Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"]))  # type: ignore[arg-type]
     body = Block()
-    alt = Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"])  # type: ignore[arg-type]
-    emit_alts([alt], body, 1, comment=False)
+    emit_alts(alts, body, 1, comment=False)
     self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
     return name
 
@@ -137,7 +140,7 @@ class StepBuilder:
     src = p.src or ()
     ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
     arities = {ARITY.get(o) for o in ops} if ops is not None else {None}
-    if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None:
+    if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None and len(variants(p.rest, True)) == 1:
       # a repeated pattern over a fixed number of sources: unrolled (a repeated name is the same node, as in match_all)
       if k < len(src): self.test("False")
       if k <= len(src):
@@ -201,7 +204,8 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
   else:
     per_src = [variants(s, swap_free) for s in p.src]
     src_variants = [tuple(c) for c in itertools.product(*per_src)]
-  rest_variants = variants(p.rest, swap_free) if p.rest is not None else [None]
+  # a repeated pattern stays whole: each source picks its own alternative and order (match_all tries every form per source)
+  rest_variants = [p.rest]
   out = []
   for sv in src_variants:
     # each order is a permutation of the written sources: perm[i] is the node's source the written source i matches
@@ -233,7 +237,8 @@ def _pat_key(p: Pat, names: bool = True) -> str:
            str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else ""]
   if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
   sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
-  return "(" + "|".join(parts) + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + ")"
+  alts = "{" + ";".join(_pat_key(a, names) for a in p.alternatives) + "}" if p.alternatives is not None else ""
+  return "(" + "|".join(parts) + ("~" if p.any_order else "") + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + alts + ")"
 
 # ---- results ----
 
@@ -418,7 +423,10 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
   for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern)):
-    sb = StepBuilder(consts, root_dispatched=dispatched is not None, root_op=dispatched if isinstance(dispatched, Ops) else None)
+    # a root alternative of other ops never matches in this op's function; one of several root ops tests its own
+    if isinstance(dispatched, Ops) and v.ops is not None and dispatched not in v.ops: continue
+    root_tested = dispatched is not None and not (dispatched is True and rule.pattern.alternatives is not None)
+    sb = StepBuilder(consts, root_dispatched=root_tested, root_op=dispatched if isinstance(dispatched, Ops) else None)
     sb.build(v)
     steps = list(sb.steps)
     aliased: set[str] = set()
@@ -508,19 +516,15 @@ def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None
     fname = f"{rs.name}_{o.name if o is not None else 'any'}"
     names[o] = fname
     body = Block()
-    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=None if _multi_variant_root(r) else o if o is not None else True,
+    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=o if o is not None else True,
                                                  standalone=False)]
     emit_alts(alts, body, 1)
     out.append(f"def {fname}({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}")
   return names
 
-def _multi_variant_root(rule: Rule) -> bool:
-  # with root alternatives of different ops, each alternative must test its own root op
-  return rule.pattern.alternatives is not None
-
 def standalone_fn(rule: Rule, consts: Consts) -> str:
   body = Block()
-  emit_alts(rule_alts(rule, consts, dispatched=None if _multi_variant_root(rule) else True, standalone=True), body, 1, comment=False)
+  emit_alts(rule_alts(rule, consts, dispatched=True, standalone=True), body, 1, comment=False)
   return f"def {rule.id}_alone({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}"
 
 def _final_return(body: Block) -> str:

@@ -167,6 +167,7 @@ class FileParser:
     self.named: dict[str, Pat] = {}
     self.scopes: list[tuple[str, frozenset[Ops], Span]] = []
     self.current: RuleSet | None = None
+    self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
 
   def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
   def span(self, t) -> Span:
@@ -333,6 +334,7 @@ class FileParser:
       name = str(t.children[0])
       self.check_capture_name(name, t.children[0])
       p = self.pattern(t.children[1])
+      if id(p) in self.optionals: raise _Error(f"'{name}@' can't name an optional node (it may be absent): name its first source", *_pos(t))
       if p.name is not None: raise _Error(f"'{name}@' names a node that is already named '{p.name}'", *_pos(t))
       p.name = name
       return p
@@ -360,10 +362,33 @@ class FileParser:
     if name in ("ctx",): raise _Error("'ctx' is the rewrite context, not a capture name", *_pos(tok))
 
   def node(self, t: Tree) -> Pat:
-    opspec, dts, argpat, *srcs = t.children
-    p = Pat(span=self.span(t))
-    refs = [c for c in opspec.children if not (isinstance(c, Token) and c.type == "BANG")]
-    ordered = any(isinstance(c, Token) and c.type == "BANG" for c in opspec.children)
+    """`(ADD|MUL x y)`, `(A x | CAST (A x))`, `(CAST? x)`: a bare op before `|` (no '!', '?', dtype, arg or sources) lists
+    another op for the body after it; bodies with more are alternatives, which must bind the same names."""
+    groups: list[list[Tree]] = [[]]
+    for b in t.children:
+      groups[-1].append(b)
+      if any(c is not None for c in b.children[1:]): groups.append([])
+    if not groups[-1]: groups.pop()
+    alts = [self.node_body(g) for g in groups]
+    if len(alts) == 1:
+      alts[0].span = self.span(t)  # at its '(' (an alternative's span is where its body starts)
+      return alts[0]
+    first = alts[0].names()
+    for a in alts[1:]:
+      if a.names() != first:
+        missing, extra = sorted(first - a.names()), sorted(a.names() - first)
+        what = (f"'{missing[0]}' is bound by the first alternative, not by this one" if missing
+                else f"'{extra[0]}' is not bound by the first alternative")
+        raise _Error(f"every alternative must bind the same names: {what}", a.span.line, a.span.col)  # type: ignore[union-attr]
+    return Pat(alternatives=tuple(alts), span=self.span(t))
+
+  def node_body(self, bodies: list[Tree]) -> Pat:
+    """One alternative: the ops of `bodies` (all bare but the last) with the last one's '!', '?', dtype, arg and sources."""
+    refs = [b.children[0] for b in bodies]
+    body = bodies[-1]
+    _, bang, qmark, dts, argpat, *srcs = body.children
+    p = Pat(span=self.span(body))
+    ordered = bang is not None
     ops: set[Ops] = set()
     for r in refs:
       if r.type == "ANYOP":
@@ -399,13 +424,25 @@ class FileParser:
     if p.ops is not None and p.rest is None:
       p.any_order = not ordered and len(src) == 2 and all(o in GroupOp.Commutative for o in p.ops)
     if ordered and not (p.ops and all(o in GroupOp.Commutative for o in p.ops)):
-      raise _Error("'!' (sources in the order written) is only meaningful on commutative ops", *_pos(opspec))
-    return p
+      raise _Error("'!' (sources in the order written) is only meaningful on commutative ops", *_pos(refs[0]))
+    if ordered and not srcs: raise _Error("'!' (sources in the order written) needs the sources written", *_pos(bang))
+    return self.optional(p, qmark) if qmark is not None else p
+
+  def optional(self, p: Pat, qmark: Token) -> Pat:
+    """`(CAST? x ...)`: x alone, or the node around it (GCC's `convert?`). Only the first source may bind names."""
+    if not p.src: raise _Error("an optional node '?' needs a first source: the pattern that matches without the node", *_pos(qmark))
+    inner, others = p.src[0], Pat(src=p.src[1:], rest=p.rest, arg_name=p.arg_name, splice=p.splice)
+    if others.names():
+      raise _Error(f"only the first source of an optional node can bind names ('{sorted(others.names())[0]}' would be unbound without the node)",
+                   *_pos(qmark))
+    alt = Pat(alternatives=(p, _copy_pat(inner)), span=p.span)
+    self.optionals.add(id(alt))
+    return alt
 
   def dtypes(self, p: Pat, t: Tree) -> None:
     exact: set[DType] = set()
     classes: set[str] = set()
-    for n in t.children:
+    for n in (c for c in t.children if c.type == "NAME"):
       name = str(n)
       if name in DTYPE_CLASSES: classes.add(name)
       elif name in DTYPE_NAMES: exact.add(DTYPE_NAMES[name])

@@ -8,8 +8,8 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
   mutations      600  a window of lines of rules/*.rules or the golden file, with chars and lines deleted, inserted,
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
-  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run, splices and updates
-                      included), a quarter of them in
+  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
+                      alternatives and optional nodes included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -32,7 +32,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "from rules.symbolic_helpers import fold_alu", '"doc"', '"""', "'", '"', "#", "# comment", "\n", "\n", "\n", " ", " ", "  ",
           "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":=",
           "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
-          "rest*", "*", "(LOAD x rest*)", "x{", "x{dtype: float32}", "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:"]
+          "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
+          "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -154,7 +155,12 @@ def rule_file(draw):
     if op in OPEN_ARITY and srcs and draw(st.booleans()): srcs[-1] += "..."
     elif op in OPEN_ARITY and draw(st.integers(0, 3)) == 0: srcs.append(f"s{len(names)}*")
     arg = draw(st.sampled_from(["", "", " [0]", " [(1, 2)]", " [True]"]))
-    p = f"({op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)})"
+    body = f"{op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)}"
+    alt = draw(st.integers(0, 5))
+    if alt == 0 and srcs: body = f"{body} | CAST ({body})"        # alternatives binding the same names
+    elif alt == 1 and srcs: body = f"{body} | {op} {srcs[0]}"     # mostly not: a diagnostic
+    elif alt == 2 and len(srcs) == 1: body = f"{op.split('|')[-1]}?{body[len(op):]}"  # an optional node
+    p = f"({body})"
     return f"{name()}@{p}" if draw(st.integers(0, 3)) == 0 else p
   def result(depth: int) -> str:
     k = draw(st.integers(0, 9))
