@@ -11,7 +11,14 @@ from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, Rul
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
   c.run()
-  return c.diags
+  # a problem inside a named pattern is found in every rule that uses it: report it once, where it is
+  return list(dict.fromkeys(c.diags))
+
+def bound_at(r: Rule, name: str) -> Span:
+  """Where to look for a capture's name: the line that binds it, in the rule or in the named pattern (`let`) it came from."""
+  for x in r.pattern.walk():
+    if name in (x.name, x.arg_name, x.splice) and x.span is not None and x.span.file == r.span.file: return Span(r.span.file, x.span.line, 1)
+  return r.span
 
 class Checker:
   def __init__(self, rf: RuleFile):
@@ -101,24 +108,34 @@ class Checker:
       return
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
-    for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", r.span, n)
+    for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", bound_at(r, n), n)
     splices = [x.splice for x in r.pattern.walk() if x.splice]
     for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
-      self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", r.span, n)
+      self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", bound_at(r, n), n)
     self.splices, self.nodes = set(splices), node_names
     arg_names = arg_names | self.splices  # for the checks below, a tuple of sources is a plain value as an arg is
     # captures are locals of a function shared by every rule of that op: one named like a helper, a builtin or a name of
     # the generated module makes that name local to the whole function, and other rules fail with UnboundLocalError
     for n in sorted((node_names | arg_names) & (PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used) - {"ctx"}):
       what = "an imported helper" if n in self.imported else "a builtin" if n in BUILTINS else "a name of the generated code"
-      self.error(f"'{n}' can't be a capture name: it is {what}", r.span, n)
+      self.error(f"'{n}' can't be a capture name: it is {what}", bound_at(r, n), n)
     # the generated code's own locals and globals start with '_' (_u, _u_0, _r, _f0, _const, ...); the .rules parser
     # already refuses such names, a UPat(name=...) reaches here
-    for n in sorted(x for x in node_names | arg_names if x.startswith("_")): self.error(f"capture names can't start with '_' ('{n}')", r.span, n)
+    for n in sorted(x for x in node_names | arg_names if x.startswith("_")):
+      self.error(f"capture names can't start with '_' ('{n}')", bound_at(r, n), n)
     # a for variable is bound only where the pattern matches an op with it, outside a repeated pattern (whose matching
     # runs in a function of its own); used anywhere else it is a NameError at rewrite time
     bound_ops = _matched_opvars(r.pattern)
     known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported
+    for x in r.pattern.walk():
+      if x.arg_expr is None: continue
+      # compared when the node is tested, before any capture is bound: constants only
+      if captured := sorted(x.arg_expr.names & (node_names | arg_names | bound_ops)):
+        self.error("an arg pattern is a literal ([0], [(1, 2)], ...), a name to bind the arg to ([c]), or an expression of constants "
+                   f"([Invalid], [1 << 32]): '{captured[0]}' is a capture (bind the arg, [c], and compare in a guard)", x.arg_expr.span, captured[0])
+      for n in sorted(x.arg_expr.names - known):
+        self.error(f"'{n}' in an arg pattern is a named constant, and it is not imported: add it to a `from rules.MODULE import` line "
+                   "(a lower-case name binds the arg instead)", x.arg_expr.span, n)
     for g in r.guards:
       for n in sorted(g.names - known): self.error(self.unbound(n, r, "a guard"), g.span, n)
     self.check_result(r.result, r, known, set(r.opvars))
@@ -290,6 +307,7 @@ def _sub(p1: Pat, p2: Pat) -> bool:
   if p1.dtypes is not None or p1.dtype_classes is not None:
     if p1.dtypes != p2.dtypes or p1.dtype_classes != p2.dtype_classes: return False
   if p1.has_arg_eq and not (p2.has_arg_eq and p2.arg_eq == p1.arg_eq and type(p2.arg_eq) is type(p1.arg_eq)): return False
+  if p1.arg_expr is not None and not (p2.arg_expr is not None and p2.arg_expr.text == p1.arg_expr.text): return False
   if p1.src is None and p1.rest is None: return True
   if p2.src is None and p2.rest is None: return False
   if p1.rest is not None or p2.rest is not None:

@@ -5,7 +5,7 @@ bindings) in a fixed order, so consecutive rules that start with the same tests 
 sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
 """
 from __future__ import annotations
-import hashlib, itertools, re
+import dataclasses, hashlib, itertools, re
 from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
@@ -136,6 +136,7 @@ class StepBuilder:
     if tests: self.test(tests[0] if len(tests) == 1 else "(" + " or ".join(tests) + ")")
     if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
     if p.arg_name is not None and p.arg_name in self.bound_at: self.test(f"{v}.arg == {p.arg_name}")
+    if p.arg_expr is not None: self.test(f"{v}.arg == {p.arg_expr.text}")
     children: list[tuple[Pat, str, bool]] = []
     src = p.src or ()
     ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
@@ -150,8 +151,7 @@ class StepBuilder:
           self.rest_names.add(name)
           self.plain.discard(name)
       src = src + (p.rest,) * max(k - len(src), 0)
-      p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span,
-              splice=p.splice)
+      p = dataclasses.replace(p, src=src, rest=None, any_order=False, alternatives=None)
     n = len(src)
     has_src = p.src is not None or p.rest is not None
     if has_src:
@@ -223,8 +223,8 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
       orders = uniq
     for o in orders:
       for rv in rest_variants:
-        q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, tuple(sv[i] for i in o) if p.src is not None else None,
-                rv, False, p.name, None, p.span, perm=tuple(o.index(i) for i in range(len(o))), splice=p.splice)
+        q = dataclasses.replace(p, src=tuple(sv[i] for i in o) if p.src is not None else None, rest=rv, any_order=False, alternatives=None,
+                                perm=tuple(o.index(i) for i in range(len(o))))
         out.append(q)
   return out
 
@@ -234,7 +234,7 @@ def _is_free(p: Pat) -> bool:
 def _pat_key(p: Pat, names: bool = True) -> str:
   # structural identity of a pattern (two orders with the same key match the same nodes)
   parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
-           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else ""]
+           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else "", p.arg_expr.text if p.arg_expr else ""]
   if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
   sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
   alts = "{" + ";".join(_pat_key(a, names) for a in p.alternatives) + "}" if p.alternatives is not None else ""

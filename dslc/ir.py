@@ -35,6 +35,7 @@ class Pat:
   span: Span | None = None
   perm: tuple[int, ...] | None = None        # set by emit.variants on a root: the node's source each written source matched
   splice: str | None = None                  # `rest*` last: the sources after `src` are bound to this name, as a tuple
+  arg_expr: Expr | None = None               # the arg == this expression of constants (`[Invalid]`, `[1 << 32]`)
 
   def walk(self, rest: bool = True, skip: Pat | None = None) -> Iterator[Pat]:
     """This pattern and every one inside it: sources, alternatives, and repeated patterns (unless rest=False)."""
@@ -51,7 +52,8 @@ class Pat:
 
   def is_wildcard(self) -> bool:
     return (self.ops is None and self.opvar is None and self.dtypes is None and self.dtype_classes is None and not self.has_arg_eq
-            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None and self.splice is None)
+            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None and self.splice is None
+            and self.arg_expr is None)
 
 @dataclass(eq=False)
 class Expr:

@@ -4,6 +4,7 @@ Every problem becomes a Diagnostic with file:line:col; parsing goes on after an 
 """
 from __future__ import annotations
 import ast, hashlib, math, os, warnings
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from lark import Lark, Token, Tree
@@ -64,10 +65,12 @@ def _free_names(text: str, line: int, col: int) -> frozenset[str]:
   return frozenset(loads - stores)
 
 class ExprBuilder:
-  """Turns an expression tree into (python text, precedence); collects the names it reads."""
-  def __init__(self):
+  """Turns an expression tree into (python text, precedence); collects the names it reads. `rename` maps a named pattern's
+  parameters to the names a use gave them."""
+  def __init__(self, rename: dict[str, str] | None = None):
     self.names: set[str] = set()
     self.cost = 1
+    self.rename = rename or {}
 
   def build(self, t: Tree | Token) -> Expr:
     text, _ = self.emit(t)
@@ -103,8 +106,9 @@ class ExprBuilder:
       self.names.add(str(c[0])[:-1])
       return f"{c[0]}{self.args(c[1])})", 9
     if k == "name":
-      self.names.add(str(c[0]))
-      return str(c[0]), 9
+      name = self.rename.get(str(c[0]), str(c[0]))
+      self.names.add(name)
+      return name, 9
     if k == "qualname":
       head, attr = str(c[0]).split(".", 1)
       if head == "Ops" and attr not in Ops.__members__: raise _Error(f"unknown op '{attr}'", *_pos(c[0]))
@@ -122,7 +126,9 @@ class ExprBuilder:
     if k == "list": return "[" + ", ".join(self.emit(x)[0] for x in c if x is not None) + "]", 9
     if k == "pyexpr":
       text = str(c[0])[1:-1].strip()
-      self.names |= _free_names(text, *_pos(c[0]))
+      names = _free_names(text, *_pos(c[0]))
+      if names & self.rename.keys(): text, names = _rename_python(text, self.rename), frozenset(self.rename.get(n, n) for n in names)
+      self.names |= names
       self.cost = 10
       return f"({text})", 9
     raise _Error(f"unexpected expression '{k}'", *_pos(t))
@@ -164,7 +170,9 @@ class FileParser:
     self.diags: list[Diagnostic] = []
     self.rulesets: list[RuleSet] = []
     self.imports: list[tuple[str, list[str], Span]] = []
-    self.named: dict[str, Pat] = {}
+    self.named: dict[str, NamedPattern] = {}
+    self.let_guards: list[tuple[Any, dict[str, str]]] = []  # guards of the named patterns the pattern being read uses
+    self.defining: str | None = None  # the named pattern being defined
     self.scopes: list[tuple[str, frozenset[Ops], Span]] = []
     self.current: RuleSet | None = None
     self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
@@ -250,14 +258,26 @@ class FileParser:
         raise _Error(f"helpers come from modules under rules/ or runtime/, not '{module}'", *_pos(t.children[0]))
       self.imports.append((module, [str(x) for x in t.children[1:]], self.span(t)))
     elif k == "let_decl":
-      name = str(t.children[0])
+      head, *rest = t.children
+      name = str(head).rstrip("(")
       if name in self.named: raise _Error(f"pattern '{name}' is defined twice", *_pos(t))
-      p = self.pattern(t.children[1])
-      if _depth(p) > MAX_DEPTH + 1:
-        # named patterns inside named patterns can nest without limit; a stand-in keeps the rules using it from more errors
-        self.named[name] = Pat(span=p.span)
-        raise _Error(f"pattern '{name}' nests more than {MAX_DEPTH} deep", *_pos(t))
-      self.named[name] = p
+      params = tuple(str(x) for x in rest if isinstance(x, Token)) if head.type == "UCALL" else None
+      body, guard = [x for x in rest if isinstance(x, Tree)][0], rest[-1] if isinstance(rest[-1], Tree) and rest[-1].data == "guard" else None
+      # a stand-in while the definition is checked: a problem in it is reported here once, and the rules using it stay quiet
+      self.named[name] = NamedPattern(Pat(span=self.span(t)), params, [])
+      self.let_guards, self.defining = [], name
+      try: p = self.pattern(body)
+      finally: self.defining = None
+      if _depth(p) > MAX_DEPTH + 1: raise _Error(f"pattern '{name}' nests more than {MAX_DEPTH} deep", *_pos(t))
+      if params is not None:
+        for x in params:
+          if params.count(x) > 1: raise _Error(f"parameter '{x}' is listed twice", *_pos(t))
+          if x not in p.names(): raise _Error(f"parameter '{x}' is not bound by the pattern", *_pos(t))
+        if extra := sorted(p.names() - set(params)):
+          raise _Error(f"a named pattern with parameters binds only its parameters: '{extra[0]}' is not one (write '_', or add it to them)",
+                       *_pos(t))
+      guards = self.let_guards + ([(c, {}) for c in _conjuncts(guard.children[0])] if guard is not None else [])
+      self.named[name] = NamedPattern(p, params, guards)
     elif k == "for_open":
       var = str(t.children[0])
       problem: _Error | None = None
@@ -305,9 +325,12 @@ class FileParser:
       self.current = RuleSet(os.path.splitext(os.path.basename(self.path))[0], "", [], Span(self.path, 1, 1))
       self.rulesets.append(self.current)
     self.opvar_seen: dict[str, Pat] = {}
+    self.let_guards = []
     pattern = self.pattern(t.children[0])
     if _depth(pattern) > MAX_DEPTH + 1: raise _Error(f"this pattern nests more than {MAX_DEPTH} deep", *_pos(t))
-    guards = self.guards(t.children[1]) if t.children[1] is not None else []
+    # the guards of the named patterns it uses, then its own
+    guards = [self.guard_expr(g, rename) for g, rename in self.let_guards]
+    guards += self.guards(t.children[1]) if t.children[1] is not None else []
     result = self.top_result(t.children[-1])
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
@@ -317,15 +340,12 @@ class FileParser:
     self.current.rules.append(r)
 
   def guards(self, t: Tree) -> list[Expr]:
-    e = t.children[0]
-    conj = e.children if isinstance(e, Tree) and e.data == "and_" else [e]
-    out = []
-    for c in conj:
-      b = ExprBuilder()
-      x = b.build(c)
-      x.span = self.span(c)
-      out.append(x)
-    return out
+    return [self.guard_expr(c, {}) for c in _conjuncts(t.children[0])]
+
+  def guard_expr(self, t, rename: dict[str, str]) -> Expr:
+    x = ExprBuilder(rename).build(t)
+    x.span = self.span(t)
+    return x
 
   # ---- patterns ----
   def pattern(self, t) -> Pat:
@@ -349,11 +369,24 @@ class FileParser:
       value = _literal_value(t.children[0])
       _check_not_nan(value, t)
       return Pat(ops=frozenset({Ops.CONST}), arg_eq=value, has_arg_eq=True, span=self.span(t))
-    if k == "named_pattern":
-      name = str(t.children[0])
+    if k in ("named_pattern", "named_call"):
+      name = str(t.children[0]).rstrip("(")
       if name not in self.named:
         raise _Error(f"unknown pattern '{name}' (an op goes in parentheses: '({name} ...)'; a named pattern needs a 'let')", *_pos(t))
-      return _copy_pat(self.named[name])
+      if name == self.defining: raise _Error(f"pattern '{name}' refers to itself", *_pos(t))
+      np = self.named[name]
+      args = [str(x) for x in t.children[1:]]
+      if np.params is None and k == "named_call": raise _Error(f"pattern '{name}' has no parameters: write it without them, as {name}", *_pos(t))
+      if np.params is not None and len(args) != len(np.params):
+        want = ", ".join(np.params)
+        raise _Error(f"pattern '{name}' takes {len(np.params)} name{'s' if len(np.params) != 1 else ''} ({name}({want})), "
+                     f"this gives {'it ' + str(len(args)) if args else 'none'}", *_pos(t))
+      for a, tok in zip(args, t.children[1:]): self.check_capture_name(a, tok)
+      rename = dict(zip(np.params or (), args))
+      # its guards go to the rule (or the named pattern) that uses it, with its parameters renamed
+      self.let_guards += [(g, {**m, **{k2: rename.get(v, v) for k2, v in m.items()}, **{p: a for p, a in rename.items() if p not in m}})
+                          for g, m in np.guards]
+      return _rename_pat(_copy_pat(np.pat), rename)
     if k == "node": return self.node(t)
     raise _Error(f"unexpected pattern '{k}'", *_pos(t))
 
@@ -451,7 +484,10 @@ class FileParser:
     p.dtype_classes = frozenset(classes) if classes else None
 
   def argpat(self, p: Pat, e) -> None:
-    if isinstance(e, Tree) and e.data == "name":
+    """`[c]` binds the arg to c; `[0]`, `[(1, 2)]` compare it with a literal; anything else (`[Invalid]`, `[Ops.ADD]`,
+    `[1 << 32]`) with an expression of constants: upper-case and imported names, never captures."""
+    imported = {n for _, names, _ in self.imports for n in names}
+    if isinstance(e, Tree) and e.data == "name" and e.children[0].type == "NAME" and str(e.children[0]) not in imported:
       name = str(e.children[0])
       self.check_capture_name(name, e.children[0])
       p.arg_name = name
@@ -460,7 +496,9 @@ class FileParser:
     x = b.build(e)
     try: p.arg_eq = literal_value(x.text, *_pos(e))
     except ValueError:
-      raise _Error("an arg pattern is a literal ([0], [(1, 2)], ...) or a name to bind the arg to ([c])", *_pos(e)) from None
+      x.span = self.span(e)
+      p.arg_expr = x
+      return
     _check_not_nan(p.arg_eq, e)
     p.has_arg_eq = True
 
@@ -644,6 +682,29 @@ def _depth(p: Pat) -> int:
 def _copy_pat(p: Pat) -> Pat:
   import copy
   return copy.deepcopy(p)
+
+def _rename_pat(p: Pat, rename: dict[str, str]) -> Pat:
+  if rename:
+    for x in p.walk():
+      x.name, x.arg_name, x.splice = (rename.get(n, n) if n else n for n in (x.name, x.arg_name, x.splice))
+  return p
+
+def _rename_python(text: str, rename: dict[str, str]) -> str:
+  class Renamer(ast.NodeTransformer):
+    def visit_Name(self, n: ast.Name) -> ast.AST: return ast.copy_location(ast.Name(rename.get(n.id, n.id), n.ctx), n)
+  return ast.unparse(Renamer().visit(_parse_python(text)))
+
+def _conjuncts(e) -> list:
+  """The parts of a top-level `and`: each is a test of its own."""
+  return e.children if isinstance(e, Tree) and e.data == "and_" else [e]
+
+@dataclass
+class NamedPattern:
+  """A `let`: its pattern, its parameters (None: its captures bind in the rule that uses it) and its guards (expression
+  trees, with the renames of the named patterns it uses in turn)."""
+  pat: Pat
+  params: tuple[str, ...] | None
+  guards: list[tuple[Any, dict[str, str]]]
 
 def parse_rules(path: str, source: str | None = None, display_path: str | None = None) -> tuple[RuleFile | None, list[Diagnostic]]:
   """Parse one .rules file: the rule IR and every diagnostic found (the IR is None when the file can't be read as text)."""

@@ -9,7 +9,7 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives and optional nodes included), a quarter of them in
+                      alternatives, optional nodes and named patterns included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -33,7 +33,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":=",
           "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
           "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
-          "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:"]
+          "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
+          "[Ops.ADD]", "[pi]", "from math import pi"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -147,6 +148,7 @@ def rule_file(draw):
     return names[-1]
   def pattern(depth: int) -> str:
     k = draw(st.integers(0, 9))
+    if k == 0 and lets: return draw(st.sampled_from([f"Pos({name()})", "Zero", f"Casted({name()})"]))
     if depth > 2 or k < 3: return name() + draw(st.sampled_from(DTYPES))
     if k == 3: return draw(st.sampled_from(["_"] + LITERALS))
     op = draw(st.sampled_from(ROOT_OPS))
@@ -184,6 +186,7 @@ def rule_file(draw):
     one = lambda: draw(st.sampled_from(["_", "None", "ctx", "(NEG ctx)", "(MUL ctx ctx)", "0", "{ctx}", "{None}"] + [result(1)]))  # noqa: E731
     return "(" + " ".join(one() for _ in range(n)) + ")" if draw(st.integers(0, 7)) else draw(st.sampled_from(["{None}", "{(ctx, ctx)}"]))
   per_source = draw(st.integers(0, 3)) == 0
+  lets = draw(st.booleans())
   rules = []
   for _ in range(draw(st.integers(1, 4))):
     names.clear()
@@ -198,7 +201,8 @@ def rule_file(draw):
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
   head = "ruleset t(ctx: UOp) returns per-source" if per_source else "ruleset t"
-  return f"from rules.symbolic_helpers import fold_alu\n{head}\n" + body + "\n"
+  let_lines = "let Pos(x) = x if x.vmin >= 0\nlet Zero = (CONST [0])\nlet Casted(x) = (CAST? Pos(x))\n" if lets else ""
+  return f"from rules.symbolic_helpers import fold_alu\n{let_lines}{head}\n" + body + "\n"
 
 def _graphs():
   from runtime import UOp, dtypes
