@@ -136,11 +136,25 @@ class Checker:
       for n in sorted(x.arg_expr.names - known):
         self.error(f"'{n}' in an arg pattern is a named constant, and it is not imported: add it to a `from rules.MODULE import` line "
                    "(a lower-case name binds the arg instead)", x.arg_expr.span, n)
+    where_names = {b.name for b in r.bindings}
     for g in r.guards:
-      for n in sorted(g.names - known): self.error(self.unbound(n, r, "a guard"), g.span, n)
+      for n in sorted(g.names - known):
+        if n in where_names: self.error(f"'{n}' is bound by `where`, after the guards: a guard can't read it", g.span, n)
+        else: self.error(self.unbound(n, r, "a guard"), g.span, n)
+    # `where` names: each usable by the ones after it and by the result
+    for b in r.bindings:
+      if isinstance(b.value, TupleResult): self.error("a tuple can only be a whole result, not a `where` value", b.value.span)
+      else: self.check_result(b.value, r, known, set(r.opvars))
+      if b.name in node_names | arg_names | bound_ops: self.error(f"'{b.name}' is already bound by the pattern", b.span, b.name)
+      elif b.name in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+        self.error(f"'{b.name}' can't be a `where` name: the generated code or a guard uses that name", b.span, b.name)
+      known = known | {b.name}
     self.check_result(r.result, r, known, set(r.opvars))
+    used = _result_refs(r.result).union(*(_result_refs(b.value) for b in r.bindings))
+    for b in r.bindings:
+      if b.name not in used: self.error(f"'{b.name}' is bound by `where` but never used", b.span, b.name)
     if rs is not None and rs.params.get("ctx") != "UOp":
-      for ref in _node_refs(r.result):
+      for ref in [x for v in [r.result, *(b.value for b in r.bindings)] for x in _node_refs(v)]:
         if ref.name == "ctx":
           self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
           break
@@ -197,6 +211,8 @@ class Checker:
       self.check_pattern(p.rest, nodes, args, r, False)
 
   def unbound(self, n: str, r: Rule, where: str) -> str:
+    if any(b.name == n for b in r.bindings) and where == "the result":
+      return f"'{n}' is used before its `where`: a `where` value can use only the names bound before it"
     if n in r.opvars and n in _all_opvars(r.pattern):
       return (f"'{n}' is used in {where}, but the pattern matches an op with it only inside a repeated pattern (p...), "
               "which does not bind op variables")
@@ -244,10 +260,10 @@ _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
 # module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
 GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
 
-def _expr_names(r: Rule) -> set[str]:
-  """Every name the guards and the result of a rule read."""
-  out = {n for g in r.guards for n in g.names}
-  stack: list = [r.result]
+def _result_refs(r: Result) -> set[str]:
+  """The names a result (or a `where` value) reads."""
+  out: set[str] = set()
+  stack: list = [r]
   while stack:
     x = stack.pop()
     if isinstance(x, Ref): out.add(x.name)
@@ -258,7 +274,12 @@ def _expr_names(r: Rule) -> set[str]:
     elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
     elif isinstance(x, Splice): out.add(x.name)
     elif isinstance(x, Update): out |= {x.name}.union(*(e.names for e in x.fields.values()))
+    elif isinstance(x, CallResult): out |= set(x.params)
   return out
+
+def _expr_names(r: Rule) -> set[str]:
+  """Every name the guards, the `where` values and the result of a rule read."""
+  return {n for g in r.guards for n in g.names}.union(_result_refs(r.result), *(_result_refs(b.value) for b in r.bindings))
 
 def _node_refs(r: Result) -> list[Ref]:
   """The names a result uses as nodes: itself, a tuple's entries, a constructor's sources."""

@@ -16,6 +16,7 @@ from dslc.parse import DTYPE_CLASSES, GROUPS
 MAX_COLS = 150
 _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 ROOT = "_u"
+_ASSIGN = re.compile(r"\s*([A-Za-z_]\w*) = ")
 
 class EmitError(Exception):
   def __init__(self, message: str, rule: Rule | None = None):
@@ -247,14 +248,31 @@ class ResultBuilder:
   perm: the written source -> the node's source map of the pattern variant (a tuple's entries follow the node's sources)."""
   def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
                perm: tuple[int, ...] | None = None):
-    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, plain, maybe_none, perm
+    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, set(plain), maybe_none, perm
+    # `where` names: a literal is a plain value (as an arg capture), a {python} or call a value that may be a node or a number
+    self.python: set[str] = set()
+    for b in rule.bindings:
+      if isinstance(b.value, Lit): self.plain.add(b.name)
+      elif isinstance(b.value, (PyResult, CallResult)): self.python.add(b.name)
 
   def top(self) -> tuple[str, bool]:
     """(expression, may it be None or a number)"""
     r = self.rule.result
     if isinstance(r, TupleResult): return self.tuple(r), False
-    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and r.name in self.maybe_none
+    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and (r.name in self.maybe_none or r.name in self.python)
     return self.expr(r, f"{ROOT}.dtype"), conditional
+
+  def bindings(self) -> list[str]:
+    """The lines that bind the `where` names, in order; a {python} value that is None declines (the lines after it nest)."""
+    out, indent = [], ""
+    for b in self.rule.bindings:
+      value = b.value
+      text = repr(value.value) if isinstance(value, Lit) else self.expr(value, f"{ROOT}.dtype")
+      out.append(f"{indent}{b.name} = {text}")
+      if b.name in self.python:
+        out.append(f"{indent}if {b.name} is not None:")
+        indent += "  "
+    return out
 
   def tuple(self, r: TupleResult) -> str:
     """A tuple result: entry i is for the written source i, which is the node's source perm[i]; a literal is a constant of its dtype."""
@@ -269,7 +287,7 @@ class ResultBuilder:
     return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
 
   def dtype_of(self, r: Result) -> str | None:
-    if isinstance(r, Ref): return None if r.name in self.plain else f"{r.name}.dtype"
+    if isinstance(r, Ref): return None if r.name in self.plain or r.name in self.python else f"{r.name}.dtype"
     if isinstance(r, Construct): return self.construct_dtype(r, None)
     if isinstance(r, Update): return r.fields["dtype"].text if "dtype" in r.fields else f"{r.name}.dtype"
     return None
@@ -301,6 +319,7 @@ class ResultBuilder:
   def expr(self, r: Result, ctx_dt: str) -> str:
     if isinstance(r, Ref):
       if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
+      if r.name in self.python and ctx_dt != f"{ROOT}.dtype": return f"_as_src({r.name}, {ctx_dt})"
       return r.name
     if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
     if isinstance(r, PyResult): return r.expr.text
@@ -373,7 +392,10 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       if comment and not a.commented: out.add(depth, _rule_comment(a.rule))
       for line in a.result:
         out.add(depth, line)
-        if line.startswith("_r = "): assigned.add("_r")
+        # `_r = ...` and `where` names: later alternatives can't trust what they knew of these variables
+        if (m := _ASSIGN.match(line)) is not None:
+          assigned.add(m[1])
+          done.pop(m[1], None)
       i += 1
       continue
     first = a.steps[0].key()
@@ -452,7 +474,9 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names, v.perm)
     text, conditional = rb.top()
     text = consts.op_aliases(text)
-    alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
+    where = [consts.op_aliases(line) for line in rb.bindings()]
+    needed = set().union(_result_names(rule.result), *(_result_names(b.value) for b in rule.bindings)) - {b.name for b in rule.bindings}
+    alias(needed | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
     if isinstance(rule.result, CallResult):
       # an alternative (UPat.any) may bind only some of the function's captures: the others are None
       for name in rule.result.params:
@@ -466,7 +490,9 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
       # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
       result = [f"_r = {text}", f"if _r is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
     else: result = [ret(text)]
-    out.append(Alt(rule, final, result))
+    # the `where` lines first; after a {python} one that may be None, the rest nest under its `if`
+    indent = where[-1][:len(where[-1]) - len(where[-1].lstrip())] + ("  " if where[-1].lstrip().startswith("if ") else "") if where else ""
+    out.append(Alt(rule, final, where + [indent + line for line in result]))
   return out
 
 def _has_repeated_names(p: Pat) -> bool:
@@ -476,6 +502,7 @@ def _has_repeated_names(p: Pat) -> bool:
 def is_unconditional(rule: Rule) -> bool:
   """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
   if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
   return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
 
 def _rest_only_names(p: Pat) -> set[str]:

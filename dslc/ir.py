@@ -122,6 +122,13 @@ class TupleResult:
 Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
 
 @dataclass(eq=False)
+class Binding:
+  """`where name = value`: a part of a rule's result with a name, built once after the rule matched."""
+  name: str
+  value: Result
+  span: Span | None = None
+
+@dataclass(eq=False)
 class Rule:
   pattern: Pat
   guards: list[Expr]
@@ -131,6 +138,7 @@ class Rule:
   opvars: dict[str, frozenset[Ops]] = field(default_factory=dict)  # `for` variables in scope and their ops
   id: str = ""
   returns: str = "node"                      # its rule set's kind of result (RuleSet.returns)
+  bindings: list[Binding] = field(default_factory=list)  # `where name = term`, in order: evaluated before the result
 
 @dataclass(eq=False)
 class RuleSet:

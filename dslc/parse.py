@@ -12,7 +12,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import Diagnostic
-from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
+from dslc.ir import Binding, CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 from dslc.split import MAX_DEPTH, split_items
 
 DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
@@ -331,10 +331,17 @@ class FileParser:
     # the guards of the named patterns it uses, then its own
     guards = [self.guard_expr(g, rename) for g, rename in self.let_guards]
     guards += self.guards(t.children[1]) if t.children[1] is not None else []
-    result = self.top_result(t.children[-1])
+    bindings = [(str(b.children[0]), self.result(b.children[1]), self.span(b)) for w in t.children[3:] for b in w.children]
+    result = self.top_result(t.children[2])
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
-    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns)
+    seen: set[str] = set()
+    for name, _, span in bindings:
+      self.check_capture_name(name, Token("NAME", name, line=span.line, column=span.col))
+      if name in seen: raise _Error(f"'{name}' is bound twice by `where`", span.line, span.col)
+      seen.add(name)
+    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns,
+             bindings=[Binding(name, value, span) for name, value, span in bindings])
     domain = ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in opvars.items())
     r.id = "r" + hashlib.sha1(f"{self.current.name}|{domain}|{one_line}".encode()).hexdigest()[:6]
     self.current.rules.append(r)

@@ -9,7 +9,7 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives, optional nodes and named patterns included), a quarter of them in
+                      alternatives, optional nodes, named patterns and `where` included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -34,7 +34,7 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
           "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
           "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
-          "[Ops.ADD]", "[pi]", "from math import pi"]
+          "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where "]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -197,7 +197,9 @@ def rule_file(draw):
       names.clear()
       p = pattern(0)
     guard = draw(st.sampled_from(GUARD)).replace("N", draw(st.sampled_from(names)) if names else "x")
-    rules.append(f"{p}{guard} -> {entries(p) if per_source else result(0)}")
+    res = entries(p) if per_source else result(0)
+    if not per_source and draw(st.integers(0, 4)) == 0: res = f"(NEG w0) where w0 = {res}" + draw(st.sampled_from(["", ", w1 = w0", " where w1 = 3"]))
+    rules.append(f"{p}{guard} -> {res}")
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
   head = "ruleset t(ctx: UOp) returns per-source" if per_source else "ruleset t"
