@@ -167,8 +167,14 @@ class Checker:
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
 
+  def check_comp(self, c, r: Rule, known: set[str]) -> None:
+    for n in sorted(c.iter.names - known): self.error(self.unbound(n, r, "the result"), c.iter.span, n)
+    if c.cond is not None:
+      for n in sorted(c.cond.names - known - c.bound): self.error(self.unbound(n, r, "the result"), c.cond.span, n)
+
   def check_per_source(self, res: TupleResult, r: Rule) -> None:
     """A tuple has one entry per source of the node the pattern matches: that number must be known and equal."""
+    if res.comp is not None: return  # known when the rule fires: checked then
     n, p = len(res.entries), r.pattern
     for q in p.alternatives or (p,):
       if q.rest is not None:
@@ -239,9 +245,14 @@ class Checker:
     elif isinstance(res, PyResult):
       for n in sorted(res.expr.names - known): self.error(self.unbound(n, r, "the result"), res.span, n)
     elif isinstance(res, Construct):
+      if res.comp is not None:
+        self.check_comp(res.comp, r, known)
+        known = known | res.comp.bound
+        if res.op is not None and res.op in ARITY:
+          self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}: a comprehension gives any number", res.span)
       if res.opvar is not None and res.opvar not in known: self.error(self.unbound(res.opvar, r, "the result"), res.span, res.opvar)
       fixed = sum(not isinstance(x, Splice) for x in res.src)
-      if res.op is not None and res.op in ARITY and (ARITY[res.op] != fixed if fixed == len(res.src) else ARITY[res.op] < fixed):
+      if res.op is not None and res.op in ARITY and res.comp is None and (ARITY[res.op] != fixed if fixed == len(res.src) else ARITY[res.op] < fixed):
         more = "" if fixed == len(res.src) else " or more"
         self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {fixed}{more}", res.span)
       for e in (res.dtype, res.arg):
@@ -249,6 +260,9 @@ class Checker:
           for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
       for s in res.src: self.check_result(s, r, known, opvars)
     elif isinstance(res, TupleResult):
+      if res.comp is not None:
+        self.check_comp(res.comp, r, known)
+        known = known | res.comp.bound
       for e in res.entries:
         if e is not None: self.check_result(e, r, known, opvars)
     elif isinstance(res, CallResult):
@@ -275,6 +289,8 @@ def _result_refs(r: Result) -> set[str]:
     elif isinstance(x, Splice): out.add(x.name)
     elif isinstance(x, Update): out |= {x.name}.union(*(e.names for e in x.fields.values()))
     elif isinstance(x, CallResult): out |= set(x.params)
+    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
+      out |= x.comp.iter.names | (x.comp.cond.names if x.comp.cond is not None else frozenset())
   return out
 
 def _expr_names(r: Rule) -> set[str]:

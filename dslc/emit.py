@@ -171,7 +171,7 @@ class StepBuilder:
       self.node_vars[p.name] = v
       self.bound_at[p.name] = len(self.steps)
     if p.splice is not None:
-      self.bind(f"{p.splice} = {v}.src[{n_written}:]", p.splice)
+      self.bind(f"{p.splice} = {v}.src[{n_written}:]" if n_written else f"{p.splice} = {v}.src", p.splice)
       self.splices.add(p.splice)
     for i, s in enumerate(src): children.append((s, f"{v}_{i}", False))
     if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, v, n)
@@ -276,6 +276,15 @@ class ResultBuilder:
 
   def tuple(self, r: TupleResult) -> str:
     """A tuple result: entry i is for the written source i, which is the node's source perm[i]; a literal is a constant of its dtype."""
+    if r.comp is not None:
+      # entries repeated per element: how many is known when it runs, so _per_source checks the count and makes numbers constants
+      c = r.comp
+      items = ["None" if e is None else repr(e.value) if isinstance(e, Lit) else e.name if isinstance(e, Ref) else
+               self.expr(e, "None") for e in r.entries]
+      head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+      gen = f"{items[0]} for {head}" if len(items) == 1 else f"_s for {head} for _s in ({', '.join(items)},)"
+      self.c.helpers |= {"_per_source", "_entry"}
+      return f"_per_source(tuple({gen}), {ROOT}, {self.rule.id})"
     perm = self.perm if self.perm is not None and len(self.perm) == len(r.entries) else tuple(range(len(r.entries)))
     texts = [""] * len(r.entries)
     for i, e in enumerate(r.entries):
@@ -353,8 +362,25 @@ class ResultBuilder:
       text = self.expr(s, sdt)
       if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
       srcs.append(text)
+    arg = r.arg.text if r.arg is not None else "None"
+    if r.comp is not None: return self.comprehension(r, op, dt, srcs, arg)
     src = "(" + ", ".join(srcs) + ("," if len(srcs) == 1 else "") + ")"
-    return f"_uop({op}, {dt}, {src}, {r.arg.text if r.arg is not None else 'None'})"
+    return f"_uop({op}, {dt}, {src}, {arg})"
+
+  def comprehension(self, r: Construct, op: str, dt: str, srcs: list[str], arg: str) -> str:
+    """`(OP srcs... for t in it)`: the sources once per element, as a tuple. An inferred dtype that reads the comprehension's
+    names is taken from the first source when it runs (_comp), and a VECTORIZE gets one lane per source."""
+    c = r.comp
+    assert c is not None
+    head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+    src = f"tuple({srcs[0]} for {head})" if len(srcs) == 1 and not srcs[0].startswith("*") else f"tuple(_s for {head} for _s in ({', '.join(srcs)},))"
+    if r.dtype is not None: return f"_uop({op}, {dt}, {src}, {arg})"
+    local = re.compile(r"\b(" + "|".join(map(re.escape, sorted(c.bound))) + r")\b")
+    if r.op is Ops.VECTORIZE or r.op is None and Ops.VECTORIZE in self.rule.opvars.get(r.opvar, ()):  # type: ignore[arg-type]
+      dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), "None")
+    if local.search(dt): dt = "None"
+    self.c.helpers.add("_comp")
+    return f"_comp({op}, {dt}, {src}, {arg})"
 
 # ---- code blocks and the decision tree ----
 
@@ -512,8 +538,9 @@ def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text
 
 def _result_names(r: Result) -> set[str]:
+  """The names a result reads from the rule (a comprehension's own names are not among them)."""
   if isinstance(r, Ref): return {r.name}
-  if isinstance(r, TupleResult): return set().union(*(_result_names(e) for e in r.entries if e is not None))
+  if isinstance(r, TupleResult): return _comp_names(r.comp, set().union(*(_result_names(e) for e in r.entries if e is not None)))
   if isinstance(r, Splice): return {r.name}
   if isinstance(r, Update): return {r.name}.union(*(e.names for e in r.fields.values()))
   if isinstance(r, PyResult): return set(r.expr.names)
@@ -521,8 +548,12 @@ def _result_names(r: Result) -> set[str]:
     out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
     for e in (r.dtype, r.arg):
       if e is not None: out |= set(e.names)
-    return out
+    return _comp_names(r.comp, out)
   return set()
+
+def _comp_names(c, inner: set[str]) -> set[str]:
+  if c is None: return inner
+  return (inner | set(c.cond.names if c.cond is not None else ())) - c.bound | set(c.iter.names)
 
 # ---- the module ----
 
@@ -579,7 +610,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.dtype import dtypes",
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
           "from runtime.uop import UOp, uop, uop as _uop",
-          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if "_per_source" in consts.helpers else ""),
+          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if consts.helpers & RAISING else ""),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
@@ -618,12 +649,21 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   parts.append("\n".join(tail) + "\n")
   return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
-# module-level helpers, emitted only in modules that use them
+# module-level helpers, emitted only in modules that use them (RAISING: those that raise RewriteError)
+RAISING = {"_per_source", "_comp"}
 HELPERS = {
   "_entry": """
 def _entry(value, dtype):
   # a {python} entry of a tuple result: a number is a constant of its source's dtype; a node or None is as it is
   return _const(dtype, value) if value.__class__ in _NUMBERS else value
+""",
+  "_comp": """
+def _comp(op: Ops, dtype, srcs: tuple, arg):
+  # a constructor whose sources come from a comprehension: an unknown dtype is its first source's; a VECTORIZE has a lane per source
+  if dtype is None:
+    if not srcs: raise RewriteError(f"a comprehension gave {op} no sources, so its dtype can't be inferred: write it")
+    dtype = srcs[0].dtype
+  return _uop(op, dtype.vec(len(srcs)) if op is Ops.VECTORIZE else dtype, srcs, arg)
 """,
   "_per_source": """
 def _per_source(result, u: UOp, rule: Rule):

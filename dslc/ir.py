@@ -78,14 +78,24 @@ class Lit:
   span: Span | None = None
 
 @dataclass(eq=False)
+class Comprehension:
+  """`for TARGETS in ITER [if COND]` after a constructor's sources or a tuple's entries: they repeat once per element."""
+  targets: str                               # Python text: `i`, `i, j`, `(b, e), d`
+  bound: frozenset[str]                      # the names the targets bind (local to the comprehension)
+  iter: Expr
+  cond: Expr | None = None
+  span: Span | None = None
+
+@dataclass(eq=False)
 class Construct:
-  """A new node: op (or a `for` variable's op), dtype (None: inferred), arg, sources."""
+  """A new node: op (or a `for` variable's op), dtype (None: inferred), arg, sources (repeated by comp, if any)."""
   op: Ops | None
   opvar: str | None
   dtype: Expr | None
   arg: Expr | None
   src: list[Result]
   span: Span | None = None
+  comp: Comprehension | None = None
 
 @dataclass(eq=False)
 class PyResult:
@@ -118,6 +128,7 @@ class TupleResult:
   """A tuple: in a rule set that `returns per-source`, one entry per source of the pattern as written (None: no value)."""
   entries: list[Result | None]
   span: Span | None = None
+  comp: Comprehension | None = None          # the entries repeat once per element (their number is known when it fires)
 
 Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
 

@@ -12,7 +12,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import Diagnostic
-from dslc.ir import Binding, CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
+from dslc.ir import (Binding, CallResult, Comprehension, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice,
+                     TupleResult, Update)
 from dslc.split import MAX_DEPTH, split_items
 
 DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
@@ -124,6 +125,14 @@ class ExprBuilder:
       items = [self.emit(x)[0] for x in c if x is not None]
       return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")", 9
     if k == "list": return "[" + ", ".join(self.emit(x)[0] for x in c if x is not None) + "]", 9
+    if k in ("listcomp", "genexp", "fcall_gen"):
+      head = f"{c[0]}" if k == "fcall_gen" else ""
+      if k == "fcall_gen":
+        self.cost = 10
+        self.names.add(str(c[0])[:-1])
+      body, comp = (c[1], c[2]) if k == "fcall_gen" else (c[0], c[1])
+      text = f"{self.comprehension(body, comp)}"
+      return (head + text + ")" if k == "fcall_gen" else f"[{text}]" if k == "listcomp" else f"({text})"), 9
     if k == "pyexpr":
       text = str(c[0])[1:-1].strip()
       names = _free_names(text, *_pos(c[0]))
@@ -133,11 +142,30 @@ class ExprBuilder:
       return f"({text})", 9
     raise _Error(f"unexpected expression '{k}'", *_pos(t))
 
+  def comprehension(self, body, comp: Tree) -> str:
+    """`body for targets in iter [if cond]`: the targets are local, so they are not names the expression reads."""
+    targets, bound = comp_targets(comp.children[0])
+    inner = ExprBuilder({k: v for k, v in self.rename.items() if k not in bound})
+    text = f"{inner.emit(body)[0]} for {targets} in {self.emit(comp.children[1])[0]}"
+    if comp.children[2] is not None: text += f" if {inner.emit(comp.children[2])[0]}"
+    self.names |= inner.names - bound
+    self.cost = max(self.cost, inner.cost)
+    return text
+
   def wrap(self, t, prec: int) -> str:
     text, p = self.emit(t)
     return text if p >= prec else f"({text})"
   def args(self, t) -> str: return "" if t is None else ", ".join(self.emit(x)[0] for x in t.children)
   def token(self, t: Token) -> str: return str(t)
+
+def comp_targets(t: Tree) -> tuple[str, frozenset[str]]:
+  """The Python text of a comprehension's targets and the names they bind."""
+  def one(x) -> tuple[str, set[str]]:
+    if x.data == "target_name": return str(x.children[0]), {str(x.children[0])}
+    parts = [one(y) for y in x.children]
+    return "(" + ", ".join(p for p, _ in parts) + ")", set().union(*(n for _, n in parts))
+  parts = [one(x) for x in t.children]
+  return ", ".join(p for p, _ in parts), frozenset().union(*(n for _, n in parts))
 
 def _literal_text(t: Tree) -> str:
   if t.data == "true": return "True"
@@ -533,9 +561,9 @@ class FileParser:
 
   def tuple_result(self, t: Tree) -> TupleResult:
     entries: list[Result | None] = []
-    items = list(t.children)
+    *items, comp = t.children
     if t.data == "constructor":
-      head, items = t.children[0], list(t.children[3:])
+      head, items = t.children[0], list(t.children[3:-1])
       entries.append(None if head.type == "ANYOP" else Ref(str(head), self.span(head)))
     for x in items:
       if isinstance(x, Tree) and x.data in ("nothing", "none"): entries.append(None)
@@ -543,7 +571,7 @@ class FileParser:
         hint = f" ('{x.children[0]}' is not an op variable)" if x.data == "constructor" and x.children[0].type == "NAME" else ""
         raise _Error(f"a tuple's entry is a node or '_' (no value), not a tuple{hint}", *_pos(x))
       else: entries.append(self.result(x))
-    return TupleResult(entries, self.span(t))
+    return TupleResult(entries, self.span(t), self.comp(comp))
 
   def result(self, t) -> Result:
     if isinstance(t, Token): raise _Error(f"unexpected result {t!r}", *_pos(t))
@@ -585,8 +613,20 @@ class FileParser:
         i += 1
     return "".join(parts)
 
+  def comp(self, t: Tree | None) -> Comprehension | None:
+    if t is None: return None
+    targets, bound = comp_targets(t.children[0])
+    for n in sorted(bound - {"_"}): self.check_capture_name(n, t)
+    it = ExprBuilder().build(t.children[1])
+    it.span = self.span(t.children[1])
+    cond = None
+    if t.children[2] is not None:
+      cond = ExprBuilder().build(t.children[2])
+      cond.span = self.span(t.children[2])
+    return Comprehension(targets, bound, it, cond, self.span(t))
+
   def construct(self, t: Tree) -> Construct:
-    opref, cdt, carg, *srcs = t.children
+    opref, cdt, carg, *srcs, comp = t.children
     op, opvar = None, None
     if opref.type == "NAME":
       if not any(s[0] == str(opref) for s in self.scopes): raise _Error(f"unknown op variable '{opref}'", *_pos(opref))
@@ -608,7 +648,8 @@ class FileParser:
       arg = b.build(carg.children[0])
       arg.span = self.span(carg)
     src = [Splice(str(s.children[0]), self.span(s)) if isinstance(s, Tree) and s.data == "splice" else self.result(s) for s in srcs]
-    return Construct(op, opvar, dtype, arg, src, self.span(t))
+    if comp is not None and not srcs: raise _Error("a comprehension repeats the sources written before its 'for': write them", *_pos(comp))
+    return Construct(op, opvar, dtype, arg, src, self.span(t), self.comp(comp))
 
   def update(self, t: Tree) -> Update:
     """`x{field: value, ...}`: a bare dtype name is that dtype (as in (CAST:float32 ...)), a bare op name that op."""

@@ -9,7 +9,7 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives, optional nodes, named patterns and `where` included), a quarter of them in
+                      alternatives, optional nodes, named patterns, `where` and comprehensions included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -34,7 +34,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
           "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
           "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
-          "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where "]
+          "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where ",
+          "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -170,7 +171,9 @@ def rule_file(draw):
     if depth > 2 or k < 3: return n
     if k == 3: return draw(st.sampled_from(LITERALS))
     if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}", "N{arg: 0}",
-                                            "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)"])).replace("N", n)
+                                            "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)",
+                                            "(SINK (NEG s) for s in N.src)", "(VECTORIZE N for _ in range(3))",
+                                            "(RESHAPE:N.dtype [tuple(i for i in N.arg)] N)"])).replace("N", n)
     op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_")]))
     dt = draw(st.sampled_from(["", "", ":int32", ":bool", ":N.dtype", ":dtypes.float32"])).replace("N", n)
     arity = _arity(op)
