@@ -58,6 +58,11 @@ class Checker:
         if len(kinds) > 1:
           (k1, p1), (k2, p2) = sorted(kinds.items())[:2]
           self.error(f"can't compose '{p1}' (returns {_KINDS[k1]}) with '{p2}' (returns {_KINDS[k2]})", rs.span, p2)
+        for p in rs.compose:
+          # a part with parameters is instantiated with the composed set's parameters of the same names
+          if p in names and (missing := [c for c in names[p].caps if c not in rs.caps]):
+            self.error(f"'{p}' takes ({', '.join(names[p].caps)}): declare {'it' if len(missing) == 1 else 'them'} here too, as "
+                       f"`ruleset {rs.name}({', '.join(names[p].caps)}) = ...`", rs.span, p)
         continue
       self.check_params(rs)
       seen: dict[str, Rule] = {}
@@ -98,6 +103,13 @@ class Checker:
     ctx_type = rs.params.get("ctx")
     if ctx_type is not None and ctx_type != "UOp" and ctx_type not in self.imported:
       self.error(f"unknown type '{ctx_type}' for ctx: UOp, or a class imported with `from rules.MODULE import {ctx_type}`", rs.span, ctx_type)
+    for p in rs.caps:
+      t = rs.params[p]
+      if t is not None and t != "UOp" and t not in self.imported and t not in BUILTINS:
+        self.error(f"unknown type '{t}' for parameter '{p}': a builtin type, UOp, or a class imported with `from rules.MODULE import {t}`",
+                   rs.span, t)
+      elif p in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+        self.error(f"a parameter can't be named '{p}': the generated code or a guard uses that name", rs.span, p)
 
   def check_rule(self, r: Rule, rs: RuleSet | None = None) -> None:
     n_orders = count_variants(r.pattern)
@@ -126,7 +138,10 @@ class Checker:
     # a for variable is bound only where the pattern matches an op with it, outside a repeated pattern (whose matching
     # runs in a function of its own); used anywhere else it is a NameError at rewrite time
     bound_ops = _matched_opvars(r.pattern)
-    known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported
+    caps = set(rs.caps) if rs is not None else set()
+    for n in sorted((node_names | arg_names) & caps):
+      self.error(f"'{n}' is a parameter of the rule set, not a capture name", bound_at(r, n), n)
+    known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported | caps
     for x in r.pattern.walk():
       if x.arg_expr is None: continue
       # compared when the node is tested, before any capture is bound: constants only
@@ -146,6 +161,7 @@ class Checker:
       if isinstance(b.value, TupleResult): self.error("a tuple can only be a whole result, not a `where` value", b.value.span)
       else: self.check_result(b.value, r, known, set(r.opvars))
       if b.name in node_names | arg_names | bound_ops: self.error(f"'{b.name}' is already bound by the pattern", b.span, b.name)
+      elif b.name in caps: self.error(f"'{b.name}' is a parameter of the rule set, not a `where` name", b.span, b.name)
       elif b.name in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
         self.error(f"'{b.name}' can't be a `where` name: the generated code or a guard uses that name", b.span, b.name)
       known = known | {b.name}

@@ -158,8 +158,13 @@ class RuleSet:
   rules: list[Rule]
   span: Span
   compose: list[str] | None = None           # `ruleset a = b + c`: the sets it concatenates
-  params: dict[str, str | None] = field(default_factory=dict)  # `ruleset g(ctx: UOp)`: parameter -> its type's name
+  params: dict[str, str | None] = field(default_factory=dict)  # `ruleset g(ctx: UOp, caps)`: parameter -> its type's name
   returns: str = "node"                      # what each rule results in: "node", or "per-source" (a tuple, one per source)
+
+  @property
+  def caps(self) -> list[str]:
+    """The parameters other than ctx: the generated rule set is a function of them, `late(caps)` -> a Matcher."""
+    return [p for p in self.params if p != "ctx"]
 
 @dataclass(eq=False)
 class RuleFile:

@@ -262,13 +262,7 @@ class FileParser:
       problem = self.new_ruleset_problem(name, t)
       try: doc = literal_value(str(doc_tok), *_pos(doc_tok)) if doc_tok is not None else ""
       except _Error as e: doc, problem = "", problem or e
-      declared: dict[str, str | None] = {}
-      for prm in params.children if params is not None else ():
-        pname, ptype = str(prm.children[0]), prm.children[1]
-        if pname != "ctx": problem = problem or _Error(f"unknown parameter '{pname}': a rule set's parameter is ctx, the rewrite context "
-                                                       "(as `ruleset g(ctx: UOp)`)", *_pos(prm))
-        elif pname in declared: problem = problem or _Error(f"parameter '{pname}' is declared twice", *_pos(prm))
-        declared[pname] = str(ptype) if ptype is not None else None
+      declared, problem = self.params(params, problem)
       # the set opens even when it has a problem, so the rules after it are not reported against another set
       self.current = RuleSet(name, str(doc).strip(), [], self.span(t), params=declared,
                              returns=str(returns.children[0]) if returns is not None else "node")
@@ -277,7 +271,8 @@ class FileParser:
     elif k == "compose_decl":
       name = str(t.children[0])
       problem = self.new_ruleset_problem(name, t)
-      self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[1:]]))
+      declared, problem = self.params(t.children[1], problem)
+      self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[2:]], params=declared))
       self.current = None
       if problem is not None: raise problem
     elif k == "use_decl":
@@ -325,6 +320,18 @@ class FileParser:
       self.scopes.pop()
     elif k == "rule": self.rule(t, text)
     else: raise _Error(f"unexpected item '{k}'", *_pos(t))
+
+  def params(self, params: Tree | None, problem: _Error | None) -> tuple[dict[str, str | None], _Error | None]:
+    """`(ctx: UOp, caps)`: ctx is the rewrite context; any other name is a parameter the rule set is instantiated with."""
+    declared: dict[str, str | None] = {}
+    for prm in params.children if params is not None else ():
+      pname, ptype = str(prm.children[0]), prm.children[1]
+      if pname in declared: problem = problem or _Error(f"parameter '{pname}' is declared twice", *_pos(prm))
+      elif pname != "ctx":
+        try: self.check_capture_name(pname, prm.children[0])
+        except _Error as e: problem = problem or e
+      declared[pname] = str(ptype) if ptype is not None else None
+    return declared, problem
 
   def new_ruleset_problem(self, name: str, t: Tree) -> _Error | None:
     if self.scopes: return _Error("a ruleset can't start inside a 'for' block", *_pos(t))

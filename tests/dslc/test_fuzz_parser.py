@@ -9,13 +9,15 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives, optional nodes, named patterns, `where` and comprehensions included), a quarter of them in
+                      alternatives, optional nodes, named patterns, `where`, comprehensions and capability parameters
+                      included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
 """
 import glob, os, tempfile, warnings
 from hypothesis import HealthCheck, event, given, settings, strategies as st
+from runtime.ops import Ops
 from dslc.compile import compile_rules
 from dslc.diagnostics import DslError
 
@@ -35,7 +37,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
           "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
           "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where ",
-          "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)"]
+          "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)",
+          "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -159,7 +162,7 @@ def rule_file(draw):
     elif op in OPEN_ARITY and draw(st.integers(0, 3)) == 0: srcs.append(f"s{len(names)}*")
     arg = draw(st.sampled_from(["", "", " [0]", " [(1, 2)]", " [True]"]))
     body = f"{op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)}"
-    alt = draw(st.integers(0, 5))
+    alt = draw(st.integers(0, 7))
     if alt == 0 and srcs: body = f"{body} | CAST ({body})"        # alternatives binding the same names
     elif alt == 1 and srcs: body = f"{body} | {op} {srcs[0]}"     # mostly not: a diagnostic
     elif alt == 2 and len(srcs) == 1: body = f"{op.split('|')[-1]}?{body[len(op):]}"  # an optional node
@@ -190,6 +193,7 @@ def rule_file(draw):
     return "(" + " ".join(one() for _ in range(n)) + ")" if draw(st.integers(0, 7)) else draw(st.sampled_from(["{None}", "{(ctx, ctx)}"]))
   per_source = draw(st.integers(0, 3)) == 0
   lets = draw(st.booleans())
+  caps = draw(st.integers(0, 3)) == 0
   rules = []
   for _ in range(draw(st.integers(1, 4))):
     names.clear()
@@ -200,12 +204,15 @@ def rule_file(draw):
       names.clear()
       p = pattern(0)
     guard = draw(st.sampled_from(GUARD)).replace("N", draw(st.sampled_from(names)) if names else "x")
+    if caps: guard += " and Ops.MAX not in caps" if guard else " if Ops.MAX not in caps"
     res = entries(p) if per_source else result(0)
-    if not per_source and draw(st.integers(0, 4)) == 0: res = f"(NEG w0) where w0 = {res}" + draw(st.sampled_from(["", ", w1 = w0", " where w1 = 3"]))
+    if not per_source and draw(st.integers(0, 4)) == 0:
+      res = draw(st.sampled_from(["(NEG w0) where w0 = R", "(NEG w1) where w0 = R, w1 = (NEG w0)", "(ADD w0 w1) where w0 = R\n  where w1 = 3"]))\
+        .replace("R", res)
     rules.append(f"{p}{guard} -> {res}")
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
-  head = "ruleset t(ctx: UOp) returns per-source" if per_source else "ruleset t"
+  head = "ruleset t(ctx: UOp" + (", caps" if caps else "") + ") returns per-source" if per_source else "ruleset t(caps)" if caps else "ruleset t"
   let_lines = "let Pos(x) = x if x.vmin >= 0\nlet Zero = (CONST [0])\nlet Casted(x) = (CAST? Pos(x))\n" if lets else ""
   return f"from rules.symbolic_helpers import fold_alu\n{let_lines}{head}\n" + body + "\n"
 
@@ -229,6 +236,7 @@ def test_rule_shaped(text):
   event("compiles, per-source" if per_source else "compiles")
   ns: dict = {}
   exec(compile(code, "fuzz.py", "exec"), ns)
+  if "caps" in text.split("\n")[-1] or ", caps)" in text or "t(caps)" in text: ns["t"] = ns["t"](frozenset({Ops.MAX}))  # an instance
   for g in _graphs():
     try:
       if not per_source: graph_rewrite(g, ns["t"])
