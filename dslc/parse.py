@@ -3,7 +3,7 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import ast, hashlib, math, os, warnings
+import ast, hashlib, math, operator, os, warnings
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -78,7 +78,7 @@ class ExprBuilder:
     line, col = _pos(t)
     return Expr(text, frozenset(self.names), self.cost, None)
 
-  def emit(self, t: Tree | Token) -> tuple[str, int]:
+  def emit(self, t: Tree | Token) -> tuple[str, float]:
     if isinstance(t, Token): return self.token(t), 9
     k = t.data
     c = t.children
@@ -87,9 +87,15 @@ class ExprBuilder:
       return word.join(self.wrap(x, p) for x in c), p
     if k == "not_": return "not " + self.wrap(c[0], 3), 3
     if k == "compare":
-      parts = [self.wrap(c[0], 5)]
-      for i in range(1, len(c), 2): parts += [" ".join(str(x) for x in c[i].children), self.wrap(c[i + 1], 5)]
+      parts = [self.wrap(c[0], 4.2)]
+      for i in range(1, len(c), 2): parts += [" ".join(str(x) for x in c[i].children), self.wrap(c[i + 1], 4.2)]
       return " ".join(parts), 4
+    if k == "bitop":
+      # between comparisons (4) and + - (5), as Python binds them: | 4.2, ^ 4.4, & 4.6, << >> 4.8
+      op = str(c[1]) if len(c) == 3 else "|"
+      left, right = (c[0], c[2]) if len(c) == 3 else (c[0], c[1])
+      p = {"|": 4.2, "^": 4.4, "&": 4.6}.get(op, 4.8)
+      return f"{self.wrap(left, p)} {op} {self.wrap(right, p + 0.1)}", p
     if k == "binop":
       p = 5 if str(c[1]) in "+-" else 6
       return f"{self.wrap(c[0], p)} {c[1]} {self.wrap(c[2], p + 1)}", p
@@ -152,7 +158,7 @@ class ExprBuilder:
     self.cost = max(self.cost, inner.cost)
     return text
 
-  def wrap(self, t, prec: int) -> str:
+  def wrap(self, t, prec: float) -> str:
     text, p = self.emit(t)
     return text if p >= prec else f"({text})"
   def args(self, t) -> str: return "" if t is None else ", ".join(self.emit(x)[0] for x in t.children)
@@ -171,11 +177,37 @@ def _literal_text(t: Tree) -> str:
   if t.data == "true": return "True"
   if t.data == "false": return "False"
   if t.data == "none": return "None"
+  if t.data == "cexpr": return " ".join(str(x.children[0]) if x.data == "cop" else _literal_text(x) for x in t.children)
+  if isinstance(t.children[0], Tree): return _literal_text(t.children[0])
   return str(t.children[0])
 
 def _literal_value(t: Tree) -> Any:
   tok = t.children[0] if t.children else t
+  if isinstance(tok, Tree) and tok.data == "cexpr" or t.data == "cexpr":
+    e = tok if t.data != "cexpr" else t
+    return const_value(_literal_text(e), *_pos(e))
   return literal_value(_literal_text(t), *_pos(tok))
+
+_CONST_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv,
+              ast.Mod: operator.mod, ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.BitAnd: operator.and_,
+              ast.BitXor: operator.xor}
+
+def const_value(text: str, line: int, col: int) -> Any:
+  """The value of an integer expression of literals (`1<<32`, `2**31 - 1`), with Python's precedence."""
+  def ev(n: ast.AST) -> Any:
+    if isinstance(n, ast.Constant) and isinstance(n.value, (int, float, bool)): return n.value
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd, ast.Invert)): return {ast.USub: lambda v: -v, ast.UAdd: lambda v: +v,
+                                                                                                  ast.Invert: lambda v: ~v}[type(n.op)](ev(n.operand))
+    if isinstance(n, ast.BinOp) and type(n.op) in _CONST_OPS:
+      a, b = ev(n.left), ev(n.right)
+      # a huge power or shift would stall the compiler: no constant of a dtype needs more than a few hundred bits
+      if isinstance(n.op, (ast.Pow, ast.LShift)) and isinstance(b, int) and b > 1024: raise _Error(f"{text}: this constant is too large", line, col)
+      try: return _CONST_OPS[type(n.op)](a, b)
+      except (ArithmeticError, ValueError, TypeError) as e: raise _Error(f"{text}: {e}", line, col) from None
+    raise _Error(f"invalid constant expression {text}", line, col)
+  try: tree = _parse_python(text)
+  except SyntaxError as e: raise _Error(f"invalid constant expression {text}: {e.msg}", line, col) from None
+  return ev(_InfNan().visit(tree).body)
 
 class _InfNan(ast.NodeTransformer):
   # `inf` and `nan` are numbers in .rules (generated modules define them); Python's literal_eval does not know them
@@ -309,8 +341,9 @@ class FileParser:
       ops: set[Ops] = set()
       for o in t.children[1:]:
         try:
-          if o.type != "UNAME": raise _Error(f"'{o}' is not an op or op group", *_pos(o))
-          ops |= resolve_ops(str(o), *_pos(o))
+          head = o.children[0] if isinstance(o, Tree) else o
+          if head.type != "UNAME": raise _Error(f"'{head}' is not an op or op group", *_pos(head))
+          ops |= self.minus(o)
         except _Error as e: problem = problem or e
       # the block opens even with a problem, so its '}' is not reported too as closing nothing
       self.scopes.append((var, frozenset(ops), self.span(t)))
@@ -400,7 +433,10 @@ class FileParser:
       if p.name is not None: raise _Error(f"'{name}@' names a node that is already named '{p.name}'", *_pos(t))
       p.name = name
       return p
-    if k == "wildcard": return Pat(span=self.span(t))
+    if k == "wildcard":
+      p = Pat(span=self.span(t))
+      if t.children[0] is not None: self.dtypes(p, t.children[0])  # `_:uint64`: any node of that dtype, not bound
+      return p
     if k == "capture":
       name = str(t.children[0])
       self.check_capture_name(name, t.children[0])
@@ -466,6 +502,10 @@ class FileParser:
     ordered = bang is not None
     ops: set[Ops] = set()
     for r in refs:
+      if isinstance(r, Tree):  # `Binary - THREEFRY`
+        if r.children[0].type == "NAME": raise _Error(f"the for variable '{r.children[0]}' can't have ops taken out of it", *_pos(r))
+        ops |= self.minus(r)
+        continue
       if r.type == "ANYOP":
         if len(refs) > 1: raise _Error("'_' (any op) can't be combined with other ops", *_pos(r))
         ops = set()
@@ -502,6 +542,18 @@ class FileParser:
       raise _Error("'!' (sources in the order written) is only meaningful on commutative ops", *_pos(refs[0]))
     if ordered and not srcs: raise _Error("'!' (sources in the order written) needs the sources written", *_pos(bang))
     return self.optional(p, qmark) if qmark is not None else p
+
+  def minus(self, t: Tree | Token) -> frozenset[Ops]:
+    """The ops of `GROUP - OP - ...` (`_ - OP`: every op but those), or of one op or group."""
+    if isinstance(t, Token): return resolve_ops(str(t), *_pos(t))
+    head, *out = t.children
+    ops = frozenset(Ops) if head.type == "ANYOP" else resolve_ops(str(head), *_pos(head))
+    for o in out:
+      gone = resolve_ops(str(o), *_pos(o))
+      if not gone & ops: raise _Error(f"'{o}' is not in '{head}': nothing to take out", *_pos(o))
+      ops -= gone
+    if not ops: raise _Error(f"'{head}' without {', '.join(map(str, out))} is no op at all", *_pos(head))
+    return ops
 
   def optional(self, p: Pat, qmark: Token) -> Pat:
     """`(CAST? x ...)`: x alone, or the node around it (GCC's `convert?`). Only the first source may bind names."""

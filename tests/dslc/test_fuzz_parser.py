@@ -38,7 +38,8 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
           "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where ",
           "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)",
-          "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t"]
+          "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t",
+          "_:uint64", "(Binary - THREEFRY", "- NEG", "1<<32", "2**32 - 1", "& 1", "<<", ">>", "^", "**"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -131,16 +132,16 @@ def test_mutated_files(text):
 # ---- rule-shaped input: mostly valid rules, so the checks and the emitter are reached ----
 
 ROOT_OPS = ["ADD", "MUL", "SUB", "NEG", "WHERE", "CMPLT", "CMPNE", "MAX", "IDIV", "AND", "CAST", "CONST", "SINK", "VECTORIZE", "GEP", "LOAD",
-            "STORE", "INDEX", "RANGE", "BITCAST", "RESHAPE", "NOOP", "ALU", "Binary", "Commutative", "ADD|MUL", "_", "op"]
+            "STORE", "INDEX", "RANGE", "BITCAST", "RESHAPE", "NOOP", "ALU", "Binary", "Commutative", "ADD|MUL", "_", "op", "Binary - THREEFRY"]
 OPEN_ARITY = ["SINK", "VECTORIZE", "LOAD", "STORE", "INDEX", "RANGE", "NOOP", "_"]  # `p...` only here (see the xfail in test_frontends)
 DTYPES = ["", "", "", ":ints", ":bool", ":int32", ":float32", ":ints|bool", ":floats", ":index"]
-LITERALS = ["0", "1", "-1", "True", "False", "2.5", "inf", "0x10"]
+LITERALS = ["0", "1", "-1", "True", "False", "2.5", "inf", "0x10", "1<<4", "2**3 - 1"]
 GUARD = ["", "", " if N.arg > 0", " if N.vmin >= 0 and N.vmax < 10", " if {N.op is Ops.ADD}", " if N.dtype == dtypes.int", " if not N.src",
-         " if len(N.src) > 1", " if op is Ops.ADD"]
+         " if len(N.src) > 1", " if op is Ops.ADD", " if N.vmax & 1 == 0 and N.vmin << 2 > -8"]
 
 def _arity(op: str) -> int | None:
   from runtime.ops import ARITY, Ops
-  if op in ("Binary", "Commutative", "op", "ADD|MUL"): return 2
+  if op in ("Binary", "Commutative", "op", "ADD|MUL", "Binary - THREEFRY", "Binary"): return 2
   return ARITY.get(Ops[op]) if op in Ops.__members__ else None
 
 @st.composite
@@ -154,7 +155,7 @@ def rule_file(draw):
     k = draw(st.integers(0, 9))
     if k == 0 and lets: return draw(st.sampled_from([f"Pos({name()})", "Zero", f"Casted({name()})"]))
     if depth > 2 or k < 3: return name() + draw(st.sampled_from(DTYPES))
-    if k == 3: return draw(st.sampled_from(["_"] + LITERALS))
+    if k == 3: return draw(st.sampled_from(["_", "_:int32"] + LITERALS))
     op = draw(st.sampled_from(ROOT_OPS))
     n = _arity(op)
     srcs = [pattern(depth + 1) for _ in range(n if n is not None else draw(st.integers(0, 3)))] if n is not None or draw(st.booleans()) else []
@@ -177,7 +178,7 @@ def rule_file(draw):
                                             "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)",
                                             "(SINK (NEG s) for s in N.src)", "(VECTORIZE N for _ in range(3))",
                                             "(RESHAPE:N.dtype [tuple(i for i in N.arg)] N)"])).replace("N", n)
-    op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_")]))
+    op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_", "Binary - THREEFRY")]))
     dt = draw(st.sampled_from(["", "", ":int32", ":bool", ":N.dtype", ":dtypes.float32"])).replace("N", n)
     arity = _arity(op)
     srcs = [result(depth + 1) for _ in range(arity if arity is not None else draw(st.integers(0, 3)))]
