@@ -2,11 +2,12 @@
 can't infer. Every problem is a Diagnostic; all of them are reported together.
 """
 from __future__ import annotations
-import importlib, math, re
+import dataclasses, importlib, itertools, math, re
+from collections import defaultdict
 from runtime.ops import ARITY, Ops
 from dslc.diagnostics import Diagnostic
-from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
-from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
+from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional
+from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -66,7 +67,7 @@ class Checker:
         continue
       self.check_params(rs)
       seen: dict[str, Rule] = {}
-      unconditional: list[Rule] = []
+      unconditional = ShadowIndex()
       for r in rs.rules:
         self.check_rule(r, rs)
         # the same text under other `for` ops is another rule: (op x 0) in `for op in ADD` and in `for op in OR`
@@ -75,11 +76,11 @@ class Checker:
           self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
           continue
         seen[key] = r
-        for u in unconditional:
-          if subsumes(u.pattern, r.pattern):
+        for u in unconditional.candidates(r.pattern):
+          if _sub(u.pattern, r.pattern):
             self.error(f"this rule never fires: the rule at line {u.span.line} ({u.text}) matches everything it does, first", r.span)
             break
-        if is_unconditional(r): unconditional.append(r)
+        if is_unconditional(r): unconditional.add(r)
 
   def check_imports(self) -> None:
     for module, names, span in self.rf.imports:
@@ -178,8 +179,11 @@ class Checker:
     # dtypes the result must infer: try building it
     sb = StepBuilder(Consts(), root_dispatched=True)
     try:
-      sb.build(variants(r.pattern, True)[0])
+      sb.build(first_variant(r.pattern))
       rb = ResultBuilder(Consts(), r, sb.plain)
+      for b in r.bindings:
+        try: rb.expr(b.value, "_u.dtype") if not isinstance(b.value, Lit) else None
+        except EmitError as e: self.error(str(e), b.value.span)
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
 
@@ -321,6 +325,14 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, Update): return [Ref(r.name, r.span)]
   return []
 
+def first_variant(p: Pat) -> Pat:
+  """variants(p)[0] without building the others (their number is exponential in the commutative nodes)."""
+  if p.alternatives is not None:
+    v = first_variant(p.alternatives[0])
+    return dataclasses.replace(v, name=v.name or p.name)
+  src = tuple(first_variant(s) for s in p.src) if p.src is not None else None
+  return dataclasses.replace(p, src=src, any_order=False, perm=tuple(range(len(src or ()))))
+
 def count_variants(p: Pat) -> int:
   """An upper bound on len(emit.variants(p)), computed without building them (that is exponential in the depth)."""
   if p.alternatives is not None: return sum(count_variants(a) for a in p.alternatives)
@@ -339,6 +351,51 @@ def _all_opvars(p: Pat) -> set[str]: return {x.opvar for x in p.walk() if x.opva
 def _normal(text: str) -> str: return " ".join(text.split())
 
 # ---- shadowing: does every node p2 matches also match p1? (conservative: False when unsure) ----
+
+class ShadowIndex:
+  """The unconditional rules seen so far, indexed so that a new rule meets only those that could match everything it does:
+  the same root op, the same number of sources, and at each of the first two sources a wildcard or an op the new rule has
+  there (commutative rules in both orders). Each new rule looks up a few buckets, so `check` stays near linear in rules."""
+  WIDE = 8  # a position with more ops than this is filed as a wildcard (more candidates, never fewer)
+
+  def __init__(self):
+    self.buckets: dict[tuple, list[tuple[int, Rule]]] = defaultdict(list)
+    self.everywhere: list[tuple[int, Rule]] = []  # rules the index can't file (a root alternative): always candidates
+    self.n = 0
+
+  def add(self, u: Rule) -> None:
+    p = u.pattern
+    if not _repeat_free(p): return  # subsumes() is False for these: they never shadow
+    self.n += 1
+    roots = ("*",) if p.ops is None or len(p.ops) > 4 * self.WIDE else tuple(p.ops)
+    for root in roots:
+      for shape in self.shapes(p): self.buckets[(root, shape)].append((self.n, u))
+
+  def shapes(self, p: Pat) -> set[tuple]:
+    if p.src is None and p.rest is None: return {("any",)}
+    if p.rest is not None: return {("rest", len(p.src or ()))}
+    def keys(q: Pat) -> list:
+      return ["*"] if q.ops is None or q.alternatives is not None or len(q.ops) > self.WIDE else list(q.ops)
+    first = [keys(q) for q in p.src[:2]]
+    out = {(len(p.src), *k) for k in itertools.product(*first)}
+    if p.any_order and len(p.src) == 2: out |= {(2, b, a) for a, b in itertools.product(*first)}
+    return out
+
+  def candidates(self, p: Pat) -> list[Rule]:
+    """Every indexed rule that could subsume p (a superset), in the order they were added."""
+    if p.alternatives is not None:  # a root alternative: every rule, each checked
+      found = [x for b in self.buckets.values() for x in b]
+    else:
+      roots = ["*"] + ([min(p.ops)] if p.ops is not None else [])
+      shapes: list[tuple] = [("any",)]
+      if p.rest is not None: shapes.append(("rest", len(p.src or ())))
+      elif p.src is not None:
+        def reps(q: Pat) -> list: return ["*"] + ([min(q.ops)] if q.ops is not None and q.alternatives is None else [])
+        first = [reps(q) for q in p.src[:2]]
+        shapes += [(len(p.src), *k) for k in itertools.product(*first)]
+        if p.any_order and len(p.src) == 2: shapes += [(2, b, a) for a, b in itertools.product(*first)]
+      found = [x for root in roots for shape in shapes for x in self.buckets.get((root, shape), ())]
+    return [u for _, u in sorted(set(found), key=lambda x: x[0])]
 
 def subsumes(p1: Pat, p2: Pat) -> bool:
   return _repeat_free(p1) and _sub(p1, p2)

@@ -3,7 +3,7 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import ast, hashlib, math, operator, os, warnings
+import ast, hashlib, keyword, math, operator, os, warnings
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -370,6 +370,8 @@ class FileParser:
     if self.scopes: return _Error("a ruleset can't start inside a 'for' block", *_pos(t))
     # the generated module's own globals start with '_' (_const, _uop, _rest_0, ...)
     if name.startswith("_"): return _Error(f"ruleset names can't start with '_' ('{name}')", *_pos(t.children[0]))
+    # a rule set is a name of the generated module
+    if keyword.iskeyword(name): return _Error(f"'{name}' is a Python keyword: it can't name a ruleset", *_pos(t.children[0]))
     for rs in self.rulesets:
       if rs.name == name: return _Error(f"ruleset '{name}' is already defined at line {rs.span.line}", *_pos(t))
     return None
@@ -470,6 +472,7 @@ class FileParser:
 
   def check_capture_name(self, name: str, tok) -> None:
     if name.startswith("_"): raise _Error(f"capture names can't start with '_' ('{name}')", *_pos(tok))
+    if keyword.iskeyword(name): raise _Error(f"'{name}' is a Python keyword: it can't name anything here", *_pos(tok))
     if name in ("ctx",): raise _Error("'ctx' is the rewrite context, not a capture name", *_pos(tok))
 
   def node(self, t: Tree) -> Pat:
