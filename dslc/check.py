@@ -2,10 +2,12 @@
 can't infer. Every problem is a Diagnostic; all of them are reported together.
 """
 from __future__ import annotations
-import dataclasses, importlib, itertools, math, re
+import ast, dataclasses, difflib, importlib, itertools, math, re
 from collections import defaultdict
 from runtime.ops import ARITY, Ops
+from runtime.uop import UOp
 from dslc.diagnostics import Diagnostic
+from dslc.typecheck import type_problems
 from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional
 from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 
@@ -113,6 +115,7 @@ class Checker:
         self.error(f"a parameter can't be named '{p}': the generated code or a guard uses that name", rs.span, p)
 
   def check_rule(self, r: Rule, rs: RuleSet | None = None) -> None:
+    errors_before = len(self.diags)
     n_orders = count_variants(r.pattern)
     if n_orders > MAX_VARIANTS:
       # each commutative node doubles the source orders the generated code tries: 2**depth functions' worth of code
@@ -186,6 +189,20 @@ class Checker:
         except EmitError as e: self.error(str(e), b.value.span)
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+    self.check_attributes(r, node_names)
+    # dtypes, once the rule is otherwise sound
+    if len(self.diags) == errors_before:
+      for message, span in type_problems(r): self.error(message, span or r.span)
+
+  def check_attributes(self, r: Rule, nodes: set[str]) -> None:
+    """`x.vmn` where x is a node: an AttributeError at rewrite time, so an error here (with the closest name)."""
+    for e in _exprs(r):
+      try: tree = ast.parse(e.text, mode="eval")
+      except SyntaxError: continue
+      for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in nodes and n.attr not in UOP_ATTRS:
+          close = difflib.get_close_matches(n.attr, sorted(UOP_ATTRS), n=1)
+          self.error(f"a node has no attribute '{n.attr}'" + (f" (did you mean '{close[0]}'?)" if close else ""), e.span or r.span, n.attr)
 
   def check_comp(self, c, r: Rule, known: set[str]) -> None:
     for n in sorted(c.iter.names - known): self.error(self.unbound(n, r, "the result"), c.iter.span, n)
@@ -293,6 +310,25 @@ MAX_VARIANTS = 256
 _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
 # module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
 GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
+
+# what a guard or result may read of a node (UOp's public attributes, methods and properties)
+UOP_ATTRS = frozenset(a for a in dir(UOp) if not a.startswith("_"))
+
+def _exprs(r: Rule) -> list:
+  """Every Python expression of a rule: guards, args, dtypes, {python} results, where values, update fields, comprehensions."""
+  out = list(r.guards)
+  stack: list = [r.result, *(b.value for b in r.bindings)]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, PyResult): out.append(x.expr)
+    elif isinstance(x, Construct):
+      out += [e for e in (x.dtype, x.arg) if e is not None]
+      stack += x.src
+    elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
+    elif isinstance(x, Update): out += list(x.fields.values())
+    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
+      out += [e for e in (x.comp.iter, x.comp.cond) if e is not None]
+  return out
 
 def _result_refs(r: Result) -> set[str]:
   """The names a result (or a `where` value) reads."""

@@ -14,8 +14,8 @@ ruleset t
 u@(MUL x 3 | CAST (MUL x 3)) if x.vmin >= 0 -> (MAX u 0)
 # in a source, under a commutative op: the alternatives bind the same names
 (ADD (NEG x | CAST (NEG x)) y) -> (SUB y x)
-# an optional node: x, or a CAST of x
-(MAX (CAST? x:ints) 0) if x.vmin >= 0 -> (CAST:int32 x)
+# an optional node: x, or a CAST of x (an int32 max, so the result's dtype is the node's)
+(MAX:int32 (CAST? x:ints) 0) if x.vmin >= 0 -> (CAST:int32 x)
 # a bare op before '|' still lists ops; a bare op last is an alternative of its own
 (CMPLT (ADD|SUB x 1) (CAST (CONST) | CONST)) -> (CMPLT x 5)
 # in a repeated pattern
@@ -28,8 +28,8 @@ u@(MUL x 3) if x.vmin >= 0 -> (MAX u 0)
 u@(CAST (MUL x 3)) if x.vmin >= 0 -> (MAX u 0)
 (ADD (NEG x) y) -> (SUB y x)
 (ADD (CAST (NEG x)) y) -> (SUB y x)
-(MAX (CAST x:ints) 0) if x.vmin >= 0 -> (CAST:int32 x)
-(MAX x:ints 0) if x.vmin >= 0 -> (CAST:int32 x)
+(MAX:int32 (CAST x:ints) 0) if x.vmin >= 0 -> (CAST:int32 x)
+(MAX:int32 x:ints 0) if x.vmin >= 0 -> (CAST:int32 x)
 (CMPLT (ADD|SUB x 1) (CAST (CONST))) -> (CMPLT x 5)
 (CMPLT (ADD|SUB x 1) (CONST)) -> (CMPLT x 5)
 (SINK rest*) if {all(s.op is Ops.NEG or s.op is Ops.CAST and s.src[0].op is Ops.NEG for s in rest)} -> (NOOP)

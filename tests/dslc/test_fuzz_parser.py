@@ -134,7 +134,7 @@ def test_mutated_files(text):
 ROOT_OPS = ["ADD", "MUL", "SUB", "NEG", "WHERE", "CMPLT", "CMPNE", "MAX", "IDIV", "AND", "CAST", "CONST", "SINK", "VECTORIZE", "GEP", "LOAD",
             "STORE", "INDEX", "RANGE", "BITCAST", "RESHAPE", "NOOP", "ALU", "Binary", "Commutative", "ADD|MUL", "_", "op", "Binary - THREEFRY"]
 OPEN_ARITY = ["SINK", "VECTORIZE", "LOAD", "STORE", "INDEX", "RANGE", "NOOP", "_"]  # `p...` only here (see the xfail in test_frontends)
-DTYPES = ["", "", "", ":ints", ":bool", ":int32", ":float32", ":ints|bool", ":floats", ":index"]
+DTYPES = ["", "", "", "", "", "", ":ints", ":bool", ":int32", ":float32", ":ints|bool", ":floats", ":index"]
 LITERALS = ["0", "1", "-1", "True", "False", "2.5", "inf", "0x10", "1<<4", "2**3 - 1"]
 GUARD = ["", "", " if N.arg > 0", " if N.vmin >= 0 and N.vmax < 10", " if {N.op is Ops.ADD}", " if N.dtype == dtypes.int", " if not N.src",
          " if len(N.src) > 1", " if op is Ops.ADD", " if N.vmax & 1 == 0 and N.vmin << 2 > -8"]
