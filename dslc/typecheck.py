@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
-from dslc.ir import Binding, Construct, Lit, Pat, PyResult, Ref, Result, Rule, Splice, TupleResult, Update
+from dslc.ir import Construct, Lit, Pat, PyResult, Ref, Result, Rule, Splice, TupleResult, Update
 
 ALL: frozenset[DType] = frozenset(dtypes.all()) | {dtypes.void}
 BOOL = frozenset({dtypes.bool})
@@ -255,4 +255,4 @@ def type_problems(rule: Rule) -> list[tuple[str, object]]:
   t.check()
   return t.problems + t.maybe
 
-__all__ = ["type_problems", "Binding"]
+__all__ = ["type_problems", "proven_same"]
