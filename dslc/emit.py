@@ -5,7 +5,7 @@ bindings) in a fixed order, so consecutive rules that start with the same tests 
 sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
 """
 from __future__ import annotations
-import copy, dataclasses, hashlib, itertools, re
+import dataclasses, hashlib, itertools, re
 from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
@@ -227,8 +227,8 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
 def _with(p: Pat, **fields) -> Pat:
   """A copy of p with some fields changed (dataclasses.replace runs __init__: this is several times faster, and variants
   makes many copies)."""
-  q = copy.copy(p)
-  for k, v in fields.items(): setattr(q, k, v)
+  q = object.__new__(Pat)
+  q.__dict__.update(p.__dict__, **fields)
   return q
 
 def _is_free(p: Pat) -> bool:
