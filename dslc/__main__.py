@@ -51,7 +51,7 @@ def write_atomic(path: str, text: str) -> None:
 
 def cmd_explain(args) -> int:
   from dslc.diagnostics import DslError
-  from dslc.emit import Consts, emit_ruleset, variants
+  from dslc.emit import Consts, emit_instantiated, emit_ruleset, variants
   try: rf = _load(args.file)
   except DslError as e:
     print(str(e), file=sys.stderr)
@@ -71,7 +71,8 @@ def cmd_explain(args) -> int:
     return 1
   out: list[str] = []
   consts = Consts()
-  emit_ruleset(target, consts, out)
+  if target.caps: out.append(emit_instantiated(target, consts, {n for _, names, _ in rf.imports for n in names}))
+  else: emit_ruleset(target, consts, out)
   print(f"# ---- generated code of ruleset {target.name} ----")
   print("\n".join(out))
   return 0
