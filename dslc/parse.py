@@ -147,7 +147,7 @@ class FileParser(PatternReader, ResultReader):
           if x not in p.names(): raise SourceError(f"parameter '{x}' is not bound by the pattern", *pos(t))
         if extra := sorted(p.names() - set(params)):
           raise SourceError(f"a named pattern with parameters binds only its parameters: '{extra[0]}' is not one (write '_', or add it to them)",
-                       *pos(t))
+                            *pos(t))
       guards = self.let_guards + ([(c, {}) for c in conjuncts(guard.children[0])] if guard is not None else [])
       self.named[name] = NamedPattern(p, params, guards)
     elif k == "for_open":

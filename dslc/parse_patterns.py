@@ -66,7 +66,7 @@ class PatternReader:
       if np.params is not None and len(args) != len(np.params):
         want = ", ".join(np.params)
         raise SourceError(f"pattern '{name}' takes {len(np.params)} name{'s' if len(np.params) != 1 else ''} ({name}({want})), "
-                     f"this gives {'it ' + str(len(args)) if args else 'none'}", *pos(t))
+                          f"this gives {'it ' + str(len(args)) if args else 'none'}", *pos(t))
       for a, tok in zip(args, t.children[1:]): self.check_capture_name(a, tok)
       rename = dict(zip(np.params or (), args))
       # its guards go to the rule (or the named pattern) that uses it, with its parameters renamed
@@ -170,7 +170,7 @@ class PatternReader:
     inner, others = p.src[0], Pat(src=p.src[1:], rest=p.rest, arg_name=p.arg_name, splice=p.splice)
     if others.names():
       raise SourceError(f"only the first source of an optional node can bind names ('{sorted(others.names())[0]}' would be unbound without the node)",
-                   *pos(qmark))
+                        *pos(qmark))
     alt = Pat(alternatives=(p, copy_pat(inner)), span=p.span)
     self.optionals.add(id(alt))
     return alt

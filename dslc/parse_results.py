@@ -25,12 +25,12 @@ class ResultReader:
     if isinstance(t, Tree) and t.data == "tresult":
       if not per_source:
         raise SourceError("a tuple result needs a rule set that returns one entry per source: declare it as `ruleset NAME returns per-source`",
-                     *pos(t))
+                          *pos(t))
       return self.tuple_result(t)
     r = self.result(t)
     if per_source and not isinstance(r, PyResult):
       raise SourceError(f"rule set '{self.current.name}' returns one entry per source: write the result as a tuple, "  # type: ignore[union-attr]
-                   "as (x) or ((NEG ctx) _)", *pos(t))
+                        "as (x) or ((NEG ctx) _)", *pos(t))
     return r
 
   def tuple_head(self, t: Tree) -> bool:
