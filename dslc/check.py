@@ -2,16 +2,28 @@
 can't infer. Every problem is a Diagnostic; all of them are reported together.
 """
 from __future__ import annotations
-import importlib, math, re
+import ast, dataclasses, difflib, importlib, math, re
 from runtime.ops import ARITY, Ops
+from runtime.uop import UOp
 from dslc.diagnostics import Diagnostic
-from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, EmitError, ResultBuilder, StepBuilder, _pat_names, is_unconditional, variants
-from dslc.ir import CallResult, Construct, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
+from dslc import shadow
+from dslc.shadow import ShadowIndex, subsumes
+from dslc.typecheck import type_problems
+from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, StepBuilder, _pat_names, is_unconditional
+from dslc.emit_result import EmitError, ResultBuilder
+from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
   c.run()
-  return c.diags
+  # a problem inside a named pattern is found in every rule that uses it: report it once, where it is
+  return list(dict.fromkeys(c.diags))
+
+def bound_at(r: Rule, name: str) -> Span:
+  """Where to look for a capture's name: the line that binds it, in the rule or in the named pattern (`let`) it came from."""
+  for x in r.pattern.walk():
+    if name in (x.name, x.arg_name, x.splice) and x.span is not None and x.span.file == r.span.file: return Span(r.span.file, x.span.line, 1)
+  return r.span
 
 class Checker:
   def __init__(self, rf: RuleFile):
@@ -20,6 +32,8 @@ class Checker:
     self.lines = rf.source.split("\n")
     self.imported: set[str] = set()
     self.used: set[str] = set()
+    self.splices: set[str] = set()   # of the rule being checked: `rest*` names, and node captures
+    self.nodes: set[str] = set()
 
   def error(self, message: str, span: Span | None, name: str | None = None) -> None:
     line, col = (span.line, span.col) if span is not None else (1, 1)
@@ -49,10 +63,15 @@ class Checker:
         if len(kinds) > 1:
           (k1, p1), (k2, p2) = sorted(kinds.items())[:2]
           self.error(f"can't compose '{p1}' (returns {_KINDS[k1]}) with '{p2}' (returns {_KINDS[k2]})", rs.span, p2)
+        for p in rs.compose:
+          # a part with parameters is instantiated with the composed set's parameters of the same names
+          if p in names and (missing := [c for c in names[p].caps if c not in rs.caps]):
+            self.error(f"'{p}' takes ({', '.join(names[p].caps)}): declare {'it' if len(missing) == 1 else 'them'} here too, as "
+                       f"`ruleset {rs.name}({', '.join(names[p].caps)}) = ...`", rs.span, p)
         continue
       self.check_params(rs)
       seen: dict[str, Rule] = {}
-      unconditional: list[Rule] = []
+      unconditional = ShadowIndex()
       for r in rs.rules:
         self.check_rule(r, rs)
         # the same text under other `for` ops is another rule: (op x 0) in `for op in ADD` and in `for op in OR`
@@ -61,11 +80,11 @@ class Checker:
           self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
           continue
         seen[key] = r
-        for u in unconditional:
-          if subsumes(u.pattern, r.pattern):
+        for u in unconditional.candidates(r.pattern):
+          if shadow.covers(u.pattern, r.pattern):
             self.error(f"this rule never fires: the rule at line {u.span.line} ({u.text}) matches everything it does, first", r.span)
             break
-        if is_unconditional(r): unconditional.append(r)
+        if is_unconditional(r): unconditional.add(r)
 
   def check_imports(self) -> None:
     for module, names, span in self.rf.imports:
@@ -89,8 +108,16 @@ class Checker:
     ctx_type = rs.params.get("ctx")
     if ctx_type is not None and ctx_type != "UOp" and ctx_type not in self.imported:
       self.error(f"unknown type '{ctx_type}' for ctx: UOp, or a class imported with `from rules.MODULE import {ctx_type}`", rs.span, ctx_type)
+    for p in rs.caps:
+      t = rs.params[p]
+      if t is not None and t != "UOp" and t not in self.imported and t not in BUILTINS:
+        self.error(f"unknown type '{t}' for parameter '{p}': a builtin type, UOp, or a class imported with `from rules.MODULE import {t}`",
+                   rs.span, t)
+      elif p in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+        self.error(f"a parameter can't be named '{p}': the generated code or a guard uses that name", rs.span, p)
 
   def check_rule(self, r: Rule, rs: RuleSet | None = None) -> None:
+    errors_before = len(self.diags)
     n_orders = count_variants(r.pattern)
     if n_orders > MAX_VARIANTS:
       # each commutative node doubles the source orders the generated code tries: 2**depth functions' worth of code
@@ -99,24 +126,57 @@ class Checker:
       return
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
-    for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", r.span, n)
+    for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", bound_at(r, n), n)
+    splices = [x.splice for x in r.pattern.walk() if x.splice]
+    for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
+      self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", bound_at(r, n), n)
+    self.splices, self.nodes = set(splices), node_names
+    arg_names = arg_names | self.splices  # for the checks below, a tuple of sources is a plain value as an arg is
     # captures are locals of a function shared by every rule of that op: one named like a helper, a builtin or a name of
     # the generated module makes that name local to the whole function, and other rules fail with UnboundLocalError
     for n in sorted((node_names | arg_names) & (PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used) - {"ctx"}):
       what = "an imported helper" if n in self.imported else "a builtin" if n in BUILTINS else "a name of the generated code"
-      self.error(f"'{n}' can't be a capture name: it is {what}", r.span, n)
+      self.error(f"'{n}' can't be a capture name: it is {what}", bound_at(r, n), n)
     # the generated code's own locals and globals start with '_' (_u, _u_0, _r, _f0, _const, ...); the .rules parser
     # already refuses such names, a UPat(name=...) reaches here
-    for n in sorted(x for x in node_names | arg_names if x.startswith("_")): self.error(f"capture names can't start with '_' ('{n}')", r.span, n)
+    for n in sorted(x for x in node_names | arg_names if x.startswith("_")):
+      self.error(f"capture names can't start with '_' ('{n}')", bound_at(r, n), n)
     # a for variable is bound only where the pattern matches an op with it, outside a repeated pattern (whose matching
     # runs in a function of its own); used anywhere else it is a NameError at rewrite time
     bound_ops = _matched_opvars(r.pattern)
-    known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported
+    caps = set(rs.caps) if rs is not None else set()
+    for n in sorted((node_names | arg_names) & caps):
+      self.error(f"'{n}' is a parameter of the rule set, not a capture name", bound_at(r, n), n)
+    known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported | caps
+    for x in r.pattern.walk():
+      if x.arg_expr is None: continue
+      # compared when the node is tested, before any capture is bound: constants only
+      if captured := sorted(x.arg_expr.names & (node_names | arg_names | bound_ops)):
+        self.error("an arg pattern is a literal ([0], [(1, 2)], ...), a name to bind the arg to ([c]), or an expression of constants "
+                   f"([Invalid], [1 << 32]): '{captured[0]}' is a capture (bind the arg, [c], and compare in a guard)", x.arg_expr.span, captured[0])
+      for n in sorted(x.arg_expr.names - known):
+        self.error(f"'{n}' in an arg pattern is a named constant, and it is not imported: add it to a `from rules.MODULE import` line "
+                   "(a lower-case name binds the arg instead)", x.arg_expr.span, n)
+    where_names = {b.name for b in r.bindings}
     for g in r.guards:
-      for n in sorted(g.names - known): self.error(self.unbound(n, r, "a guard"), g.span, n)
+      for n in sorted(g.names - known):
+        if n in where_names: self.error(f"'{n}' is bound by `where`, after the guards: a guard can't read it", g.span, n)
+        else: self.error(self.unbound(n, r, "a guard"), g.span, n)
+    # `where` names: each usable by the ones after it and by the result
+    for b in r.bindings:
+      if isinstance(b.value, TupleResult): self.error("a tuple can only be a whole result, not a `where` value", b.value.span)
+      else: self.check_result(b.value, r, known, set(r.opvars))
+      if b.name in node_names | arg_names | bound_ops: self.error(f"'{b.name}' is already bound by the pattern", b.span, b.name)
+      elif b.name in caps: self.error(f"'{b.name}' is a parameter of the rule set, not a `where` name", b.span, b.name)
+      elif b.name in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+        self.error(f"'{b.name}' can't be a `where` name: the generated code or a guard uses that name", b.span, b.name)
+      known = known | {b.name}
     self.check_result(r.result, r, known, set(r.opvars))
+    used = _result_refs(r.result).union(*(_result_refs(b.value) for b in r.bindings))
+    for b in r.bindings:
+      if b.name not in used: self.error(f"'{b.name}' is bound by `where` but never used", b.span, b.name)
     if rs is not None and rs.params.get("ctx") != "UOp":
-      for ref in _node_refs(r.result):
+      for ref in [x for v in [r.result, *(b.value for b in r.bindings)] for x in _node_refs(v)]:
         if ref.name == "ctx":
           self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
           break
@@ -124,13 +184,36 @@ class Checker:
     # dtypes the result must infer: try building it
     sb = StepBuilder(Consts(), root_dispatched=True)
     try:
-      sb.build(variants(r.pattern, True)[0])
+      sb.build(first_variant(r.pattern))
       rb = ResultBuilder(Consts(), r, sb.plain)
+      for b in r.bindings:
+        try: rb.expr(b.value, "_u.dtype") if not isinstance(b.value, Lit) else None
+        except EmitError as e: self.error(str(e), b.value.span)
       rb.top()
     except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+    self.check_attributes(r, node_names)
+    # dtypes, once the rule is otherwise sound
+    if len(self.diags) == errors_before:
+      for message, span in type_problems(r): self.error(message, span or r.span)
+
+  def check_attributes(self, r: Rule, nodes: set[str]) -> None:
+    """`x.vmn` where x is a node: an AttributeError at rewrite time, so an error here (with the closest name)."""
+    for e in _exprs(r):
+      try: tree = ast.parse(e.text, mode="eval")
+      except SyntaxError: continue
+      for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in nodes and n.attr not in UOP_ATTRS:
+          close = difflib.get_close_matches(n.attr, sorted(UOP_ATTRS), n=1)
+          self.error(f"a node has no attribute '{n.attr}'" + (f" (did you mean '{close[0]}'?)" if close else ""), e.span or r.span, n.attr)
+
+  def check_comp(self, c, r: Rule, known: set[str]) -> None:
+    for n in sorted(c.iter.names - known): self.error(self.unbound(n, r, "the result"), c.iter.span, n)
+    if c.cond is not None:
+      for n in sorted(c.cond.names - known - c.bound): self.error(self.unbound(n, r, "the result"), c.cond.span, n)
 
   def check_per_source(self, res: TupleResult, r: Rule) -> None:
     """A tuple has one entry per source of the node the pattern matches: that number must be known and equal."""
+    if res.comp is not None: return  # known when the rule fires: checked then
     n, p = len(res.entries), r.pattern
     for q in p.alternatives or (p,):
       if q.rest is not None:
@@ -154,10 +237,10 @@ class Checker:
       return
 
   def check_pattern(self, p: Pat, nodes: set[str], args: set[str], r: Rule, top: bool) -> None:
+    if p.name: nodes.add(p.name)
     if p.alternatives is not None:
       for a in p.alternatives: self.check_pattern(a, nodes, args, r, top)
       return
-    if p.name: nodes.add(p.name)
     if p.arg_name: args.add(p.arg_name)
     if p.ops is not None and p.src is not None:
       n = len(p.src)
@@ -173,6 +256,8 @@ class Checker:
       self.check_pattern(p.rest, nodes, args, r, False)
 
   def unbound(self, n: str, r: Rule, where: str) -> str:
+    if any(b.name == n for b in r.bindings) and where == "the result":
+      return f"'{n}' is used before its `where`: a `where` value can use only the names bound before it"
     if n in r.opvars and n in _all_opvars(r.pattern):
       return (f"'{n}' is used in {where}, but the pattern matches an op with it only inside a repeated pattern (p...), "
               "which does not bind op variables")
@@ -182,18 +267,41 @@ class Checker:
   def check_result(self, res: Result, r: Rule, known: set[str], opvars: set[str]) -> None:
     if isinstance(res, Ref):
       if res.name in opvars: self.error(f"'{res.name}' is an op, not a node: build one, as ({res.name} ...)", res.span, res.name)
+      elif res.name in self.splices:
+        self.error(f"'{res.name}' holds the other sources of a node: splice them into a node, as (OP x {res.name}*)", res.span, res.name)
       elif res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+    elif isinstance(res, Splice):
+      if res.name in self.splices: return
+      if res.name in known: self.error(f"'{res.name}*' splices sources a pattern bound with '{res.name}*'; '{res.name}' is one value: "
+                                       f"write it without '*'", res.span, res.name)
+      else: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+    elif isinstance(res, Update):
+      if res.name in opvars or res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+      elif res.name != "ctx" and res.name not in self.nodes:
+        self.error(f"'{res.name}' is not a node: only a node has fields to replace", res.span, res.name)
+      for e in res.fields.values():
+        for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
     elif isinstance(res, PyResult):
       for n in sorted(res.expr.names - known): self.error(self.unbound(n, r, "the result"), res.span, n)
     elif isinstance(res, Construct):
+      if res.comp is not None:
+        self.check_comp(res.comp, r, known)
+        known = known | res.comp.bound
+        if res.op is not None and res.op in ARITY:
+          self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}: a comprehension gives any number", res.span)
       if res.opvar is not None and res.opvar not in known: self.error(self.unbound(res.opvar, r, "the result"), res.span, res.opvar)
-      if res.op is not None and res.op in ARITY and ARITY[res.op] != len(res.src):
-        self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {len(res.src)}", res.span)
+      fixed = sum(not isinstance(x, Splice) for x in res.src)
+      if res.op is not None and res.op in ARITY and res.comp is None and (ARITY[res.op] != fixed if fixed == len(res.src) else ARITY[res.op] < fixed):
+        more = "" if fixed == len(res.src) else " or more"
+        self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {fixed}{more}", res.span)
       for e in (res.dtype, res.arg):
         if e is not None:
           for n in sorted(e.names - known): self.error(self.unbound(n, r, "the result"), e.span, n)
       for s in res.src: self.check_result(s, r, known, opvars)
     elif isinstance(res, TupleResult):
+      if res.comp is not None:
+        self.check_comp(res.comp, r, known)
+        known = known | res.comp.bound
       for e in res.entries:
         if e is not None: self.check_result(e, r, known, opvars)
     elif isinstance(res, CallResult):
@@ -205,10 +313,29 @@ _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
 # module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
 GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
 
-def _expr_names(r: Rule) -> set[str]:
-  """Every name the guards and the result of a rule read."""
-  out = {n for g in r.guards for n in g.names}
-  stack: list = [r.result]
+# what a guard or result may read of a node (UOp's public attributes, methods and properties)
+UOP_ATTRS = frozenset(a for a in dir(UOp) if not a.startswith("_"))
+
+def _exprs(r: Rule) -> list:
+  """Every Python expression of a rule: guards, args, dtypes, {python} results, where values, update fields, comprehensions."""
+  out = list(r.guards)
+  stack: list = [r.result, *(b.value for b in r.bindings)]
+  while stack:
+    x = stack.pop()
+    if isinstance(x, PyResult): out.append(x.expr)
+    elif isinstance(x, Construct):
+      out += [e for e in (x.dtype, x.arg) if e is not None]
+      stack += x.src
+    elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
+    elif isinstance(x, Update): out += list(x.fields.values())
+    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
+      out += [e for e in (x.comp.iter, x.comp.cond) if e is not None]
+  return out
+
+def _result_refs(r: Result) -> set[str]:
+  """The names a result (or a `where` value) reads."""
+  out: set[str] = set()
+  stack: list = [r]
   while stack:
     x = stack.pop()
     if isinstance(x, Ref): out.add(x.name)
@@ -217,14 +344,32 @@ def _expr_names(r: Rule) -> set[str]:
       out |= {n for e in (x.dtype, x.arg) if e is not None for n in e.names}
       stack += x.src
     elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
+    elif isinstance(x, Splice): out.add(x.name)
+    elif isinstance(x, Update): out |= {x.name}.union(*(e.names for e in x.fields.values()))
+    elif isinstance(x, CallResult): out |= set(x.params)
+    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
+      out |= x.comp.iter.names | (x.comp.cond.names if x.comp.cond is not None else frozenset())
   return out
+
+def _expr_names(r: Rule) -> set[str]:
+  """Every name the guards, the `where` values and the result of a rule read."""
+  return {n for g in r.guards for n in g.names}.union(_result_refs(r.result), *(_result_refs(b.value) for b in r.bindings))
 
 def _node_refs(r: Result) -> list[Ref]:
   """The names a result uses as nodes: itself, a tuple's entries, a constructor's sources."""
   if isinstance(r, Ref): return [r]
   if isinstance(r, TupleResult): return [x for e in r.entries if e is not None for x in _node_refs(e)]
   if isinstance(r, Construct): return [x for e in r.src for x in _node_refs(e)]
+  if isinstance(r, Update): return [Ref(r.name, r.span)]
   return []
+
+def first_variant(p: Pat) -> Pat:
+  """variants(p)[0] without building the others (their number is exponential in the commutative nodes)."""
+  if p.alternatives is not None:
+    v = first_variant(p.alternatives[0])
+    return dataclasses.replace(v, name=v.name or p.name)
+  src = tuple(first_variant(s) for s in p.src) if p.src is not None else None
+  return dataclasses.replace(p, src=src, any_order=False, perm=tuple(range(len(src or ()))))
 
 def count_variants(p: Pat) -> int:
   """An upper bound on len(emit.variants(p)), computed without building them (that is exponential in the depth)."""
@@ -243,37 +388,4 @@ def _all_opvars(p: Pat) -> set[str]: return {x.opvar for x in p.walk() if x.opva
 
 def _normal(text: str) -> str: return " ".join(text.split())
 
-# ---- shadowing: does every node p2 matches also match p1? (conservative: False when unsure) ----
-
-def subsumes(p1: Pat, p2: Pat) -> bool:
-  return _repeat_free(p1) and _sub(p1, p2)
-
-def _repeat_free(p: Pat) -> bool:
-  # a name or op variable used twice constrains p1 in ways this check does not model
-  names: list[str] = []
-  stack = [p]
-  while stack:
-    x = stack.pop()
-    if x.alternatives is not None: return False
-    names += [n for n in (x.name, x.arg_name, x.opvar) if n]
-    stack += list(x.src or ()) + ([x.rest] if x.rest else [])
-  return len(names) == len(set(names))
-
-def _sub(p1: Pat, p2: Pat) -> bool:
-  if p2.alternatives is not None: return all(_sub(p1, a) for a in p2.alternatives)
-  if p1.ops is not None and (p2.ops is None or not p2.ops <= p1.ops): return False
-  if p1.dtypes is not None or p1.dtype_classes is not None:
-    if p1.dtypes != p2.dtypes or p1.dtype_classes != p2.dtype_classes: return False
-  if p1.has_arg_eq and not (p2.has_arg_eq and p2.arg_eq == p1.arg_eq and type(p2.arg_eq) is type(p1.arg_eq)): return False
-  if p1.src is None and p1.rest is None: return True
-  if p2.src is None and p2.rest is None: return False
-  if p1.rest is not None or p2.rest is not None:
-    if not (p1.rest is not None and p2.rest is not None and len(p1.src or ()) == len(p2.src or ()) and _sub(p1.rest, p2.rest)): return False
-    return all(_sub(a, b) for a, b in zip(p1.src or (), p2.src or ()))
-  s1, s2 = p1.src or (), p2.src or ()
-  if len(s1) != len(s2): return False
-  if p2.any_order and not p1.any_order: return all(_sub(a, b) for a, b in zip(s1, s2)) and all(_sub(a, b) for a, b in zip(s1, reversed(s2)))
-  if p1.any_order: return all(_sub(a, b) for a, b in zip(s1, s2)) or all(_sub(a, b) for a, b in zip(s1, reversed(s2)))
-  return all(_sub(a, b) for a, b in zip(s1, s2))
-
-__all__ = ["check_file", "subsumes", "Ops"]
+__all__ = ["check_file", "subsumes", "ShadowIndex", "Ops"]

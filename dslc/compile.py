@@ -2,7 +2,8 @@
 from __future__ import annotations
 import os, re, warnings
 from dslc.diagnostics import Diagnostic, DslError
-from dslc.emit import EmitError, emit_module
+from dslc.emit import emit_module
+from dslc.emit_result import EmitError
 from dslc.ir import RuleFile, Span
 from dslc.parse import parse_rules
 from dslc.check import check_file

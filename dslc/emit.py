@@ -5,22 +5,18 @@ bindings) in a fixed order, so consecutive rules that start with the same tests 
 sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
 """
 from __future__ import annotations
-import hashlib, itertools, re
+import dataclasses, hashlib, itertools, re
 from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
-from runtime.ops import ARITY, GroupOp, Ops
-from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, TupleResult
+from runtime.ops import ARITY, Ops
+from dslc.ir import CallResult, Pat, PyResult, Ref, Rule, RuleFile, RuleSet
 from dslc.parse import DTYPE_CLASSES, GROUPS
+from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
 _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
-ROOT = "_u"
-
-class EmitError(Exception):
-  def __init__(self, message: str, rule: Rule | None = None):
-    super().__init__(message)
-    self.rule = rule
+_ASSIGN = re.compile(r"\s*([A-Za-z_]\w*) = ")
 
 # names a guard or result may use without binding them
 BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
@@ -80,11 +76,14 @@ class Consts:
     if key in self.rest_names: return self.rest_names[key]
     name = self.rest_names[key] = f"_rest_{self.n_rest}"
     self.n_rest += 1
-    sb = StepBuilder(self, root_dispatched=False)
-    sb.build(p)
+    alts = []
+    # every concrete form: alternatives, and both orders of a commutative node
+    for v in variants(p, True):
+      sb = StepBuilder(self, root_dispatched=False)
+      sb.build(v)
+      alts.append(Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"]))  # type: ignore[arg-type]
     body = Block()
-    alt = Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"])  # type: ignore[arg-type]
-    emit_alts([alt], body, 1, comment=False)
+    emit_alts(alts, body, 1, comment=False)
     self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
     return name
 
@@ -103,6 +102,7 @@ class StepBuilder:
     self.bound_at: dict[str, int] = {}      # a name usable after this many steps
     self.plain: set[str] = set()            # names bound by a step directly (opvars, args, rest captures)
     self.rest_names: set[str] = set()       # captures of a repeated pattern: None when it repeats zero times
+    self.splices: set[str] = set()          # `rest*` names: a tuple of sources
 
   def test(self, text: str) -> None: self.steps.append(Step("test", text))
   def bind(self, text: str, *names: str) -> None:
@@ -119,6 +119,7 @@ class StepBuilder:
 
   def node(self, p: Pat, v: str, is_root: bool) -> list[tuple[Pat, str, bool]]:
     c = self.c
+    n_written = len(p.src or ())
     # tests: the op, the dtype, the arg, the number of sources
     if p.opvar is not None and p.opvar in self.bound_at: self.test(f"{v}.op is {p.opvar}")
     elif p.ops is not None and not (is_root and self.root_dispatched):
@@ -131,11 +132,12 @@ class StepBuilder:
     if tests: self.test(tests[0] if len(tests) == 1 else "(" + " or ".join(tests) + ")")
     if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
     if p.arg_name is not None and p.arg_name in self.bound_at: self.test(f"{v}.arg == {p.arg_name}")
+    if p.arg_expr is not None: self.test(f"{v}.arg == {p.arg_expr.text}")
     children: list[tuple[Pat, str, bool]] = []
     src = p.src or ()
     ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
     arities = {ARITY.get(o) for o in ops} if ops is not None else {None}
-    if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None:
+    if p.rest is not None and len(arities) == 1 and (k := arities.pop()) is not None and len(variants(p.rest, True)) == 1:
       # a repeated pattern over a fixed number of sources: unrolled (a repeated name is the same node, as in match_all)
       if k < len(src): self.test("False")
       if k <= len(src):
@@ -145,7 +147,7 @@ class StepBuilder:
           self.rest_names.add(name)
           self.plain.discard(name)
       src = src + (p.rest,) * max(k - len(src), 0)
-      p = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, src, None, False, p.name, None, p.span)
+      p = _with(p, src=src, rest=None, any_order=False, alternatives=None)
     n = len(src)
     has_src = p.src is not None or p.rest is not None
     if has_src:
@@ -163,6 +165,9 @@ class StepBuilder:
     if p.name is not None and p.name not in self.node_vars:
       self.node_vars[p.name] = v
       self.bound_at[p.name] = len(self.steps)
+    if p.splice is not None:
+      self.bind(f"{p.splice} = {v}.src[{n_written}:]" if n_written else f"{p.splice} = {v}.src", p.splice)
+      self.splices.add(p.splice)
     for i, s in enumerate(src): children.append((s, f"{v}_{i}", False))
     if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, v, n)
     return children
@@ -195,7 +200,8 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
   else:
     per_src = [variants(s, swap_free) for s in p.src]
     src_variants = [tuple(c) for c in itertools.product(*per_src)]
-  rest_variants = variants(p.rest, swap_free) if p.rest is not None else [None]
+  # a repeated pattern stays whole: each source picks its own alternative and order (match_all tries every form per source)
+  rest_variants = [p.rest]
   out = []
   for sv in src_variants:
     # each order is a permutation of the written sources: perm[i] is the node's source the written source i matches
@@ -213,10 +219,17 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
       orders = uniq
     for o in orders:
       for rv in rest_variants:
-        q = Pat(p.ops, p.opvar, p.dtypes, p.dtype_classes, p.arg_eq, p.has_arg_eq, p.arg_name, tuple(sv[i] for i in o) if p.src is not None else None,
-                rv, False, p.name, None, p.span, perm=tuple(o.index(i) for i in range(len(o))))
+        q = _with(p, src=tuple(sv[i] for i in o) if p.src is not None else None, rest=rv, any_order=False, alternatives=None,
+                                perm=tuple(o.index(i) for i in range(len(o))))
         out.append(q)
   return out
+
+def _with(p: Pat, **fields) -> Pat:
+  """A copy of p with some fields changed (dataclasses.replace runs __init__: this is several times faster, and variants
+  makes many copies)."""
+  q = object.__new__(Pat)
+  q.__dict__.update(p.__dict__, **fields)
+  return q
 
 def _is_free(p: Pat) -> bool:
   return p.is_wildcard() and p.alternatives is None
@@ -224,94 +237,11 @@ def _is_free(p: Pat) -> bool:
 def _pat_key(p: Pat, names: bool = True) -> str:
   # structural identity of a pattern (two orders with the same key match the same nodes)
   parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
-           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else ""]
-  if names: parts += [str(p.arg_name), str(p.name)]
+           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else "", p.arg_expr.text if p.arg_expr else ""]
+  if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
   sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
-  return "(" + "|".join(parts) + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + ")"
-
-# ---- results ----
-
-class ResultBuilder:
-  """Python source that builds a rule's result; dtypes are inferred from the sources when not written.
-  perm: the written source -> the node's source map of the pattern variant (a tuple's entries follow the node's sources)."""
-  def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
-               perm: tuple[int, ...] | None = None):
-    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, plain, maybe_none, perm
-
-  def top(self) -> tuple[str, bool]:
-    """(expression, may it be None or a number)"""
-    r = self.rule.result
-    if isinstance(r, TupleResult): return self.tuple(r), False
-    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and r.name in self.maybe_none
-    return self.expr(r, f"{ROOT}.dtype"), conditional
-
-  def tuple(self, r: TupleResult) -> str:
-    """A tuple result: entry i is for the written source i, which is the node's source perm[i]; a literal is a constant of its dtype."""
-    perm = self.perm if self.perm is not None and len(self.perm) == len(r.entries) else tuple(range(len(r.entries)))
-    texts = [""] * len(r.entries)
-    for i, e in enumerate(r.entries):
-      dt = f"{ROOT}.src[{perm[i]}].dtype"
-      if e is None: texts[perm[i]] = "None"
-      elif isinstance(e, PyResult): texts[perm[i]] = f"_entry({e.expr.text}, {dt})"
-      else: texts[perm[i]] = self.expr(e, dt)
-    if any(isinstance(e, PyResult) for e in r.entries): self.c.helpers.add("_entry")
-    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
-
-  def dtype_of(self, r: Result) -> str | None:
-    if isinstance(r, Ref): return None if r.name in self.plain else f"{r.name}.dtype"
-    if isinstance(r, Construct): return self.construct_dtype(r, None)
-    return None
-
-  def construct_dtype(self, r: Construct, ctx_dt: str | None) -> str | None:
-    if r.dtype is not None: return r.dtype.text
-    ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
-    first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
-    def one(op: Ops) -> str | None:
-      if op is Ops.CONST: return ctx_dt
-      if op in GroupOp.Comparison: return "dtypes.bool"
-      if op is Ops.WHERE: return next((d for s in r.src[1:] if (d := self.dtype_of(s)) is not None), ctx_dt)
-      if op in GroupOp.ALU: return first or ctx_dt
-      if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
-      if op is Ops.LOAD: return f"{first}.base" if first else None
-      if op is Ops.VECTORIZE: return f"{first}.vec({len(r.src)})" if first else None
-      if op in (Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VCONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE): return None
-      return first  # movement, INDEX, ASSIGN, CONTIGUOUS, ...: the dtype of their first source
-    kinds = {one(o) for o in ops}
-    if len(kinds) == 1: return kinds.pop()
-    if None in kinds: return None
-    if kinds == {"dtypes.bool", first or ctx_dt}: return f"(dtypes.bool if {r.opvar} in GroupOp.Comparison else {first or ctx_dt})"
-    return None
-
-  def expr(self, r: Result, ctx_dt: str) -> str:
-    if isinstance(r, Ref):
-      if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
-      return r.name
-    if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
-    if isinstance(r, PyResult): return r.expr.text
-    if isinstance(r, CallResult):
-      args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
-      return f"{self.c.fn_name(r.fn)}({args})"
-    assert isinstance(r, Construct)
-    dt = self.construct_dtype(r, ctx_dt)
-    if dt is None:
-      what = r.op.name if r.op is not None else r.opvar
-      raise EmitError(f"can't infer the dtype of ({what} ...): write it, as ({what}:dtype ...) or ({what}:x.dtype ...)", self.rule)
-    op = self.c.op(r.op) if r.op is not None else r.opvar
-    if r.op is Ops.CONST:
-      if r.arg is None: raise EmitError("(CONST ...) needs its value: (CONST [value])", self.rule)
-      return f"_const({dt}, {r.arg.text})"
-    # a literal source takes the dtype of the other operands: a comparison's, or the result's
-    operand_dt = dt
-    if r.op in GroupOp.Comparison or (r.op is None and any(o in GroupOp.Comparison for o in self.rule.opvars.get(r.opvar, ()))):  # type: ignore[arg-type]
-      operand_dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), ctx_dt)
-    srcs = []
-    for i, s in enumerate(r.src):
-      sdt = "dtypes.bool" if r.op is Ops.WHERE and i == 0 else "dtypes.index" if r.op is Ops.INDEX and i > 0 else operand_dt
-      text = self.expr(s, sdt)
-      if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
-      srcs.append(text)
-    src = "(" + ", ".join(srcs) + ("," if len(srcs) == 1 else "") + ")"
-    return f"_uop({op}, {dt}, {src}, {r.arg.text if r.arg is not None else 'None'})"
+  alts = "{" + ";".join(_pat_key(a, names) for a in p.alternatives) + "}" if p.alternatives is not None else ""
+  return "(" + "|".join(parts) + ("~" if p.any_order else "") + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + alts + ")"
 
 # ---- code blocks and the decision tree ----
 
@@ -349,7 +279,10 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       if comment and not a.commented: out.add(depth, _rule_comment(a.rule))
       for line in a.result:
         out.add(depth, line)
-        if line.startswith("_r = "): assigned.add("_r")
+        # `_r = ...` and `where` names: later alternatives can't trust what they knew of these variables
+        if (m := _ASSIGN.match(line)) is not None:
+          assigned.add(m[1])
+          done.pop(m[1], None)
       i += 1
       continue
     first = a.steps[0].key()
@@ -399,7 +332,10 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
   for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern)):
-    sb = StepBuilder(consts, root_dispatched=dispatched is not None, root_op=dispatched if isinstance(dispatched, Ops) else None)
+    # a root alternative of other ops never matches in this op's function; one of several root ops tests its own
+    if isinstance(dispatched, Ops) and v.ops is not None and dispatched not in v.ops: continue
+    root_tested = dispatched is not None and not (dispatched is True and rule.pattern.alternatives is not None)
+    sb = StepBuilder(consts, root_dispatched=root_tested, root_op=dispatched if isinstance(dispatched, Ops) else None)
     sb.build(v)
     steps = list(sb.steps)
     aliased: set[str] = set()
@@ -425,7 +361,9 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names, v.perm)
     text, conditional = rb.top()
     text = consts.op_aliases(text)
-    alias(_result_names(rule.result) | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
+    where = [consts.op_aliases(line) for line in rb.bindings()]
+    needed = set().union(_result_names(rule.result), *(_result_names(b.value) for b in rule.bindings)) - {b.name for b in rule.bindings}
+    alias(needed | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
     if isinstance(rule.result, CallResult):
       # an alternative (UPat.any) may bind only some of the function's captures: the others are None
       for name in rule.result.params:
@@ -439,7 +377,9 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
       # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
       result = [f"_r = {text}", f"if _r is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
     else: result = [ret(text)]
-    out.append(Alt(rule, final, result))
+    # the `where` lines first; after a {python} one that may be None, the rest nest under its `if`
+    indent = where[-1][:len(where[-1]) - len(where[-1].lstrip())] + ("  " if where[-1].lstrip().startswith("if ") else "") if where else ""
+    out.append(Alt(rule, final, where + [indent + line for line in result]))
   return out
 
 def _has_repeated_names(p: Pat) -> bool:
@@ -449,6 +389,7 @@ def _has_repeated_names(p: Pat) -> bool:
 def is_unconditional(rule: Rule) -> bool:
   """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
   if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
   return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
 
 def _rest_only_names(p: Pat) -> set[str]:
@@ -456,17 +397,6 @@ def _rest_only_names(p: Pat) -> set[str]:
 
 def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text
-
-def _result_names(r: Result) -> set[str]:
-  if isinstance(r, Ref): return {r.name}
-  if isinstance(r, TupleResult): return set().union(*(_result_names(e) for e in r.entries if e is not None))
-  if isinstance(r, PyResult): return set(r.expr.names)
-  if isinstance(r, Construct):
-    out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
-    for e in (r.dtype, r.arg):
-      if e is not None: out |= set(e.names)
-    return out
-  return set()
 
 # ---- the module ----
 
@@ -487,19 +417,15 @@ def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None
     fname = f"{rs.name}_{o.name if o is not None else 'any'}"
     names[o] = fname
     body = Block()
-    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=None if _multi_variant_root(r) else o if o is not None else True,
+    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=o if o is not None else True,
                                                  standalone=False)]
     emit_alts(alts, body, 1)
     out.append(f"def {fname}({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}")
   return names
 
-def _multi_variant_root(rule: Rule) -> bool:
-  # with root alternatives of different ops, each alternative must test its own root op
-  return rule.pattern.alternatives is not None
-
 def standalone_fn(rule: Rule, consts: Consts) -> str:
   body = Block()
-  emit_alts(rule_alts(rule, consts, dispatched=None if _multi_variant_root(rule) else True, standalone=True), body, 1, comment=False)
+  emit_alts(rule_alts(rule, consts, dispatched=True, standalone=True), body, 1, comment=False)
   return f"def {rule.id}_alone({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}"
 
 def _final_return(body: Block) -> str:
@@ -513,21 +439,23 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   consts.fns = fns or {}
   body: list[str] = []
   table: dict[str, dict[Ops | None, str]] = {}
+  imported = {n for _, names, _ in rf.imports for n in names}
   for rs in rf.rulesets:
     if rs.compose is not None: continue
     body.append(f"# ---- ruleset {rs.name}{': ' + rs.doc.splitlines()[0] if rs.doc else ''} ----\n")
-    table[rs.name] = emit_ruleset(rs, consts, body)
-  alone = [standalone_fn(r, consts) for rs in rf.rulesets for r in rs.rules]
+    if rs.caps: body.append(emit_instantiated(rs, consts, imported))
+    else: table[rs.name] = emit_ruleset(rs, consts, body)
+  alone = [standalone_fn(r, consts) for rs in rf.rulesets if not rs.caps for r in rs.rules]
   digest = hashlib.sha256(rf.source.encode()).hexdigest()[:16]
   head = [f"# Code generated by build.py from {rel_path}. DO NOT EDIT.",
           f"# Regenerate with `python build.py`. Source sha256: {digest}",
           f'"""{_docstring(rf)}"""' if rf.header else f'"""Matchers compiled from {rel_path}."""',
           "# ruff: noqa: E501, F401, F841",
-          "import math",
+          "import functools, math" if any(rs.caps for rs in rf.rulesets) else "import math",
           "from runtime.dtype import dtypes",
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
           "from runtime.uop import UOp, uop, uop as _uop",
-          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if "_per_source" in consts.helpers else ""),
+          "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if consts.helpers & RAISING else ""),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
@@ -547,46 +475,59 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
            "# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----\n", *alone]
   # the rule table last, so editing a .rules comment moves only line numbers here
   rules_tbl = ["# ---- rule table: id, file, line, text, root ops ----"]
-  for rs in rf.rulesets:
-    for r in rs.rules:
-      ops = root_ops(r)
-      ops_txt = "None" if ops is None else "(" + "".join(f"Ops.{o.name}, " for o in sorted(ops)) + ")"
-      rules_tbl.append(f"{r.id} = Rule({r.id!r}, {r.span.file!r}, {r.span.line}, {r.text!r}, {ops_txt}, {r.id}_alone)")
+  rules_tbl += [_rule_entry(r) for rs in rf.rulesets if not rs.caps for r in rs.rules]
   parts.append("\n".join(rules_tbl) + "\n")
   tail = []
+  by_name = {rs.name: rs for rs in rf.rulesets}
   for rs in rf.rulesets:
     if rs.compose is not None:
-      tail.append(f"{rs.name} = " + " + ".join(rs.compose))
+      if not rs.caps: tail.append(f"{rs.name} = " + " + ".join(rs.compose))
+      else:
+        # parts with parameters are instantiated with the composed set's own
+        terms = [f"{p}({', '.join(by_name[p].caps)})" if p in by_name and by_name[p].caps else p for p in rs.compose]
+        tail.append(f"@functools.cache\ndef {rs.name}({', '.join(rs.caps)}) -> Matcher: return {' + '.join(terms)}")
       continue
-    fns_txt = ", ".join(f"Ops.{o.name}: {n}" for o, n in sorted(((o, n) for o, n in table[rs.name].items() if o is not None), key=lambda x: x[0]))
-    any_fn = table[rs.name].get(None)
-    if any_fn: fns_txt = "**{o: " + any_fn + " for o in Ops}" + (", " + fns_txt if fns_txt else "")
-    rules_txt = ", ".join(r.id for r in rs.rules)
-    tail.append(f"{rs.name} = Matcher({rs.name!r}, {{{fns_txt}}}, [{rules_txt}])")
+    if not rs.caps: tail.append(f"{rs.name} = {_matcher(rs, table[rs.name])}")
   parts.append("\n".join(tail) + "\n")
   return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
-# module-level helpers, emitted only in modules that use them
-HELPERS = {
-  "_entry": """
-def _entry(value, dtype):
-  # a {python} entry of a tuple result: a number is a constant of its source's dtype; a node or None is as it is
-  return _const(dtype, value) if value.__class__ in _NUMBERS else value
-""",
-  "_per_source": """
-def _per_source(result, u: UOp, rule: Rule):
-  # a helper's result in a rule set that returns per-source: a tuple with a node (or None) for each source of u
-  if result.__class__ is list: result = tuple(result)
-  if result.__class__ is not tuple or len(result) != len(u.src):
-    raise RewriteError(f'{rule.origin}: {rule.text}: the result must be a tuple of {len(u.src)} entries, one per source, '
-                       f'not {type(result).__name__} {result!r:.200}')
-  if any(x is not None and x.__class__ is not UOp for x in result):
-    result = tuple(_entry(x, s.dtype) for x, s in zip(result, u.src))
-    if any(x is not None and x.__class__ is not UOp for x in result):
-      raise RewriteError(f'{rule.origin}: {rule.text}: each entry must be a node, a number or None, not {result!r:.200}')
-  return result
-""",
-}
+def _rule_entry(r: Rule) -> str:
+  ops = root_ops(r)
+  ops_txt = "None" if ops is None else "(" + "".join(f"Ops.{o.name}, " for o in sorted(ops)) + ")"
+  return f"{r.id} = Rule({r.id!r}, {r.span.file!r}, {r.span.line}, {r.text!r}, {ops_txt}, {r.id}_alone)"
+
+def _matcher(rs: RuleSet, fns: dict[Ops | None, str]) -> str:
+  fns_txt = ", ".join(f"Ops.{o.name}: {n}" for o, n in sorted(((o, n) for o, n in fns.items() if o is not None), key=lambda x: x[0]))
+  if (any_fn := fns.get(None)) is not None: fns_txt = "**{o: " + any_fn + " for o in Ops}" + (", " + fns_txt if fns_txt else "")
+  return f"Matcher({rs.name!r}, {{{fns_txt}}}, [{', '.join(r.id for r in rs.rules)}])"
+
+def emit_instantiated(rs: RuleSet, consts: Consts, imported: set[str]) -> str:
+  """A rule set with parameters (`ruleset late(caps)`): a cached function of them that builds its Matcher. A guard that
+  reads only parameters and constants is computed once per instance (`_k0 = ...`) and tested first, as one boolean."""
+  constant = set(rs.caps) | PRELUDE_NAMES | BUILTINS | imported
+  hoisted: list[str] = []
+  rules: list[Rule] = []
+  for r in rs.rules:
+    guards = []
+    for g in r.guards:
+      if g.names <= constant and g.names & set(rs.caps):
+        hoisted.append(f"_k{len(hoisted)} = {consts.op_aliases(g.text)}")
+        g = dataclasses.replace(g, text=f"_k{len(hoisted) - 1}", names=frozenset(), cost=0)
+      guards.append(g)
+    rules.append(dataclasses.replace(r, guards=guards))
+  inner = dataclasses.replace(rs, rules=rules)
+  fns: list[str] = []
+  table = emit_ruleset(inner, consts, fns)
+  fns += [standalone_fn(r, consts) for r in rules]
+  lines = [f"@functools.cache\ndef {rs.name}({', '.join(rs.caps)}) -> Matcher:",
+           f'  """{_doc_line(rs) or "Rule set " + rs.name} (an instance for these parameters)"""', *(f"  {x}" for x in hoisted)]
+  for fn in fns: lines += [""] + [f"  {x}" if x else "" for x in fn.rstrip("\n").split("\n")]
+  lines.append("")
+  lines += [f"  {_rule_entry(r)}" for r in rules] + [f"  return {_matcher(inner, table)}"]
+  return "\n".join(lines) + "\n"
+
+def _doc_line(rs: RuleSet) -> str:
+  return rs.doc.splitlines()[0].rstrip(".").replace('"""', "'''").replace("\\", "\\\\") if rs.doc else ""
 
 def _docstring(rf: RuleFile) -> str:
   return rf.header.replace('"""', "'''").replace("\\", "\\\\")

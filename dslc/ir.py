@@ -34,6 +34,8 @@ class Pat:
   alternatives: tuple[Pat, ...] | None = None  # matches if any alternative does (UPat.any); other fields unused
   span: Span | None = None
   perm: tuple[int, ...] | None = None        # set by emit.variants on a root: the node's source each written source matched
+  splice: str | None = None                  # `rest*` last: the sources after `src` are bound to this name, as a tuple
+  arg_expr: Expr | None = None               # the arg == this expression of constants (`[Invalid]`, `[1 << 32]`)
 
   def walk(self, rest: bool = True, skip: Pat | None = None) -> Iterator[Pat]:
     """This pattern and every one inside it: sources, alternatives, and repeated patterns (unless rest=False)."""
@@ -45,12 +47,13 @@ class Pat:
       stack += list(x.src or ()) + ([x.rest] if x.rest is not None and rest else []) + list(x.alternatives or ())
 
   def names(self, skip: Pat | None = None) -> set[str]:
-    """Every capture name in the pattern: nodes and args."""
-    return {n for x in self.walk(skip=skip) for n in (x.name, x.arg_name) if n}
+    """Every capture name in the pattern: nodes, args and spliced sources."""
+    return {n for x in self.walk(skip=skip) for n in (x.name, x.arg_name, x.splice) if n}
 
   def is_wildcard(self) -> bool:
     return (self.ops is None and self.opvar is None and self.dtypes is None and self.dtype_classes is None and not self.has_arg_eq
-            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None)
+            and self.arg_name is None and self.src is None and self.rest is None and self.alternatives is None and self.splice is None
+            and self.arg_expr is None)
 
 @dataclass(eq=False)
 class Expr:
@@ -75,14 +78,24 @@ class Lit:
   span: Span | None = None
 
 @dataclass(eq=False)
+class Comprehension:
+  """`for TARGETS in ITER [if COND]` after a constructor's sources or a tuple's entries: they repeat once per element."""
+  targets: str                               # Python text: `i`, `i, j`, `(b, e), d`
+  bound: frozenset[str]                      # the names the targets bind (local to the comprehension)
+  iter: Expr
+  cond: Expr | None = None
+  span: Span | None = None
+
+@dataclass(eq=False)
 class Construct:
-  """A new node: op (or a `for` variable's op), dtype (None: inferred), arg, sources."""
+  """A new node: op (or a `for` variable's op), dtype (None: inferred), arg, sources (repeated by comp, if any)."""
   op: Ops | None
   opvar: str | None
   dtype: Expr | None
   arg: Expr | None
   src: list[Result]
   span: Span | None = None
+  comp: Comprehension | None = None
 
 @dataclass(eq=False)
 class PyResult:
@@ -98,12 +111,33 @@ class CallResult:
   span: Span | None = None
 
 @dataclass(eq=False)
+class Splice:
+  """`rest*` among a constructor's sources: the sources a pattern's `rest*` bound, in place."""
+  name: str
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Update:
+  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src) replaced."""
+  name: str
+  fields: dict[str, Expr]
+  span: Span | None = None
+
+@dataclass(eq=False)
 class TupleResult:
   """A tuple: in a rule set that `returns per-source`, one entry per source of the pattern as written (None: no value)."""
   entries: list[Result | None]
   span: Span | None = None
+  comp: Comprehension | None = None          # the entries repeat once per element (their number is known when it fires)
 
-Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult
+Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
+
+@dataclass(eq=False)
+class Binding:
+  """`where name = value`: a part of a rule's result with a name, built once after the rule matched."""
+  name: str
+  value: Result
+  span: Span | None = None
 
 @dataclass(eq=False)
 class Rule:
@@ -115,6 +149,7 @@ class Rule:
   opvars: dict[str, frozenset[Ops]] = field(default_factory=dict)  # `for` variables in scope and their ops
   id: str = ""
   returns: str = "node"                      # its rule set's kind of result (RuleSet.returns)
+  bindings: list[Binding] = field(default_factory=list)  # `where name = term`, in order: evaluated before the result
 
 @dataclass(eq=False)
 class RuleSet:
@@ -123,8 +158,13 @@ class RuleSet:
   rules: list[Rule]
   span: Span
   compose: list[str] | None = None           # `ruleset a = b + c`: the sets it concatenates
-  params: dict[str, str | None] = field(default_factory=dict)  # `ruleset g(ctx: UOp)`: parameter -> its type's name
+  params: dict[str, str | None] = field(default_factory=dict)  # `ruleset g(ctx: UOp, caps)`: parameter -> its type's name
   returns: str = "node"                      # what each rule results in: "node", or "per-source" (a tuple, one per source)
+
+  @property
+  def caps(self) -> list[str]:
+    """The parameters other than ctx: the generated rule set is a function of them, `late(caps)` -> a Matcher."""
+    return [p for p in self.params if p != "ctx"]
 
 @dataclass(eq=False)
 class RuleFile:

@@ -3,174 +3,60 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import ast, hashlib, math, os, warnings
+import hashlib, keyword, os
 from functools import cache
 from typing import Any
+import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from runtime.dtype import DTYPE_NAMES, DType, dtypes
-from runtime.ops import GroupOp, Ops
+from runtime.ops import Ops
 from dslc.diagnostics import Diagnostic
-from dslc.ir import CallResult, Construct, Expr, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, TupleResult
+from dslc.expr import ExprBuilder, SourceError, conjuncts, literal_value, pos
+from dslc.ir import Binding, Expr, Pat, Rule, RuleFile, RuleSet, Span
+from dslc.parse_patterns import DTYPE_CLASSES, GROUPS, NamedPattern, PatternReader, pattern_depth, resolve_ops
+from dslc.parse_results import ResultReader
 from dslc.split import MAX_DEPTH, split_items
-
-DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
-                 "sints": frozenset(d for d in dtypes.all() if dtypes.is_int(d) and not dtypes.is_unsigned(d)),
-                 "floats": frozenset(d for d in dtypes.all() if dtypes.is_float(d)), "bools": frozenset({dtypes.bool})}
-GROUPS: dict[str, frozenset[Ops]] = {k: v for k, v in vars(GroupOp).items() if isinstance(v, frozenset)}
 
 @cache
 def grammar() -> Lark:
-  with open(os.path.join(os.path.dirname(__file__), "grammar.lark")) as f:
-    return Lark(f.read(), start="item", parser="lalr", propagate_positions=True, maybe_placeholders=True)
-
-class _Error(Exception):
-  def __init__(self, message: str, line: int, col: int):
-    super().__init__(message)
-    self.line, self.col = line, col
-
-def _pos(t: Tree | Token) -> tuple[int, int]:
-  if isinstance(t, Token): return t.line or 1, t.column or 1
-  m = t.meta
-  return (getattr(m, "line", 1) or 1, getattr(m, "column", 1) or 1)
-
-def resolve_ops(name: str, line: int, col: int) -> frozenset[Ops]:
-  if name in Ops.__members__: return frozenset({Ops[name]})
-  if name in GROUPS: return GROUPS[name]
-  raise _Error(f"unknown op or op group '{name}'", line, col)
-
-# ---- expressions: a Lark tree to Python source, with the names it reads and a cost estimate ----
-
-_PREC = {"or_": 1, "and_": 2, "not_": 3, "compare": 4, "binop+": 5, "binop*": 6, "unop": 7, "pow_": 8}
-
-def _parse_python(text: str) -> ast.Expression:
-  with warnings.catch_warnings():
-    # what Python only warns about (`1if x else 2`, `x is 1`) is an error here: it is reported at the rule, not on stderr
-    warnings.simplefilter("error", SyntaxWarning)
-    return ast.parse(text, mode="eval")
-
-def _free_names(text: str, line: int, col: int) -> frozenset[str]:
-  try: tree = _parse_python(text)
-  except SyntaxError as e: raise _Error(f"invalid Python expression: {e.msg}", line, col + max((e.offset or 1) - 1, 0)) from None
-  except (RecursionError, MemoryError): raise _Error("this Python expression is nested too deeply", line, col) from None
-  loads, stores = set(), set()
-  for n in ast.walk(tree):
-    # yield/await would turn the generated matcher into a generator or a syntax error, and := could overwrite its variables
-    if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)):
-      what = {ast.Yield: "yield", ast.YieldFrom: "yield from", ast.Await: "await", ast.NamedExpr: "':='"}[type(n)]
-      raise _Error(f"{what} is not allowed in a {{python}} expression", line, col)
-    if isinstance(n, ast.Name): (loads if isinstance(n.ctx, ast.Load) else stores).add(n.id)
-    elif isinstance(n, ast.arg): stores.add(n.arg)
-  return frozenset(loads - stores)
-
-class ExprBuilder:
-  """Turns an expression tree into (python text, precedence); collects the names it reads."""
-  def __init__(self):
-    self.names: set[str] = set()
-    self.cost = 1
-
-  def build(self, t: Tree | Token) -> Expr:
-    text, _ = self.emit(t)
-    line, col = _pos(t)
-    return Expr(text, frozenset(self.names), self.cost, None)
-
-  def emit(self, t: Tree | Token) -> tuple[str, int]:
-    if isinstance(t, Token): return self.token(t), 9
-    k = t.data
-    c = t.children
-    if k == "or_" or k == "and_":
-      word, p = (" or ", 1) if k == "or_" else (" and ", 2)
-      return word.join(self.wrap(x, p) for x in c), p
-    if k == "not_": return "not " + self.wrap(c[0], 3), 3
-    if k == "compare":
-      parts = [self.wrap(c[0], 5)]
-      for i in range(1, len(c), 2): parts += [" ".join(str(x) for x in c[i].children), self.wrap(c[i + 1], 5)]
-      return " ".join(parts), 4
-    if k == "binop":
-      p = 5 if str(c[1]) in "+-" else 6
-      return f"{self.wrap(c[0], p)} {c[1]} {self.wrap(c[2], p + 1)}", p
-    if k == "unop": return f"{c[0]}{self.wrap(c[1], 7)}", 7
-    if k == "pow_": return f"{self.wrap(c[0], 9)} ** {self.wrap(c[1], 7)}", 8
-    if k == "getattr":
-      if str(c[1]) in ("vmin", "vmax", "bounds"): self.cost = max(self.cost, 3)
-      return f"{self.wrap(c[0], 9)}.{c[1]}", 9
-    if k == "method":
-      self.cost = 10
-      return f"{self.wrap(c[0], 9)}.{c[1]}{self.args(c[2])})", 9
-    if k == "getitem": return f"{self.wrap(c[0], 9)}[{self.emit(c[1])[0]}]", 9
-    if k == "fcall":
-      self.cost = 10
-      self.names.add(str(c[0])[:-1])
-      return f"{c[0]}{self.args(c[1])})", 9
-    if k == "name":
-      self.names.add(str(c[0]))
-      return str(c[0]), 9
-    if k == "qualname":
-      head, attr = str(c[0]).split(".", 1)
-      if head == "Ops" and attr not in Ops.__members__: raise _Error(f"unknown op '{attr}'", *_pos(c[0]))
-      self.names.add(head)
-      return str(c[0]), 9
-    if k in ("literal", "true", "false", "none"):
-      _literal_value(t)  # an invalid number (`03`) is reported here, not as broken generated code
-      return _literal_text(t), 9
-    if k == "string":
-      literal_value(str(c[0]), *_pos(c[0]))  # likewise an invalid escape ("\\N")
-      return str(c[0]), 9
-    if k == "tuple":
-      items = [self.emit(x)[0] for x in c if x is not None]
-      return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")", 9
-    if k == "list": return "[" + ", ".join(self.emit(x)[0] for x in c if x is not None) + "]", 9
-    if k == "pyexpr":
-      text = str(c[0])[1:-1].strip()
-      self.names |= _free_names(text, *_pos(c[0]))
-      self.cost = 10
-      return f"({text})", 9
-    raise _Error(f"unexpected expression '{k}'", *_pos(t))
-
-  def wrap(self, t, prec: int) -> str:
-    text, p = self.emit(t)
-    return text if p >= prec else f"({text})"
-  def args(self, t) -> str: return "" if t is None else ", ".join(self.emit(x)[0] for x in t.children)
-  def token(self, t: Token) -> str: return str(t)
-
-def _literal_text(t: Tree) -> str:
-  if t.data == "true": return "True"
-  if t.data == "false": return "False"
-  if t.data == "none": return "None"
-  return str(t.children[0])
-
-def _literal_value(t: Tree) -> Any:
-  tok = t.children[0] if t.children else t
-  return literal_value(_literal_text(t), *_pos(tok))
-
-class _InfNan(ast.NodeTransformer):
-  # `inf` and `nan` are numbers in .rules (generated modules define them); Python's literal_eval does not know them
-  def visit_Name(self, n: ast.Name) -> ast.AST: return ast.Constant(math.inf if n.id == "inf" else math.nan) if n.id in ("inf", "nan") else n
-
-def literal_value(text: str, line: int, col: int) -> Any:
-  """The Python value of a literal written in a .rules file; an invalid one (`03`, `"\\N"`) is a diagnostic, not a crash."""
-  try: tree = _parse_python(text.strip())
-  except SyntaxError as e: raise _Error(f"invalid literal {text.strip()}: {e.msg}", line, col) from None
-  except (RecursionError, MemoryError): raise _Error("this literal is nested too deeply", line, col) from None
-  # ValueError: not a literal (callers that accept other expressions catch it); TypeError: an unhashable key, as {[1]: 2}
-  try: return ast.literal_eval(_InfNan().visit(tree))
-  except TypeError as e: raise ValueError(str(e)) from None
+  """The LALR parser. Building its tables takes ~0.2 s, so they are kept in the cache folder (CACHE_DIR, default
+  ~/.cache/rulegrad) keyed by the grammar's and Lark's versions; a missing or unreadable entry is rebuilt."""
+  with open(os.path.join(os.path.dirname(__file__), "grammar.lark")) as f: text = f.read()
+  options = {"start": "item", "parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
+  key = hashlib.sha256(f"{text}|{lark.__version__}|{sorted(options.items())}".encode()).hexdigest()[:20]
+  folder = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
+  path = os.path.join(folder, f"dslc-grammar-{key}.lark")
+  try:
+    with open(path, "rb") as f: return Lark.load(f)
+  except Exception:  # noqa: BLE001 - missing, truncated or from another Lark: build it again
+    pass
+  parser = Lark(text, **options)  # type: ignore[arg-type]
+  try:
+    os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f: parser.save(f)
+    os.replace(tmp, path)  # readers see the whole table or none
+  except OSError: pass  # a read-only or full disk: parse without the cache
+  return parser
 
 # ---- the file ----
 
-class FileParser:
+class FileParser(PatternReader, ResultReader):
   def __init__(self, path: str, source: str, display_path: str | None = None):
     self.path, self.source = display_path or path, source
     self.diags: list[Diagnostic] = []
     self.rulesets: list[RuleSet] = []
     self.imports: list[tuple[str, list[str], Span]] = []
-    self.named: dict[str, Pat] = {}
+    self.named: dict[str, NamedPattern] = {}
+    self.let_guards: list[tuple[Any, dict[str, str]]] = []  # guards of the named patterns the pattern being read uses
+    self.defining: str | None = None  # the named pattern being defined
     self.scopes: list[tuple[str, frozenset[Ops], Span]] = []
     self.current: RuleSet | None = None
+    self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
 
   def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
   def span(self, t) -> Span:
-    line, col = _pos(t)
+    line, col = pos(t)
     return Span(self.path, line, col)
 
   def parse(self) -> RuleFile:
@@ -190,7 +76,7 @@ class FileParser:
         self.syntax_error(e, item)
         continue
       try: self.item(tree, item.text)
-      except _Error as e: self.error(str(e), e.line, e.col)
+      except SourceError as e: self.error(str(e), e.line, e.col)
     for var, _, span in self.scopes: self.error(f"'for {var}' block is never closed with '}}'", span.line, span.col)
     return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source))
 
@@ -223,15 +109,9 @@ class FileParser:
       name, params, returns, doc_tok = t.children
       name = str(name)
       problem = self.new_ruleset_problem(name, t)
-      try: doc = literal_value(str(doc_tok), *_pos(doc_tok)) if doc_tok is not None else ""
-      except _Error as e: doc, problem = "", problem or e
-      declared: dict[str, str | None] = {}
-      for prm in params.children if params is not None else ():
-        pname, ptype = str(prm.children[0]), prm.children[1]
-        if pname != "ctx": problem = problem or _Error(f"unknown parameter '{pname}': a rule set's parameter is ctx, the rewrite context "
-                                                       "(as `ruleset g(ctx: UOp)`)", *_pos(prm))
-        elif pname in declared: problem = problem or _Error(f"parameter '{pname}' is declared twice", *_pos(prm))
-        declared[pname] = str(ptype) if ptype is not None else None
+      try: doc = literal_value(str(doc_tok), *pos(doc_tok)) if doc_tok is not None else ""
+      except SourceError as e: doc, problem = "", problem or e
+      declared, problem = self.params(params, problem)
       # the set opens even when it has a problem, so the rules after it are not reported against another set
       self.current = RuleSet(name, str(doc).strip(), [], self.span(t), params=declared,
                              returns=str(returns.children[0]) if returns is not None else "node")
@@ -240,58 +120,86 @@ class FileParser:
     elif k == "compose_decl":
       name = str(t.children[0])
       problem = self.new_ruleset_problem(name, t)
-      self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[1:]]))
+      declared, problem = self.params(t.children[1], problem)
+      self.rulesets.append(RuleSet(name, "", [], self.span(t), compose=[str(c) for c in t.children[2:]], params=declared))
       self.current = None
       if problem is not None: raise problem
     elif k == "use_decl":
       module = ".".join(str(x) for x in t.children[0].children)
       if not (module.startswith("rules.") or module.startswith("runtime.") or module in ("math",)):
-        raise _Error(f"helpers come from modules under rules/ or runtime/, not '{module}'", *_pos(t.children[0]))
+        raise SourceError(f"helpers come from modules under rules/ or runtime/, not '{module}'", *pos(t.children[0]))
       self.imports.append((module, [str(x) for x in t.children[1:]], self.span(t)))
     elif k == "let_decl":
-      name = str(t.children[0])
-      if name in self.named: raise _Error(f"pattern '{name}' is defined twice", *_pos(t))
-      p = self.pattern(t.children[1])
-      if _depth(p) > MAX_DEPTH + 1:
-        # named patterns inside named patterns can nest without limit; a stand-in keeps the rules using it from more errors
-        self.named[name] = Pat(span=p.span)
-        raise _Error(f"pattern '{name}' nests more than {MAX_DEPTH} deep", *_pos(t))
-      self.named[name] = p
+      head, *rest = t.children
+      name = str(head).rstrip("(")
+      if name in self.named: raise SourceError(f"pattern '{name}' is defined twice", *pos(t))
+      params = tuple(str(x) for x in rest if isinstance(x, Token)) if head.type == "UCALL" else None
+      body, guard = [x for x in rest if isinstance(x, Tree)][0], rest[-1] if isinstance(rest[-1], Tree) and rest[-1].data == "guard" else None
+      # a stand-in while the definition is checked: a problem in it is reported here once, and the rules using it stay quiet
+      self.named[name] = NamedPattern(Pat(span=self.span(t)), params, [])
+      self.let_guards, self.defining = [], name
+      try: p = self.pattern(body)
+      finally: self.defining = None
+      if pattern_depth(p) > MAX_DEPTH + 1: raise SourceError(f"pattern '{name}' nests more than {MAX_DEPTH} deep", *pos(t))
+      if params is not None:
+        for x in params:
+          if params.count(x) > 1: raise SourceError(f"parameter '{x}' is listed twice", *pos(t))
+          if x not in p.names(): raise SourceError(f"parameter '{x}' is not bound by the pattern", *pos(t))
+        if extra := sorted(p.names() - set(params)):
+          raise SourceError(f"a named pattern with parameters binds only its parameters: '{extra[0]}' is not one (write '_', or add it to them)",
+                            *pos(t))
+      guards = self.let_guards + ([(c, {}) for c in conjuncts(guard.children[0])] if guard is not None else [])
+      self.named[name] = NamedPattern(p, params, guards)
     elif k == "for_open":
       var = str(t.children[0])
-      problem: _Error | None = None
+      problem: SourceError | None = None
       try: self.check_for_variable(var, t)
-      except _Error as e: problem = e
+      except SourceError as e: problem = e
       ops: set[Ops] = set()
       for o in t.children[1:]:
         try:
-          if o.type != "UNAME": raise _Error(f"'{o}' is not an op or op group", *_pos(o))
-          ops |= resolve_ops(str(o), *_pos(o))
-        except _Error as e: problem = problem or e
+          head = o.children[0] if isinstance(o, Tree) else o
+          if head.type != "UNAME": raise SourceError(f"'{head}' is not an op or op group", *pos(head))
+          ops |= self.minus(o)
+        except SourceError as e: problem = problem or e
       # the block opens even with a problem, so its '}' is not reported too as closing nothing
       self.scopes.append((var, frozenset(ops), self.span(t)))
       if problem is not None: raise problem
     elif k == "for_close":
-      if not self.scopes: raise _Error("'}' closes no 'for' block", *_pos(t))
+      if not self.scopes: raise SourceError("'}' closes no 'for' block", *pos(t))
       self.scopes.pop()
     elif k == "rule": self.rule(t, text)
-    else: raise _Error(f"unexpected item '{k}'", *_pos(t))
+    else: raise SourceError(f"unexpected item '{k}'", *pos(t))
 
-  def new_ruleset_problem(self, name: str, t: Tree) -> _Error | None:
-    if self.scopes: return _Error("a ruleset can't start inside a 'for' block", *_pos(t))
+  def params(self, params: Tree | None, problem: SourceError | None) -> tuple[dict[str, str | None], SourceError | None]:
+    """`(ctx: UOp, caps)`: ctx is the rewrite context; any other name is a parameter the rule set is instantiated with."""
+    declared: dict[str, str | None] = {}
+    for prm in params.children if params is not None else ():
+      pname, ptype = str(prm.children[0]), prm.children[1]
+      if pname in declared: problem = problem or SourceError(f"parameter '{pname}' is declared twice", *pos(prm))
+      elif pname != "ctx":
+        try: self.check_capture_name(pname, prm.children[0])
+        except SourceError as e: problem = problem or e
+      declared[pname] = str(ptype) if ptype is not None else None
+    return declared, problem
+
+  def new_ruleset_problem(self, name: str, t: Tree) -> SourceError | None:
+    if self.scopes: return SourceError("a ruleset can't start inside a 'for' block", *pos(t))
     # the generated module's own globals start with '_' (_const, _uop, _rest_0, ...)
-    if name.startswith("_"): return _Error(f"ruleset names can't start with '_' ('{name}')", *_pos(t.children[0]))
+    if name.startswith("_"): return SourceError(f"ruleset names can't start with '_' ('{name}')", *pos(t.children[0]))
+    # a rule set is a name of the generated module
+    if keyword.iskeyword(name): return SourceError(f"'{name}' is a Python keyword: it can't name a ruleset", *pos(t.children[0]))
     for rs in self.rulesets:
-      if rs.name == name: return _Error(f"ruleset '{name}' is already defined at line {rs.span.line}", *_pos(t))
+      if rs.name == name: return SourceError(f"ruleset '{name}' is already defined at line {rs.span.line}", *pos(t))
     return None
 
   def check_for_variable(self, var: str, t: Tree) -> None:
-    if any(v == var for v, _, _ in self.scopes): raise _Error(f"'{var}' is already a for variable here", *_pos(t))
+    if any(v == var for v, _, _ in self.scopes): raise SourceError(f"'{var}' is already a for variable here", *pos(t))
     # the variable is a local of generated functions (`op = _u.op`), as captures are: it must not hide a name they use
     self.check_capture_name(var, t.children[0])
     from dslc.emit import PRELUDE_NAMES  # here: emit imports this module
     if var in PRELUDE_NAMES | {"len", "match_all"} or any(var in names for _, names, _ in self.imports):
-      raise _Error(f"'{var}' can't be a for variable: the generated code uses that name", *_pos(t.children[0]))
+      raise SourceError(f"'{var}' can't be a for variable: the generated code uses that name", *pos(t.children[0]))
 
   def rule(self, t: Tree, text: str) -> None:
     if self.current is None:
@@ -300,222 +208,38 @@ class FileParser:
         # problems are still checked and reported
         self.current = RuleSet("_orphans", "", [], self.span(t))
         self.rulesets.append(self.current)
-        raise _Error("a rule after a composed ruleset needs its own 'ruleset' line", *_pos(t))
+        raise SourceError("a rule after a composed ruleset needs its own 'ruleset' line", *pos(t))
       self.current = RuleSet(os.path.splitext(os.path.basename(self.path))[0], "", [], Span(self.path, 1, 1))
       self.rulesets.append(self.current)
     self.opvar_seen: dict[str, Pat] = {}
+    self.let_guards = []
     pattern = self.pattern(t.children[0])
-    if _depth(pattern) > MAX_DEPTH + 1: raise _Error(f"this pattern nests more than {MAX_DEPTH} deep", *_pos(t))
-    guards = self.guards(t.children[1]) if t.children[1] is not None else []
-    result = self.top_result(t.children[-1])
+    if pattern_depth(pattern) > MAX_DEPTH + 1: raise SourceError(f"this pattern nests more than {MAX_DEPTH} deep", *pos(t))
+    # the guards of the named patterns it uses, then its own
+    guards = [self.guard_expr(g, rename) for g, rename in self.let_guards]
+    guards += self.guards(t.children[1]) if t.children[1] is not None else []
+    bindings = [(str(b.children[0]), self.result(b.children[1]), self.span(b)) for w in t.children[3:] for b in w.children]
+    result = self.top_result(t.children[2])
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
-    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns)
+    seen: set[str] = set()
+    for name, _, span in bindings:
+      self.check_capture_name(name, Token("NAME", name, line=span.line, column=span.col))
+      if name in seen: raise SourceError(f"'{name}' is bound twice by `where`", span.line, span.col)
+      seen.add(name)
+    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns,
+             bindings=[Binding(name, value, span) for name, value, span in bindings])
     domain = ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in opvars.items())
     r.id = "r" + hashlib.sha1(f"{self.current.name}|{domain}|{one_line}".encode()).hexdigest()[:6]
     self.current.rules.append(r)
 
   def guards(self, t: Tree) -> list[Expr]:
-    e = t.children[0]
-    conj = e.children if isinstance(e, Tree) and e.data == "and_" else [e]
-    out = []
-    for c in conj:
-      b = ExprBuilder()
-      x = b.build(c)
-      x.span = self.span(c)
-      out.append(x)
-    return out
+    return [self.guard_expr(c, {}) for c in conjuncts(t.children[0])]
 
-  # ---- patterns ----
-  def pattern(self, t) -> Pat:
-    k = t.data
-    if k == "bind":
-      name = str(t.children[0])
-      self.check_capture_name(name, t.children[0])
-      p = self.pattern(t.children[1])
-      if p.name is not None: raise _Error(f"'{name}@' names a node that is already named '{p.name}'", *_pos(t))
-      p.name = name
-      return p
-    if k == "wildcard": return Pat(span=self.span(t))
-    if k == "capture":
-      name = str(t.children[0])
-      self.check_capture_name(name, t.children[0])
-      p = Pat(name=name, span=self.span(t))
-      if t.children[1] is not None: self.dtypes(p, t.children[1])
-      return p
-    if k == "const_pattern":
-      value = _literal_value(t.children[0])
-      _check_not_nan(value, t)
-      return Pat(ops=frozenset({Ops.CONST}), arg_eq=value, has_arg_eq=True, span=self.span(t))
-    if k == "named_pattern":
-      name = str(t.children[0])
-      if name not in self.named:
-        raise _Error(f"unknown pattern '{name}' (an op goes in parentheses: '({name} ...)'; a named pattern needs a 'let')", *_pos(t))
-      return _copy_pat(self.named[name])
-    if k == "node": return self.node(t)
-    raise _Error(f"unexpected pattern '{k}'", *_pos(t))
-
-  def check_capture_name(self, name: str, tok) -> None:
-    if name.startswith("_"): raise _Error(f"capture names can't start with '_' ('{name}')", *_pos(tok))
-    if name in ("ctx",): raise _Error("'ctx' is the rewrite context, not a capture name", *_pos(tok))
-
-  def node(self, t: Tree) -> Pat:
-    opspec, dts, argpat, *srcs = t.children
-    p = Pat(span=self.span(t))
-    refs = [c for c in opspec.children if not (isinstance(c, Token) and c.type == "BANG")]
-    ordered = any(isinstance(c, Token) and c.type == "BANG" for c in opspec.children)
-    ops: set[Ops] = set()
-    for r in refs:
-      if r.type == "ANYOP":
-        if len(refs) > 1: raise _Error("'_' (any op) can't be combined with other ops", *_pos(r))
-        ops = set()
-        break
-      if r.type == "NAME":
-        if len(refs) > 1: raise _Error(f"the for variable '{r}' can't be combined with other ops", *_pos(r))
-        scope = [s for s in self.scopes if s[0] == str(r)]
-        if not scope: raise _Error(f"unknown op variable '{r}' (ops are upper case; a variable needs an enclosing 'for {r} in ...')", *_pos(r))
-        p.opvar = str(r)
-        ops = set(scope[0][1])
-        break
-      ops |= resolve_ops(str(r), *_pos(r))
-    p.ops = frozenset(ops) if ops else None
-    if dts is not None: self.dtypes(p, dts)
-    if argpat is not None: self.argpat(p, argpat.children[0])
-    src: list[Pat] = []
-    for i, s in enumerate(srcs):
-      sub = self.pattern(s.children[0])
-      if s.children[1] is not None:
-        if i != len(srcs) - 1: raise _Error("'...' (any number of sources) must come last", *_pos(s.children[1]))
-        p.rest = sub
-      else: src.append(sub)
-    # no sources written: they are not looked at, as `(LOAD)` matches any LOAD
-    p.src = tuple(src) if srcs else None
-    if p.ops is not None and p.rest is None:
-      p.any_order = not ordered and len(src) == 2 and all(o in GroupOp.Commutative for o in p.ops)
-    if ordered and not (p.ops and all(o in GroupOp.Commutative for o in p.ops)):
-      raise _Error("'!' (sources in the order written) is only meaningful on commutative ops", *_pos(opspec))
-    return p
-
-  def dtypes(self, p: Pat, t: Tree) -> None:
-    exact: set[DType] = set()
-    classes: set[str] = set()
-    for n in t.children:
-      name = str(n)
-      if name in DTYPE_CLASSES: classes.add(name)
-      elif name in DTYPE_NAMES: exact.add(DTYPE_NAMES[name])
-      else: raise _Error(f"unknown dtype '{name}' (dtype names are those of dtypes, or a class: {', '.join(DTYPE_CLASSES)})", *_pos(n))
-    p.dtypes = frozenset(exact) if exact else None
-    p.dtype_classes = frozenset(classes) if classes else None
-
-  def argpat(self, p: Pat, e) -> None:
-    if isinstance(e, Tree) and e.data == "name":
-      name = str(e.children[0])
-      self.check_capture_name(name, e.children[0])
-      p.arg_name = name
-      return
-    b = ExprBuilder()
-    x = b.build(e)
-    try: p.arg_eq = literal_value(x.text, *_pos(e))
-    except ValueError:
-      raise _Error("an arg pattern is a literal ([0], [(1, 2)], ...) or a name to bind the arg to ([c])", *_pos(e)) from None
-    _check_not_nan(p.arg_eq, e)
-    p.has_arg_eq = True
-
-  # ---- results ----
-  def top_result(self, t) -> Result:
-    """A rule's whole result: in a rule set that returns per-source, a tuple (or a helper's call giving one)."""
-    per_source = self.current is not None and self.current.returns == "per-source"
-    if isinstance(t, Tree) and t.data == "constructor" and per_source and self.tuple_head(t): return self.tuple_result(t)
-    if isinstance(t, Tree) and t.data == "tresult":
-      if not per_source:
-        raise _Error("a tuple result needs a rule set that returns one entry per source: declare it as `ruleset NAME returns per-source`",
-                     *_pos(t))
-      return self.tuple_result(t)
-    r = self.result(t)
-    if per_source and not isinstance(r, PyResult):
-      raise _Error(f"rule set '{self.current.name}' returns one entry per source: write the result as a tuple, "  # type: ignore[union-attr]
-                   "as (x) or ((NEG ctx) _)", *_pos(t))
-    return r
-
-  def tuple_head(self, t: Tree) -> bool:
-    """A `(name ...)` or `(_ ...)` result is a tuple when `name` is not an op variable (and nothing follows the head but sources)."""
-    opref, cdt, carg = t.children[:3]
-    if cdt is not None or carg is not None: return False
-    return opref.type == "ANYOP" or opref.type == "NAME" and not any(s[0] == str(opref) for s in self.scopes)
-
-  def tuple_result(self, t: Tree) -> TupleResult:
-    entries: list[Result | None] = []
-    items = list(t.children)
-    if t.data == "constructor":
-      head, items = t.children[0], list(t.children[3:])
-      entries.append(None if head.type == "ANYOP" else Ref(str(head), self.span(head)))
-    for x in items:
-      if isinstance(x, Tree) and x.data in ("nothing", "none"): entries.append(None)
-      elif isinstance(x, Tree) and (x.data == "tresult" or x.data == "constructor" and self.tuple_head(x)):
-        hint = f" ('{x.children[0]}' is not an op variable)" if x.data == "constructor" and x.children[0].type == "NAME" else ""
-        raise _Error(f"a tuple's entry is a node or '_' (no value), not a tuple{hint}", *_pos(x))
-      else: entries.append(self.result(x))
-    return TupleResult(entries, self.span(t))
-
-  def result(self, t) -> Result:
-    if isinstance(t, Token): raise _Error(f"unexpected result {t!r}", *_pos(t))
-    k = t.data
-    if k == "nothing": raise _Error("'_' (no value) can only be an entry of a tuple result", *_pos(t))
-    if k == "tresult": raise _Error("a tuple can only be a whole result, not a source of a node", *_pos(t))
-    if k == "ref": return Ref(str(t.children[0]), self.span(t))
-    if k in ("literal", "true", "false", "none"):
-      v = _literal_value(t)
-      if v is None: raise _Error("a rule can't result in None: leave the rule out, or return None from a helper", *_pos(t))
-      return Lit(v, self.span(t))
-    if k == "constructor": return self.construct(t)
-    if k in ("call", "term_attr", "pyexpr"):
-      b = ExprBuilder()
-      if k == "call": text = f"{t.children[0]}{b.args(t.children[1])})"; b.names.add(str(t.children[0])[:-1])  # noqa: E702
-      elif k == "pyexpr": text = b.emit(t)[0]
-      else: text = self.term_attr(t, b)
-      return PyResult(Expr(text, frozenset(b.names), 10, self.span(t)), self.span(t))
-    raise _Error(f"unexpected result '{k}'", *_pos(t))
-
-  def term_attr(self, t: Tree, b: ExprBuilder) -> str:
-    c = t.children
-    b.names.add(str(c[0]))
-    parts = [str(c[0])]
-    i = 1
-    while i < len(c):
-      x = c[i]
-      if x is None: i += 1; continue  # noqa: E702
-      if isinstance(x, Token) and x.type == "CALL":
-        args = c[i + 1] if i + 1 < len(c) else None
-        parts.append(f".{x}{b.args(args)})")
-        i += 2
-      else:
-        parts.append(f".{x}")
-        i += 1
-    return "".join(parts)
-
-  def construct(self, t: Tree) -> Construct:
-    opref, cdt, carg, *srcs = t.children
-    op, opvar = None, None
-    if opref.type == "NAME":
-      if not any(s[0] == str(opref) for s in self.scopes): raise _Error(f"unknown op variable '{opref}'", *_pos(opref))
-      opvar = str(opref)
-    elif opref.type == "ANYOP": raise _Error("a result needs a real op, not '_'", *_pos(opref))
-    else:
-      if str(opref) not in Ops.__members__:
-        raise _Error(f"unknown op '{opref}'" + (" (a group can't build a node)" if str(opref) in GROUPS else ""), *_pos(opref))
-      op = Ops[str(opref)]
-    dtype = None
-    if cdt is not None:
-      names = [str(x) for x in cdt.children]
-      if len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
-      elif len(names) == 1: raise _Error(f"unknown dtype '{names[0]}'", *_pos(cdt))
-      else: dtype = Expr(".".join(names), frozenset({names[0]}), 1, self.span(cdt))
-    arg = None
-    if carg is not None:
-      b = ExprBuilder()
-      arg = b.build(carg.children[0])
-      arg.span = self.span(carg)
-    return Construct(op, opvar, dtype, arg, [self.result(s) for s in srcs], self.span(t))
+  def guard_expr(self, t, rename: dict[str, str]) -> Expr:
+    x = ExprBuilder(rename).build(t)
+    x.span = self.span(t)
+    return x
 
 def _expected_hint(expected: set[str]) -> str:
   e = set(expected)
@@ -524,11 +248,6 @@ def _expected_hint(expected: set[str]) -> str:
   if "RPAR" in e and len(e) <= 3: return ", expected ')'"
   if e & {"__ANON_0", "MINUS_GT"} or any("->" in x for x in e): return ", expected 'if' or '->'"
   return ""
-
-def _check_not_nan(value: Any, t) -> None:
-  # a pattern tests the arg with ==, and nan == nan is False: such a rule could never fire
-  if isinstance(value, float) and value != value:
-    raise _Error("nan equals nothing, not even nan: match any constant and test it in a guard, as c@(CONST) if {math.isnan(c.arg)}", *_pos(t))
 
 def _one_line(text: str) -> str:
   parts = []
@@ -553,19 +272,6 @@ def _header_comment(source: str) -> str:
     elif line.strip(): break
     elif out: break
   return "\n".join(out)
-
-def _depth(p: Pat) -> int:
-  """How deep a pattern nests (iteratively: this guards the recursive passes after it)."""
-  deepest, stack = 0, [(p, 1)]
-  while stack:
-    x, d = stack.pop()
-    deepest = max(deepest, d)
-    stack += [(s, d + 1) for s in (*(x.src or ()), *((x.rest,) if x.rest else ()), *(x.alternatives or ()))]
-  return deepest
-
-def _copy_pat(p: Pat) -> Pat:
-  import copy
-  return copy.deepcopy(p)
 
 def parse_rules(path: str, source: str | None = None, display_path: str | None = None) -> tuple[RuleFile | None, list[Diagnostic]]:
   """Parse one .rules file: the rule IR and every diagnostic found (the IR is None when the file can't be read as text)."""
@@ -597,4 +303,4 @@ def parse_rules(path: str, source: str | None = None, display_path: str | None =
   rf = fp.parse()
   return rf, fp.diags
 
-__all__ = ["parse_rules", "resolve_ops", "DTYPE_CLASSES", "GROUPS", "CallResult", "Lit", "Ref", "Construct", "PyResult"]
+__all__ = ["parse_rules", "grammar", "resolve_ops", "DTYPE_CLASSES", "GROUPS"]

@@ -1,7 +1,7 @@
 """Cuts .rules text into items (a rule, a `ruleset` line, a `for ... {` header, a `}`), first phase of dslc.
 
 An item ends at a newline outside brackets, unless the next line continues it (it starts with `if`, `->`, `and`,
-`or`) or the line can't end an item (it ends with `->`, `and`, an operator, ...). A line that starts a new item at
+`or`, `where`) or the line can't end an item (it ends with `->`, `and`, an operator, ...). A line that starts a new item at
 column 1 also ends an unbalanced one, so a missing ')' is reported at the bracket that was never closed and the parse
 goes on with the next rule.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CONTINUATIONS = ("if", "->", "and", "or")
+CONTINUATIONS = ("if", "->", "and", "or", "where")
 STARTERS = ("(", "ruleset", "for", "let", "from", "}", "#")
 # the end of a line that can't be the end of an item: an arrow, a keyword or an operator waiting for its operand
 NEEDS_MORE = re.compile(r"(->|[-+*/%<>=|,@:]|(?<![A-Za-z0-9_])(if|and|or|not|in|is))\s*$")

@@ -9,7 +9,7 @@
   ```python generated   an excerpt (`...` between parts) of the module the ```rules block before it compiles to
   ```python         runs
 """
-import os, re, subprocess, sys
+import math, os, re, subprocess, sys
 import pytest
 from runtime import UOp, Ops, dtypes, graph_rewrite
 from dslc.compile import compile_rules, load_rules
@@ -52,7 +52,7 @@ def test_rules_block_compiles(i, text, line):
   matcher = ns[rulesets[-1].name]
   a, b = UOp.variable("a", 0, 10), UOp.variable("b", -5, 5)
   p, q = UOp.variable("p", 0, 1, dtypes.bool), UOp.variable("q", 0, 1, dtypes.bool)
-  env = {"a": a, "b": b, "p": p, "q": q, "UOp": UOp, "Ops": Ops, "dtypes": dtypes, "sink": lambda *s: UOp(Ops.SINK, dtypes.void, s)}
+  env = {"a": a, "b": b, "p": p, "q": q, "UOp": UOp, "Ops": Ops, "dtypes": dtypes, "sink": lambda *s: UOp(Ops.SINK, dtypes.void, s), "math": math}
   lines = checks.strip("\n").split("\n")
   assert lines, f"docs/rules.md:{line}: an empty check block"
   for k, check in enumerate(lines):

@@ -248,10 +248,10 @@ def test_first_rule_in_file_order_wins():
   assert rewrite(text, X + 3) is -X and rewrite(text, X + 4) is X
 
 def test_dtypes_and_arg_patterns():
-  text = "ruleset t\n(ADD x:bool y) -> (OR x y)\n(CAST:float32 x:ints) -> (CAST:float64 x)\n"
+  text = "ruleset t\n(ADD x:bool y) -> (OR x y)\n(CAST:float32 x:ints) -> (CAST:float32 (CAST:float64 x))\n"
   p, q = UOp.variable("p", 0, 1, dtypes.bool), UOp.variable("q", 0, 1, dtypes.bool)
   assert rewrite(text, p + q) is p | q and rewrite(text, X + Y) is X + Y
-  assert rewrite(text, X.cast(dtypes.float32)) is X.cast(dtypes.float64)
+  assert rewrite(text, X.cast(dtypes.float32)) is X.cast(dtypes.float64).cast(dtypes.float32)
   assert rewrite(text, p.cast(dtypes.float32)) is p.cast(dtypes.float32)
 
 def test_compose_and_alias():

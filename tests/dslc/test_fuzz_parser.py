@@ -8,13 +8,16 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
   mutations      600  a window of lines of rules/*.rules or the golden file, with chars and lines deleted, inserted,
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
-  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run), a quarter of them in
+  rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
+                      alternatives, optional nodes, named patterns, `where`, comprehensions and capability parameters
+                      included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
 """
 import glob, os, tempfile, warnings
 from hypothesis import HealthCheck, event, given, settings, strategies as st
+from runtime.ops import Ops
 from dslc.compile import compile_rules
 from dslc.diagnostics import DslError
 
@@ -30,7 +33,13 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "ruleset", "ruleset t", "ruleset all = t + u", "for op in ADD, MUL {", "for", "let", "let P = ", "P", "from", "import",
           "from rules.symbolic_helpers import fold_alu", '"doc"', '"""', "'", '"', "#", "# comment", "\n", "\n", "\n", " ", " ", "  ",
           "\t", "\r", "\x00", "\x0c", "é", "\u2028", "\\", "$", "`", ";", "?", "03", '"\\N"', "yield", "lambda", ":=",
-          "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)"]
+          "ruleset g(ctx: UOp) returns per-source", "returns", "per-source", "(ctx: UOp)", "(ctx", "ctx", "(_", "((NEG ctx)", "(ctx ctx)",
+          "rest*", "*", "(LOAD x rest*)", "(CAST? x)", "?", "| CAST (", "(NEG x | CAST (NEG x))", "x:ints|bool |", "x{", "x{dtype: float32}",
+          "u{arg: 1, src: (x,)}", "{op: ADD}", "dtype:", "arg:", "src:", "let Pos(x) = x if x.vmin > 0", "Pos(", "Pos(a)", "[Invalid]",
+          "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where ",
+          "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)",
+          "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t",
+          "_:uint64", "(Binary - THREEFRY", "- NEG", "1<<32", "2**32 - 1", "& 1", "<<", ">>", "^", "**"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -123,16 +132,16 @@ def test_mutated_files(text):
 # ---- rule-shaped input: mostly valid rules, so the checks and the emitter are reached ----
 
 ROOT_OPS = ["ADD", "MUL", "SUB", "NEG", "WHERE", "CMPLT", "CMPNE", "MAX", "IDIV", "AND", "CAST", "CONST", "SINK", "VECTORIZE", "GEP", "LOAD",
-            "STORE", "INDEX", "RANGE", "BITCAST", "RESHAPE", "NOOP", "ALU", "Binary", "Commutative", "ADD|MUL", "_", "op"]
+            "STORE", "INDEX", "RANGE", "BITCAST", "RESHAPE", "NOOP", "ALU", "Binary", "Commutative", "ADD|MUL", "_", "op", "Binary - THREEFRY"]
 OPEN_ARITY = ["SINK", "VECTORIZE", "LOAD", "STORE", "INDEX", "RANGE", "NOOP", "_"]  # `p...` only here (see the xfail in test_frontends)
-DTYPES = ["", "", "", ":ints", ":bool", ":int32", ":float32", ":ints|bool", ":floats", ":index"]
-LITERALS = ["0", "1", "-1", "True", "False", "2.5", "inf", "0x10"]
+DTYPES = ["", "", "", "", "", "", ":ints", ":bool", ":int32", ":float32", ":ints|bool", ":floats", ":index"]
+LITERALS = ["0", "1", "-1", "True", "False", "2.5", "inf", "0x10", "1<<4", "2**3 - 1"]
 GUARD = ["", "", " if N.arg > 0", " if N.vmin >= 0 and N.vmax < 10", " if {N.op is Ops.ADD}", " if N.dtype == dtypes.int", " if not N.src",
-         " if len(N.src) > 1", " if op is Ops.ADD"]
+         " if len(N.src) > 1", " if op is Ops.ADD", " if N.vmax & 1 == 0 and N.vmin << 2 > -8"]
 
 def _arity(op: str) -> int | None:
   from runtime.ops import ARITY, Ops
-  if op in ("Binary", "Commutative", "op", "ADD|MUL"): return 2
+  if op in ("Binary", "Commutative", "op", "ADD|MUL", "Binary - THREEFRY", "Binary"): return 2
   return ARITY.get(Ops[op]) if op in Ops.__members__ else None
 
 @st.composite
@@ -144,22 +153,32 @@ def rule_file(draw):
     return names[-1]
   def pattern(depth: int) -> str:
     k = draw(st.integers(0, 9))
+    if k == 0 and lets: return draw(st.sampled_from([f"Pos({name()})", "Zero", f"Casted({name()})"]))
     if depth > 2 or k < 3: return name() + draw(st.sampled_from(DTYPES))
-    if k == 3: return draw(st.sampled_from(["_"] + LITERALS))
+    if k == 3: return draw(st.sampled_from(["_", "_:int32"] + LITERALS))
     op = draw(st.sampled_from(ROOT_OPS))
     n = _arity(op)
     srcs = [pattern(depth + 1) for _ in range(n if n is not None else draw(st.integers(0, 3)))] if n is not None or draw(st.booleans()) else []
     if op in OPEN_ARITY and srcs and draw(st.booleans()): srcs[-1] += "..."
+    elif op in OPEN_ARITY and draw(st.integers(0, 3)) == 0: srcs.append(f"s{len(names)}*")
     arg = draw(st.sampled_from(["", "", " [0]", " [(1, 2)]", " [True]"]))
-    p = f"({op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)})"
+    body = f"{op}{draw(st.sampled_from(DTYPES))}{arg}{''.join(' ' + x for x in srcs)}"
+    alt = draw(st.integers(0, 7))
+    if alt == 0 and srcs: body = f"{body} | CAST ({body})"        # alternatives binding the same names
+    elif alt == 1 and srcs: body = f"{body} | {op} {srcs[0]}"     # mostly not: a diagnostic
+    elif alt == 2 and len(srcs) == 1: body = f"{op.split('|')[-1]}?{body[len(op):]}"  # an optional node
+    p = f"({body})"
     return f"{name()}@{p}" if draw(st.integers(0, 3)) == 0 else p
   def result(depth: int) -> str:
     k = draw(st.integers(0, 9))
     n = draw(st.sampled_from(names)) if names else "0"
     if depth > 2 or k < 3: return n
     if k == 3: return draw(st.sampled_from(LITERALS))
-    if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}"])).replace("N", n)
-    op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_")]))
+    if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}", "N{arg: 0}",
+                                            "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)",
+                                            "(SINK (NEG s) for s in N.src)", "(VECTORIZE N for _ in range(3))",
+                                            "(RESHAPE:N.dtype [tuple(i for i in N.arg)] N)"])).replace("N", n)
+    op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_", "Binary - THREEFRY")]))
     dt = draw(st.sampled_from(["", "", ":int32", ":bool", ":N.dtype", ":dtypes.float32"])).replace("N", n)
     arity = _arity(op)
     srcs = [result(depth + 1) for _ in range(arity if arity is not None else draw(st.integers(0, 3)))]
@@ -174,6 +193,8 @@ def rule_file(draw):
     one = lambda: draw(st.sampled_from(["_", "None", "ctx", "(NEG ctx)", "(MUL ctx ctx)", "0", "{ctx}", "{None}"] + [result(1)]))  # noqa: E731
     return "(" + " ".join(one() for _ in range(n)) + ")" if draw(st.integers(0, 7)) else draw(st.sampled_from(["{None}", "{(ctx, ctx)}"]))
   per_source = draw(st.integers(0, 3)) == 0
+  lets = draw(st.booleans())
+  caps = draw(st.integers(0, 3)) == 0
   rules = []
   for _ in range(draw(st.integers(1, 4))):
     names.clear()
@@ -184,11 +205,17 @@ def rule_file(draw):
       names.clear()
       p = pattern(0)
     guard = draw(st.sampled_from(GUARD)).replace("N", draw(st.sampled_from(names)) if names else "x")
-    rules.append(f"{p}{guard} -> {entries(p) if per_source else result(0)}")
+    if caps: guard += " and Ops.MAX not in caps" if guard else " if Ops.MAX not in caps"
+    res = entries(p) if per_source else result(0)
+    if not per_source and draw(st.integers(0, 4)) == 0:
+      res = draw(st.sampled_from(["(NEG w0) where w0 = R", "(NEG w1) where w0 = R, w1 = (NEG w0)", "(ADD w0 w1) where w0 = R\n  where w1 = 3"]))\
+        .replace("R", res)
+    rules.append(f"{p}{guard} -> {res}")
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
-  head = "ruleset t(ctx: UOp) returns per-source" if per_source else "ruleset t"
-  return f"from rules.symbolic_helpers import fold_alu\n{head}\n" + body + "\n"
+  head = "ruleset t(ctx: UOp" + (", caps" if caps else "") + ") returns per-source" if per_source else "ruleset t(caps)" if caps else "ruleset t"
+  let_lines = "let Pos(x) = x if x.vmin >= 0\nlet Zero = (CONST [0])\nlet Casted(x) = (CAST? Pos(x))\n" if lets else ""
+  return f"from rules.symbolic_helpers import fold_alu\n{let_lines}{head}\n" + body + "\n"
 
 def _graphs():
   from runtime import UOp, dtypes
@@ -210,6 +237,7 @@ def test_rule_shaped(text):
   event("compiles, per-source" if per_source else "compiles")
   ns: dict = {}
   exec(compile(code, "fuzz.py", "exec"), ns)
+  if "caps" in text.split("\n")[-1] or ", caps)" in text or "t(caps)" in text: ns["t"] = ns["t"](frozenset({Ops.MAX}))  # an instance
   for g in _graphs():
     try:
       if not per_source: graph_rewrite(g, ns["t"])

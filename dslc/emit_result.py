@@ -1,0 +1,204 @@
+"""The emitter's half for results: the Python expression that builds a rule's result (constructors with their dtypes
+inferred, tuples, splices, updates, comprehensions, `where` lines) and the small helpers generated modules may need.
+"""
+from __future__ import annotations
+import re
+from typing import TYPE_CHECKING
+from runtime.ops import GroupOp, Ops
+from dslc.ir import CallResult, Construct, Lit, PyResult, Ref, Result, Rule, Splice, TupleResult, Update
+if TYPE_CHECKING: from dslc.emit import Consts
+
+ROOT = "_u"
+
+class EmitError(Exception):
+  def __init__(self, message: str, rule: Rule | None = None):
+    super().__init__(message)
+    self.rule = rule
+
+class ResultBuilder:
+  """Python source that builds a rule's result; dtypes are inferred from the sources when not written.
+  perm: the written source -> the node's source map of the pattern variant (a tuple's entries follow the node's sources)."""
+  def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
+               perm: tuple[int, ...] | None = None):
+    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, set(plain), maybe_none, perm
+    # `where` names: a literal is a plain value (as an arg capture), a {python} or call a value that may be a node or a number
+    self.python: set[str] = set()
+    for b in rule.bindings:
+      if isinstance(b.value, Lit): self.plain.add(b.name)
+      elif isinstance(b.value, (PyResult, CallResult)): self.python.add(b.name)
+
+  def top(self) -> tuple[str, bool]:
+    """(expression, may it be None or a number)"""
+    r = self.rule.result
+    if isinstance(r, TupleResult): return self.tuple(r), False
+    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and (r.name in self.maybe_none or r.name in self.python)
+    return self.expr(r, f"{ROOT}.dtype"), conditional
+
+  def bindings(self) -> list[str]:
+    """The lines that bind the `where` names, in order; a {python} value that is None declines (the lines after it nest)."""
+    out, indent = [], ""
+    for b in self.rule.bindings:
+      value = b.value
+      text = repr(value.value) if isinstance(value, Lit) else self.expr(value, f"{ROOT}.dtype")
+      out.append(f"{indent}{b.name} = {text}")
+      if b.name in self.python:
+        out.append(f"{indent}if {b.name} is not None:")
+        indent += "  "
+    return out
+
+  def tuple(self, r: TupleResult) -> str:
+    """A tuple result: entry i is for the written source i, which is the node's source perm[i]; a literal is a constant of its dtype."""
+    if r.comp is not None:
+      # entries repeated per element: how many is known when it runs, so _per_source checks the count and makes numbers constants
+      c = r.comp
+      items = ["None" if e is None else repr(e.value) if isinstance(e, Lit) else e.name if isinstance(e, Ref) else
+               self.expr(e, "None") for e in r.entries]
+      head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+      gen = f"{items[0]} for {head}" if len(items) == 1 else f"_s for {head} for _s in ({', '.join(items)},)"
+      self.c.helpers |= {"_per_source", "_entry"}
+      return f"_per_source(tuple({gen}), {ROOT}, {self.rule.id})"
+    perm = self.perm if self.perm is not None and len(self.perm) == len(r.entries) else tuple(range(len(r.entries)))
+    texts = [""] * len(r.entries)
+    for i, e in enumerate(r.entries):
+      dt = f"{ROOT}.src[{perm[i]}].dtype"
+      if e is None: texts[perm[i]] = "None"
+      elif isinstance(e, PyResult): texts[perm[i]] = f"_entry({e.expr.text}, {dt})"
+      else: texts[perm[i]] = self.expr(e, dt)
+    if any(isinstance(e, PyResult) for e in r.entries): self.c.helpers.add("_entry")
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+
+  def dtype_of(self, r: Result) -> str | None:
+    if isinstance(r, Ref): return None if r.name in self.plain or r.name in self.python else f"{r.name}.dtype"
+    if isinstance(r, Construct): return self.construct_dtype(r, None)
+    if isinstance(r, Update): return r.fields["dtype"].text if "dtype" in r.fields else f"{r.name}.dtype"
+    return None
+
+  def construct_dtype(self, r: Construct, ctx_dt: str | None) -> str | None:
+    if r.dtype is not None: return r.dtype.text
+    ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
+    first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
+    if first is None and (spliced := next((x for x in r.src if isinstance(x, Splice)), None)) is not None: first = f"{spliced.name}[0].dtype"
+    def one(op: Ops) -> str | None:
+      if op is Ops.CONST: return ctx_dt
+      if op in GroupOp.Comparison: return "dtypes.bool"
+      if op is Ops.WHERE: return next((d for s in r.src[1:] if (d := self.dtype_of(s)) is not None), ctx_dt)
+      if op in GroupOp.ALU: return first or ctx_dt
+      if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
+      if op is Ops.LOAD: return f"{first}.base" if first else None
+      if op is Ops.VECTORIZE:
+        lanes = [str(n)] if (n := sum(not isinstance(x, Splice) for x in r.src)) else []
+        lanes += [f"len({x.name})" for x in r.src if isinstance(x, Splice)]
+        return f"{first}.vec({' + '.join(lanes)})" if first else None
+      if op in (Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VCONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE): return None
+      return first  # movement, INDEX, ASSIGN, CONTIGUOUS, ...: the dtype of their first source
+    kinds = {one(o) for o in ops}
+    if len(kinds) == 1: return kinds.pop()
+    if None in kinds: return None
+    if kinds == {"dtypes.bool", first or ctx_dt}: return f"(dtypes.bool if {r.opvar} in GroupOp.Comparison else {first or ctx_dt})"
+    return None
+
+  def expr(self, r: Result, ctx_dt: str) -> str:
+    if isinstance(r, Ref):
+      if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
+      if r.name in self.python and ctx_dt != f"{ROOT}.dtype": return f"_as_src({r.name}, {ctx_dt})"
+      return r.name
+    if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
+    if isinstance(r, PyResult): return r.expr.text
+    if isinstance(r, Update):
+      f, n = r.fields, r.name
+      src = f["src"].text if "src" in f else f"{n}.src"
+      return (f"_uop({f['op'].text if 'op' in f else n + '.op'}, {f['dtype'].text if 'dtype' in f else n + '.dtype'}, {src}, "
+              f"{f['arg'].text if 'arg' in f else n + '.arg'}, {n}.tag)")
+    if isinstance(r, CallResult):
+      args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
+      return f"{self.c.fn_name(r.fn)}({args})"
+    assert isinstance(r, Construct)
+    dt = self.construct_dtype(r, ctx_dt)
+    if dt is None:
+      what = r.op.name if r.op is not None else r.opvar
+      raise EmitError(f"can't infer the dtype of ({what} ...): write it, as ({what}:dtype ...) or ({what}:x.dtype ...)", self.rule)
+    op = self.c.op(r.op) if r.op is not None else r.opvar
+    if r.op is Ops.CONST:
+      if r.arg is None: raise EmitError("(CONST ...) needs its value: (CONST [value])", self.rule)
+      return f"_const({dt}, {r.arg.text})"
+    # a literal source takes the dtype of the other operands: a comparison's, or the result's
+    operand_dt = dt
+    if r.op in GroupOp.Comparison or (r.op is None and any(o in GroupOp.Comparison for o in self.rule.opvars.get(r.opvar, ()))):  # type: ignore[arg-type]
+      operand_dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), ctx_dt)
+    srcs = []
+    for i, s in enumerate(r.src):
+      if isinstance(s, Splice):
+        srcs.append(f"*{s.name}")
+        continue
+      sdt = "dtypes.bool" if r.op is Ops.WHERE and i == 0 else "dtypes.index" if r.op is Ops.INDEX and i > 0 else operand_dt
+      text = self.expr(s, sdt)
+      if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
+      srcs.append(text)
+    arg = r.arg.text if r.arg is not None else "None"
+    if r.comp is not None: return self.comprehension(r, op, dt, srcs, arg)
+    src = "(" + ", ".join(srcs) + ("," if len(srcs) == 1 else "") + ")"
+    return f"_uop({op}, {dt}, {src}, {arg})"
+
+  def comprehension(self, r: Construct, op: str, dt: str, srcs: list[str], arg: str) -> str:
+    """`(OP srcs... for t in it)`: the sources once per element, as a tuple. An inferred dtype that reads the comprehension's
+    names is taken from the first source when it runs (_comp), and a VECTORIZE gets one lane per source."""
+    c = r.comp
+    assert c is not None
+    head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+    src = f"tuple({srcs[0]} for {head})" if len(srcs) == 1 and not srcs[0].startswith("*") else f"tuple(_s for {head} for _s in ({', '.join(srcs)},))"
+    if r.dtype is not None: return f"_uop({op}, {dt}, {src}, {arg})"
+    local = re.compile(r"\b(" + "|".join(map(re.escape, sorted(c.bound))) + r")\b")
+    if r.op is Ops.VECTORIZE or r.op is None and Ops.VECTORIZE in self.rule.opvars.get(r.opvar, ()):  # type: ignore[arg-type]
+      dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), "None")
+    if local.search(dt): dt = "None"
+    self.c.helpers.add("_comp")
+    return f"_comp({op}, {dt}, {src}, {arg})"
+
+def _result_names(r: Result) -> set[str]:
+  """The names a result reads from the rule (a comprehension's own names are not among them)."""
+  if isinstance(r, Ref): return {r.name}
+  if isinstance(r, TupleResult): return _comp_names(r.comp, set().union(*(_result_names(e) for e in r.entries if e is not None)))
+  if isinstance(r, Splice): return {r.name}
+  if isinstance(r, Update): return {r.name}.union(*(e.names for e in r.fields.values()))
+  if isinstance(r, PyResult): return set(r.expr.names)
+  if isinstance(r, Construct):
+    out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
+    for e in (r.dtype, r.arg):
+      if e is not None: out |= set(e.names)
+    return _comp_names(r.comp, out)
+  return set()
+
+def _comp_names(c, inner: set[str]) -> set[str]:
+  if c is None: return inner
+  return (inner | set(c.cond.names if c.cond is not None else ())) - c.bound | set(c.iter.names)
+
+# module-level helpers, emitted only in modules that use them (RAISING: those that raise RewriteError)
+RAISING = {"_per_source", "_comp"}
+HELPERS = {
+  "_entry": """
+def _entry(value, dtype):
+  # a {python} entry of a tuple result: a number is a constant of its source's dtype; a node or None is as it is
+  return _const(dtype, value) if value.__class__ in _NUMBERS else value
+""",
+  "_comp": """
+def _comp(op: Ops, dtype, srcs: tuple, arg):
+  # a constructor whose sources come from a comprehension: an unknown dtype is its first source's; a VECTORIZE has a lane per source
+  if dtype is None:
+    if not srcs: raise RewriteError(f"a comprehension gave {op} no sources, so its dtype can't be inferred: write it")
+    dtype = srcs[0].dtype
+  return _uop(op, dtype.vec(len(srcs)) if op is Ops.VECTORIZE else dtype, srcs, arg)
+""",
+  "_per_source": """
+def _per_source(result, u: UOp, rule: Rule):
+  # a helper's result in a rule set that returns per-source: a tuple with a node (or None) for each source of u
+  if result.__class__ is list: result = tuple(result)
+  if result.__class__ is not tuple or len(result) != len(u.src):
+    raise RewriteError(f'{rule.origin}: {rule.text}: the result must be a tuple of {len(u.src)} entries, one per source, '
+                       f'not {type(result).__name__} {result!r:.200}')
+  if any(x is not None and x.__class__ is not UOp for x in result):
+    result = tuple(_entry(x, s.dtype) for x, s in zip(result, u.src))
+    if any(x is not None and x.__class__ is not UOp for x in result):
+      raise RewriteError(f'{rule.origin}: {rule.text}: each entry must be a node, a number or None, not {result!r:.200}')
+  return result
+""",
+}
