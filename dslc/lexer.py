@@ -42,7 +42,7 @@ class RulesLexer(RegexLexer):
       (r"\.\.\.", Operator),
       # a dtype or dtype class after ':' (`x:ints|bool`, `(CAST:x.dtype y)`)
       (rf"(:)({IDENT}(?:[.|]{IDENT})*)", bygroups(Punctuation, Keyword.Type)),
-      (r"\b(if|returns|per-source)\b", Keyword),
+      (r"\b(if|where|returns|per-source)\b", Keyword),
       (r"\b(and|or|not|in|is)\b", Operator.Word),
       (r"\b(True|False|None)\b", Keyword.Constant),
       (r"-?0x[0-9a-fA-F]+\b", Number.Hex),
@@ -60,7 +60,7 @@ class RulesLexer(RegexLexer):
       (rf"(?<=\.){IDENT}", Name.Attribute),
       (r"_(?![A-Za-z0-9_])", Name.Builtin.Pseudo),
       (IDENT, Name.Variable),
-      (r"==|!=|<=|>=|\*\*|//|[-+*/%<>=~!@|]", Operator),
+      (r"==|!=|<=|>=|\*\*|//|[-+*/%<>=~!@|?&^]", Operator),
       (r"[()\[\],.:]", Punctuation),
     ],
     "docstring": [
