@@ -47,8 +47,9 @@ def _no_rule_hint(u: UOp) -> str:
   return "rules/gradient.rules has none for it"
 
 def _is_constant(u: UOp) -> bool:
-  """A graph of constants only, no buffer under it: hash-consing makes it the same node as every equal constant."""
-  return not any(n.op is Ops.BUFFER for n in u.toposort())
+  """A graph of shared constants only (the numbers ops combine with), no buffer and no tensor's own constant (UNIQUE) under
+  it: hash-consing makes it the same node as every equal constant."""
+  return not any(n.op in (Ops.BUFFER, Ops.UNIQUE) for n in u.toposort())
 
 def _tensor_class() -> type[Tensor]:
   from tensor.tensor import Tensor  # the mixin's subclass, imported when used: tensor.py imports this module
@@ -101,9 +102,9 @@ class AutogradMixin:
       if not dtypes.is_float(t.dtype): raise GradientError(f"only float tensors have gradients: target {i} is {_describe(t)}")
       if t.requires_grad is False: raise GradientError(f"target {i} ({_describe(t)}) has requires_grad=False")
       if _is_constant(t.uop):
-        raise GradientError(f"target {i} ({_describe(t)}) is a constant (a Python number, full, ones, zeros): equal constants are one node, "
-                            "so its gradient would mix every use of its value in the graph; make it from data: Tensor([2.0]), "
-                            "Tensor(np.ones(3, np.float32))")
+        raise GradientError(f"target {i} ({_describe(t)}) is a shared constant (a number an op combines with): equal ones are one node, "
+                            "so its gradient would mix every use of its value in the graph; make a tensor of its own: Tensor(2.0), "
+                            "Tensor.ones(3), Tensor([2.0])")
     if not dtypes.is_float(self.dtype): raise GradientError(f"only a float tensor can be differentiated, this one is {_describe(self)}")
     root_grad = self._root_gradient(gradient)
     grads = compute_gradients(self.uop, root_grad, {t.uop for t in targets})
@@ -146,8 +147,8 @@ class AutogradMixin:
     owner: dict[UOp, Tensor] = {}
     for t in need:
       if owner.setdefault(t.uop, t) is not t:
-        raise GradientError(f"two tensors with requires_grad=True ({_describe(t)}) are one and the same lazy graph (equal constants such "
-                            "as two Tensor.ones(n) are one node), so they can't get separate gradients: make each from its own data")
+        raise GradientError(f"two tensors with requires_grad=True ({_describe(t)}) are one and the same lazy graph (the same expression of "
+                            "the same tensors, built twice, is one node), so they can't get separate gradients: make each a tensor of its own")
     for t, g in zip(need, self.gradient(*need, gradient=gradient, materialize_grads=True)):
       t.grad = g if t.grad is None else t.grad + g
     return self

@@ -68,7 +68,9 @@ class Tensor(AutogradMixin, FunctionalMixin):
     elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
       if dtype is not None: check_fits(data, dtype, "value")
       dt = dtype or (_int_dtype_for(data, data, "value") if type(data) is int else dtypes.from_py(data))
-      self.uop = uop(Ops.CONST, dt, (_device(dev),), cast_value(data, dt))
+      # a tensor made from a number is a tensor of its own (UNIQUE): two Tensor.ones(n) are two parameters, realized into two
+      # buffers and differentiated apart; a number an op combines with (x * 2.0) stays a plain constant, shared by every use
+      self.uop = uop(Ops.CONST, dt, (_device(dev), _new_unique()), cast_value(data, dt))
     else:
       arr = _to_numpy(data, dtype)
       dt = dtype or dtypes.from_numpy(arr.dtype)

@@ -4,6 +4,7 @@ a matrix big enough that its norms are split reductions (>= 64 elements) and a s
 import numpy as np
 import pytest
 from tensor import Tensor
+from tensor import nn
 from tensor.nn import optim
 from tensor.nn.state import get_parameters
 
@@ -257,3 +258,14 @@ def test_half_parameters_update_in_float32():
     opt.step()
   assert w.dtype is dtypes.float16
   np.testing.assert_allclose(w.numpy().astype(np.float32), 1 - 3e-3, atol=1e-3)  # Adam moves by ~lr per step; float16 spacing near 1 is 1e-3
+
+def test_parameters_made_from_equal_numbers_are_separate():
+  # two BatchNorm(4) start from Tensor.ones(4): two tensors, two buffers, updated apart (they were one node, one buffer)
+  a, b = nn.BatchNorm(4), nn.BatchNorm(4)
+  assert a.weight.uop is not b.weight.uop
+  opt = nn.optim.SGD([a.weight, b.weight, a.bias, b.bias], lr=0.1)
+  a.weight.grad, b.weight.grad = Tensor.ones(4), Tensor.full((4,), 2.0)
+  a.bias.grad, b.bias.grad = Tensor.zeros(4), Tensor.zeros(4)
+  with Tensor.train(): opt.step()
+  np.testing.assert_allclose(a.weight.numpy(), np.full(4, 0.9, np.float32))
+  np.testing.assert_allclose(b.weight.numpy(), np.full(4, 0.8, np.float32))
