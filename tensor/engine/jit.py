@@ -6,7 +6,7 @@ Call 1 runs the function; call 2 runs it again while capturing every kernel and 
 intermediates and keeps the returned value; call 3 on checks the inputs against the capture and replays.
 """
 from __future__ import annotations
-import functools, time
+import functools, io, pickle, time
 from typing import Any, Callable, Generic, TypeVar
 from runtime import replay as native
 from runtime.device import Buffer, Device
@@ -128,9 +128,7 @@ class CapturedJit(Generic[ReturnType]):
     nat.keep = [b for _, b in fixed]  # type: ignore[attr-defined]  # the pointers stay valid while the replay lives
     return nat
 
-  def __reduce__(self):
-    from tensor.engine.jit_pickle import dump_captured
-    return dump_captured(self)
+  def __reduce__(self): return _load_captured, (_dump_captured(self),)
 
 # ---- inputs ----
 
@@ -270,3 +268,63 @@ class TinyJit(Generic[ReturnType]):
       for b in s.bufs: b.ensure_allocated()
     self.captured = CapturedJit(ret, steps, input_replace, names, info, sorted(var_vals))
     return ret
+
+# ---- pickling: a captured call saved and replayed in another process ----
+
+class _RetPickler(pickle.Pickler):
+  """Pickles the returned value with each Tensor as a reference to its buffer in the capture's table."""
+  def __init__(self, f, index: Callable[[Buffer], int]):
+    super().__init__(f)
+    self.index = index
+  def persistent_id(self, obj):
+    if not isinstance(obj, Tensor): return None
+    base = _base(obj.uop)
+    if base.op is not Ops.BUFFER: raise JitError("a captured call's returned tensors are realized; this one is not, so it can't be pickled")
+    return ("tensor", self.index(buffers[base]), obj.shape, obj.requires_grad)
+
+class _RetUnpickler(pickle.Unpickler):
+  def __init__(self, f, bufs: list[Buffer]):
+    super().__init__(f)
+    self.bufs = bufs
+  def persistent_load(self, pid):
+    from tensor.tensor import buffer_uop
+    _, k, shape, requires_grad = pid
+    t = Tensor(buffer_uop(self.bufs[k]), requires_grad=requires_grad)
+    return t if t.shape == shape else t.reshape(shape)
+
+def _dump_captured(c: CapturedJit) -> dict:
+  """The capture as plain data: its buffers (with their contents: weights and other state the kernels read), the kernels'
+  sources (rebuilt, from the kernel cache, when loaded), which buffers each step uses, and the returned value."""
+  table: list[Buffer] = []
+  index: dict[int, int] = {}
+  def idx(b: Buffer) -> int:
+    if id(b) not in index:
+      if b.base is not None: idx(b.base)
+      index[id(b)] = len(table)
+      table.append(b)
+    return index[id(b)]
+  steps = [(s.device, s.name, s.src, [None if b is None else idx(b) for b in s.bufs], s.args, s.floats, s.ops, s.mem) for s in c.steps]
+  f = io.BytesIO()
+  _RetPickler(f, idx).dump(c.ret)
+  bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.as_array().copy() if b.base is None else None)
+          for b in table]
+  return {"buffers": bufs, "steps": steps, "ret": f.getvalue(), "input_replace": c.input_replace, "names": c.expected_names,
+          "info": c.expected_info, "vars": c.var_names}
+
+def _load_captured(d: dict) -> CapturedJit:
+  bufs: list[Buffer] = []
+  for device, size, dtype, base, offset, data in d["buffers"]:
+    b = Buffer(device, size, dtype, base=None if base is None else bufs[base], offset=offset)
+    if data is not None: b.copyin(data)
+    bufs.append(b)
+  programs: dict[tuple, Callable] = {}
+  steps = []
+  for device, name, src, idxs, args, floats, ops, mem in d["steps"]:
+    fn = None
+    if src is not None:
+      key = (device, name, src if isinstance(src, str) else id(src))
+      if key not in programs: programs[key] = Device[device].program(src, name)
+      fn = programs[key]
+    steps.append(JitStep(device, name, src, fn, [None if k is None else bufs[k] for k in idxs], args, floats, ops, mem))
+  ret = _RetUnpickler(io.BytesIO(d["ret"]), bufs).load()
+  return CapturedJit(ret, steps, [tuple(x) for x in d["input_replace"]], d["names"], d["info"], d["vars"])
