@@ -60,8 +60,12 @@ class CapturedJit(Generic[ReturnType]):
   """A captured call: the steps, which step buffers the inputs replace, what the inputs must look like, and the returned
   value (its tensors hold the output buffers, which every replay writes again)."""
   def __init__(self, ret: Any, steps: list[JitStep], input_replace: list[tuple[int, int, int]], expected_names: list[int | str],
-               expected_info: list[tuple], var_names: list[str]):
+               expected_info: list[tuple], var_names: list[str], ret_inputs: list[tuple[int, int]] | None = None):
     self.ret, self.steps, self.input_replace = ret, steps, input_replace
+    # returned tensors that are inputs (by their index in get_parameters(ret), and the input's): each replay points them at
+    # that call's input
+    self.ret_inputs = ret_inputs or []
+    self._ret_tensors = _returned_tensors(ret) if self.ret_inputs else []
     self.expected_names, self.expected_info, self.var_names = expected_names, expected_info, var_names
     self._native: native.NativeReplay | None | bool = None  # built on the first replay; False: not possible here
     self._ops, self._mem = sum(s.ops for s in steps), sum(s.mem for s in steps)
@@ -70,8 +74,12 @@ class CapturedJit(Generic[ReturnType]):
   def _clear_inputs(self) -> None:
     for j, i, _ in self.input_replace: self.steps[j].bufs[i] = None  # a replay must not keep the caller's buffers alive
 
-  def __call__(self, input_buffers: list[Buffer], var_vals: dict[str, int]) -> ReturnType:
+  def __call__(self, input_buffers: list[Buffer], var_vals: dict[str, int], input_uops: list[UOp] | None = None) -> ReturnType:
     with ENGINE_LOCK:
+      for r, k in self.ret_inputs:
+        if input_uops is None: raise JitError("this capture returns one of its inputs: call it through TinyJit")
+        t = self._ret_tensors[r]
+        t.uop = input_uops[k] if t.shape == input_uops[k].shape else UOp(Ops.RESHAPE, t.dtype, (input_uops[k],), t.shape)
       if self._native is None: self._native = self._build_native()
       if self._native is not False and DEBUG < 2 and JIT < 2:
         nat: native.NativeReplay = self._native  # type: ignore[assignment]
@@ -101,7 +109,7 @@ class CapturedJit(Generic[ReturnType]):
     """One native function for the whole replay, when every step is a CPU kernel exporting name_call or a copy."""
     slots: dict[int, int] = {}  # id(Buffer) -> pointer-table slot; the inputs first
     fixed: list[tuple[int, Buffer]] = []
-    n_in = 1 + max((k for _, _, k in self.input_replace), default=-1)
+    n_in = len(self.expected_names)  # every input has a slot, read by a kernel or not
     inputs = {(j, i): k for j, i, k in self.input_replace}
     def slot(j: int, i: int) -> int:
       if (j, i) in inputs: return inputs[(j, i)]
@@ -134,21 +142,22 @@ class CapturedJit(Generic[ReturnType]):
 
 def _base(u: UOp) -> UOp: return u.src[0] if u.op is Ops.RESHAPE else u
 
-def _jit_inputs(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Buffer], list[tuple], dict[str, int]]:
-  """The Tensor arguments (positional by index, keyword by name, sorted), realized: their names, buffers and (shape, dtype,
-  device); and the values of the bound Variables among the arguments."""
+def _jit_inputs(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Buffer], list[UOp], list[tuple], dict[str, int]]:
+  """The Tensor arguments (positional by index, keyword by name, sorted), realized: their names, buffers, BUFFER nodes and
+  (shape, dtype, device); and the values of the bound Variables among the arguments."""
   named = list(enumerate(args)) + sorted(kwargs.items()) if kwargs else list(enumerate(args))
   tensors = [(n, t) for n, t in named if isinstance(t, Tensor)]
   var_vals = {v.src[0].arg[0]: v.src[1].arg for _, v in named if isinstance(v, UOp) and v.op is Ops.BIND}
   if (pending := [t for _, t in tensors if _base(t.uop).op is not Ops.BUFFER]): pending[0].realize(*pending[1:])
   bufs: list[Buffer] = []
+  bases = [_base(t.uop) for _, t in tensors]
   seen: dict[int, int | str] = {}
-  for n, t in tensors:
-    b = buffers[_base(t.uop)]
+  for (n, t), u in zip(tensors, bases):
+    b = buffers[u]
     if id(b) in seen: raise JitError(f"duplicate inputs to JIT: arguments {seen[id(b)]!r} and {n!r} are the same tensor storage; pass it once")
     seen[id(b)] = n
     bufs.append(b)
-  return [n for n, _ in tensors], bufs, [(t.shape, t.dtype, t.device) for _, t in tensors], var_vals
+  return [n for n, _ in tensors], bufs, bases, [(t.shape, t.dtype, t.device) for _, t in tensors], var_vals
 
 def _describe(info: tuple) -> str: return f"shape {info[0]} {info[1].name} on {info[2]}"
 
@@ -199,9 +208,12 @@ def _plan(steps: list[tuple[Any, list[Buffer]]], plannable: dict[int, Buffer]) -
           f"{p.unplanned_bytes / 1e6:.2f} MB")
   return {b: Buffer(plannable[b].device, plannable[b].size, plannable[b].dtype, base=blocks[k]) for b, k in p.placement.items()}
 
-def _realize_returned(ret: Any) -> None:
+def _returned_tensors(ret: Any) -> list[Tensor]:
   from tensor.nn.state import get_parameters
-  if (params := get_parameters(ret)): params[0].realize(*params[1:])
+  return get_parameters(ret)
+
+def _realize_returned(ret: Any) -> None:
+  if (params := _returned_tensors(ret)): params[0].realize(*params[1:])
 
 class TinyJit(Generic[ReturnType]):
   """`@TinyJit` on a function or method: call 1 runs it, call 2 runs it and captures its kernels, calls 3+ replay them on
@@ -225,7 +237,7 @@ class TinyJit(Generic[ReturnType]):
     return self if obj is None else functools.partial(self.__call__, obj)
 
   def __call__(self, *args, **kwargs) -> ReturnType:
-    names, input_buffers, info, var_vals = _jit_inputs(args, kwargs)
+    names, input_buffers, input_uops, info, var_vals = _jit_inputs(args, kwargs)
     if not JIT:
       ret = self.fxn(*args, **kwargs)  # type: ignore[misc]
       _realize_returned(ret)
@@ -240,7 +252,7 @@ class TinyJit(Generic[ReturnType]):
     else:
       assert self.captured is not None
       _check_inputs(self.captured, names, info, var_vals)
-      ret = self.captured(input_buffers, var_vals)
+      ret = self.captured(input_buffers, var_vals, input_uops)
     self.cnt += 1
     return ret
 
@@ -266,7 +278,8 @@ class TinyJit(Generic[ReturnType]):
       steps.append(JitStep.of(runner, [placed.get(id(b), b) for b in bufs]))
     for s in steps:
       for b in s.bufs: b.ensure_allocated()
-    self.captured = CapturedJit(ret, steps, input_replace, names, info, sorted(var_vals))
+    ret_inputs = [(r, inputs[id(buffers[_base(t.uop)])]) for r, t in enumerate(_returned_tensors(ret)) if id(buffers[_base(t.uop)]) in inputs]
+    self.captured = CapturedJit(ret, steps, input_replace, names, info, sorted(var_vals), ret_inputs)
     return ret
 
 # ---- pickling: a captured call saved and replayed in another process ----
@@ -309,7 +322,7 @@ def _dump_captured(c: CapturedJit) -> dict:
   bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.as_array().copy() if b.base is None else None)
           for b in table]
   return {"buffers": bufs, "steps": steps, "ret": f.getvalue(), "input_replace": c.input_replace, "names": c.expected_names,
-          "info": c.expected_info, "vars": c.var_names}
+          "info": c.expected_info, "vars": c.var_names, "ret_inputs": c.ret_inputs}
 
 def _load_captured(d: dict) -> CapturedJit:
   bufs: list[Buffer] = []
@@ -327,4 +340,4 @@ def _load_captured(d: dict) -> CapturedJit:
       fn = programs[key]
     steps.append(JitStep(device, name, src, fn, [None if k is None else bufs[k] for k in idxs], args, floats, ops, mem))
   ret = _RetUnpickler(io.BytesIO(d["ret"]), bufs).load()
-  return CapturedJit(ret, steps, [tuple(x) for x in d["input_replace"]], d["names"], d["info"], d["vars"])
+  return CapturedJit(ret, steps, [tuple(x) for x in d["input_replace"]], d["names"], d["info"], d["vars"], d["ret_inputs"])

@@ -196,3 +196,11 @@ def test_construction_errors():
   f, _ = _scale_sum()
   import pickle
   with pytest.raises(JitError, match="can be pickled once it has captured"): pickle.dumps(f)
+
+def test_a_returned_input_is_this_calls_input():
+  @TinyJit
+  def f(x, y): return (x * 2).realize(), y, y.reshape(2, 2)  # y itself, and a view of it: no kernel for either
+  for i in range(4):
+    x, y = Tensor([float(i)] * 4).realize(), Tensor([float(-i)] * 4).realize()
+    a, b, c = f(x, y)
+    assert a.tolist() == [2.0 * i] * 4 and b.tolist() == [-float(i)] * 4 and c.tolist() == [[-float(i)] * 2] * 2
