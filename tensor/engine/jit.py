@@ -10,7 +10,7 @@ import functools, io, pickle, time
 from typing import Any, Callable, Generic, TypeVar
 from runtime import replay as native
 from runtime.device import Buffer, Device
-from runtime.dtype import DType, dtypes
+from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
 from runtime.uop import UOp
@@ -81,10 +81,12 @@ class CapturedJit(Generic[ReturnType]):
         t = self._ret_tensors[r]
         t.uop = input_uops[k] if t.shape == input_uops[k].shape else UOp(Ops.RESHAPE, t.dtype, (input_uops[k],), t.shape)
       if self._native is None: self._native = self._build_native()
-      if self._native is not False and DEBUG < 2 and JIT < 2:
+      if self._native is not False and DEBUG.value < 2 and JIT.value < 2:
         nat: native.NativeReplay = self._native  # type: ignore[assignment]
-        for k, b in enumerate(input_buffers): nat.ptrs[k] = b.ptr
-        for k, name in enumerate(self.var_names): nat.vars[k] = var_vals[name]
+        ptrs = nat.ptrs
+        for k, b in enumerate(input_buffers): ptrs[k] = b._ptr or b.ptr
+        if self.var_names:
+          for k, name in enumerate(self.var_names): nat.vars[k] = var_vals[name]
         nat()
       else: self._run_python(input_buffers, var_vals)
       GlobalCounters.kernel_count += len(self.steps)
@@ -144,20 +146,27 @@ def _base(u: UOp) -> UOp: return u.src[0] if u.op is Ops.RESHAPE else u
 
 def _jit_inputs(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Buffer], list[UOp], list[tuple], dict[str, int]]:
   """The Tensor arguments (positional by index, keyword by name, sorted), realized: their names, buffers, BUFFER nodes and
-  (shape, dtype, device); and the values of the bound Variables among the arguments."""
-  named = list(enumerate(args)) + sorted(kwargs.items()) if kwargs else list(enumerate(args))
-  tensors = [(n, t) for n, t in named if isinstance(t, Tensor)]
-  var_vals = {v.src[0].arg[0]: v.src[1].arg for _, v in named if isinstance(v, UOp) and v.op is Ops.BIND}
-  if (pending := [t for _, t in tensors if _base(t.uop).op is not Ops.BUFFER]): pending[0].realize(*pending[1:])
-  bufs: list[Buffer] = []
-  bases = [_base(t.uop) for _, t in tensors]
-  seen: dict[int, int | str] = {}
-  for (n, t), u in zip(tensors, bases):
-    b = buffers[u]
-    if id(b) in seen: raise JitError(f"duplicate inputs to JIT: arguments {seen[id(b)]!r} and {n!r} are the same tensor storage; pass it once")
-    seen[id(b)] = n
-    bufs.append(b)
-  return [n for n, _ in tensors], bufs, bases, [(t.shape, t.dtype, t.device) for _, t in tensors], var_vals
+  (shape, dtype, device); and the values of the bound Variables among the arguments. One pass: this runs on every replay."""
+  names: list[int | str] = []
+  tensors: list[Tensor] = []
+  var_vals: dict[str, int] = {}
+  for n, a in (list(enumerate(args)) + sorted(kwargs.items())) if kwargs else enumerate(args):
+    if isinstance(a, Tensor):
+      names.append(n)
+      tensors.append(a)
+    elif isinstance(a, UOp) and a.op is Ops.BIND: var_vals[a.src[0].arg[0]] = a.src[1].arg
+  bases = [_base(t.uop) for t in tensors]
+  if any(u.op is not Ops.BUFFER for u in bases):
+    pending = [t for t, u in zip(tensors, bases) if u.op is not Ops.BUFFER]
+    pending[0].realize(*pending[1:])
+    bases = [_base(t.uop) for t in tensors]
+  bufs = [buffers[u] for u in bases]
+  if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
+    seen: dict[int, int | str] = {}
+    for n, b in zip(names, bufs):
+      if id(b) in seen: raise JitError(f"duplicate inputs to JIT: arguments {seen[id(b)]!r} and {n!r} are the same tensor storage; pass it once")
+      seen[id(b)] = n
+  return names, bufs, bases, [(u.shape, u.dtype, u.device) for u in (t.uop for t in tensors)], var_vals
 
 def _describe(info: tuple) -> str: return f"shape {info[0]} {info[1].name} on {info[2]}"
 
@@ -165,7 +174,8 @@ def _check_inputs(c: CapturedJit, names: list, info: list, var_vals: dict[str, i
   if names != c.expected_names:
     raise JitError(f"args mismatch in JIT: the captured call took Tensor arguments {c.expected_names}, this call gives {names}")
   if info != c.expected_info:
-    diffs = [f"argument {n!r}: {_describe(got)} (captured with {_describe(want)})" for n, got, want in zip(names, info, c.expected_info) if got != want]
+    diffs = [f"argument {n!r}: {_describe(got)} (captured with {_describe(want)})"
+             for n, got, want in zip(names, info, c.expected_info) if got != want]
     raise JitError("args mismatch in JIT: " + "; ".join(diffs))
   if sorted(var_vals) != c.var_names:
     raise JitError(f"args mismatch in JIT: the captured call bound the Variables {c.var_names}, this call binds {sorted(var_vals)}")
@@ -238,6 +248,12 @@ class TinyJit(Generic[ReturnType]):
 
   def __call__(self, *args, **kwargs) -> ReturnType:
     names, input_buffers, input_uops, info, var_vals = _jit_inputs(args, kwargs)
+    if self.cnt >= 2 and JIT.value and not engine.capturing:  # the replay, first: it is the call that must be fast
+      c: CapturedJit = self.captured  # type: ignore[assignment]
+      if names != c.expected_names or info != c.expected_info or (var_vals or c.var_names) and sorted(var_vals) != c.var_names:
+        _check_inputs(c, names, info, var_vals)
+      self.cnt += 1
+      return c(input_buffers, var_vals, input_uops)
     if not JIT:
       ret = self.fxn(*args, **kwargs)  # type: ignore[misc]
       _realize_returned(ret)
