@@ -102,12 +102,14 @@ class UOp(metaclass=UOpMetaClass):
       raise TypeError(f"can't combine the {self.dtype} expression {self.render()} with the float constant {x}")
     return self.const_like(x)
   def alu(self, op: Ops, *others) -> UOp:
+    # another type's operand (a Tensor: v * x with v a bound Variable) is its business: Python then tries its reflected op
+    if any(not isinstance(x, (UOp, int, float)) for x in others): return NotImplemented
     src = (self, *(self._operand(x) for x in others)) if op is not Ops.WHERE else (self, *others)
     if op in GroupOp.Comparison: dt = dtypes.bool.vec(self.dtype.count)
     elif op is Ops.WHERE: dt = src[1].dtype
     else: dt = self.dtype
     return uop(op, dt, src)
-  def _ralu(self, op: Ops, x) -> UOp: return uop(op, self.dtype, (self._operand(x), self))
+  def _ralu(self, op: Ops, x) -> UOp: return uop(op, self.dtype, (self._operand(x), self)) if isinstance(x, (UOp, int, float)) else NotImplemented
   def __add__(self, x): return self.alu(Ops.ADD, x)
   def __radd__(self, x): return self._ralu(Ops.ADD, x)
   def __sub__(self, x): return self.alu(Ops.SUB, x)

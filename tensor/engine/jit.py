@@ -38,12 +38,21 @@ class JitStep:
     self.vals = tuple(args) if not any(isinstance(a, str) for a in args) else None  # fixed arguments: built once
 
   @staticmethod
-  def of(runner: Any, bufs: list[Buffer]) -> JitStep:
+  def of(runner: Any, bufs: list[Buffer], replayed_vars: set[str]) -> JitStep:
+    """The step of a runner; its bound Variables named in `replayed_vars` (the call's arguments) take each replay's value,
+    the others (bound inside the function) keep the value they had at capture, as every other Python value does."""
     if isinstance(runner, engine.CopyRunner): return JitStep(bufs[0].device, "copy", None, None, bufs, [], [], 0, bufs[0].nbytes * 2)
     program = runner.program
-    fn = runner.base.fn if isinstance(runner, engine.BoundRunner) else runner.fn
-    slots = runner.slots if isinstance(runner, engine.BoundRunner) else [None] * len(program.vars)
-    args = [v.arg[0] if s is None else s for v, s in zip(program.vars, slots)]
+    bound = isinstance(runner, engine.BoundRunner)
+    fn = runner.base.fn if bound else runner.fn
+    slots = runner.slots if bound else [None] * len(program.vars)
+    captured = iter(runner.var_vals if bound else ())
+    args = []
+    for v, s in zip(program.vars, slots):
+      if s is not None: args.append(s)
+      elif (value := next(captured, None)) is not None and v.arg[0] not in replayed_vars: args.append(value)
+      elif v.arg[0] in replayed_vars: args.append(v.arg[0])
+      else: raise JitError(f"kernel {program.name} reads the Variable {v.arg[0]!r}, which no argument of the call binds")
     return JitStep(program.device, program.name, program.src, fn, bufs, args, [dtypes.is_float(v.dtype) for v in program.vars],
                    program.ops, program.mem)
 
@@ -291,7 +300,7 @@ class TinyJit(Generic[ReturnType]):
     for j, (runner, bufs) in enumerate(rec.steps):
       for i, b in enumerate(bufs):
         if id(b) in inputs: input_replace.append((j, i, inputs[id(b)]))
-      steps.append(JitStep.of(runner, [placed.get(id(b), b) for b in bufs]))
+      steps.append(JitStep.of(runner, [placed.get(id(b), b) for b in bufs], set(var_vals)))
     for s in steps:
       for b in s.bufs: b.ensure_allocated()
     ret_inputs = [(r, inputs[id(buffers[_base(t.uop)])]) for r, t in enumerate(_returned_tensors(ret)) if id(buffers[_base(t.uop)]) in inputs]
