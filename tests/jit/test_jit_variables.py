@@ -19,6 +19,11 @@ def test_eager_ops_with_a_bound_variable(n):
   np.testing.assert_array_equal((t.int() + _n(n)).numpy(), x.astype(np.int32) + n)
   np.testing.assert_allclose(((t * _n(n)).sum() / _n(n)).numpy(), x.sum(), rtol=1e-6)
 
+def test_gradient_through_a_bound_variable():
+  x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+  ((x * _n(4) + _n(4)) * x).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), 2 * 4 * np.array([1.0, -2.0, 3.0]) + 4)
+
 def test_one_program_serves_every_value():
   t = Tensor(np.arange(40, dtype=np.float32)).realize()
   for n in (2, 9, 17): (t * 3.0 + _n(n)).realize()
