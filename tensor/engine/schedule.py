@@ -13,12 +13,13 @@ assign waits for the kernels that read the old value). The graph rewrites themse
 from __future__ import annotations
 import heapq, threading, weakref
 from runtime.device import Buffer
-from runtime.dtype import dtypes
-from runtime.helpers import DEBUG
+from runtime.dtype import DType, dtypes
+from runtime.helpers import DEBUG, getenv
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from tensor.engine.schedule_cache import ScheduleCache, graph_shape, record, replay
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
 class ScheduleError(Exception):
@@ -39,6 +40,10 @@ fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
 # held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
 # time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice)
 ENGINE_LOCK = threading.RLock()
+
+# SCHEDULE_CACHE=0 schedules every graph afresh; otherwise the schedules of the SCHEDULE_CACHE graph shapes used last are kept
+SCHEDULE_CACHE = getenv("SCHEDULE_CACHE", 1024)
+schedule_cache = ScheduleCache(max(SCHEDULE_CACHE, 1))
 
 def live_tensors() -> list[Tensor]:
   """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
@@ -259,8 +264,9 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
                         "realize the tensor that reads the old value before assigning")
   return order, extra
 
-def build_kernels(sink: UOp) -> dict[UOp, UOp]:
-  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
+def build_kernels(sink: UOp, made: list[UOp] | None = None) -> dict[UOp, UOp]:
+  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back).
+  The BUFFERs made for kernel outputs are appended to `made`."""
   topo = list(sink.toposort(gate=_gate))
   points, regions = realize_points(sink, topo)
   order, extra = _order(points, regions, topo)
@@ -276,7 +282,7 @@ def build_kernels(sink: UOp) -> dict[UOp, UOp]:
       b = resolve(value)
       becomes[x] = b if b.shape == x.shape else uop(Ops.RESHAPE, x.dtype, (b,), x.shape)
       continue
-    out = _output_buffer(x)
+    out = _output_buffer(x, made)
     ast, ctx = kernel_ast(x, points)
     srcs = [out] + [resolve(p) for p in ctx.params]
     waits = [resolve(d) for d in extra[x]]
@@ -286,14 +292,20 @@ def build_kernels(sink: UOp) -> dict[UOp, UOp]:
     becomes[x] = done if x.shape == done.shape else uop(Ops.RESHAPE, x.dtype, (done,), x.shape)
   return becomes
 
-def _output_buffer(x: UOp) -> UOp:
+def _output_buffer(x: UOp, made: list[UOp] | None) -> UOp:
   if x.op is Ops.ASSIGN:
     base = target_buffer(x.src[0])
     if base is None:
       raise NotImplementedError("assign into a tensor that is not a whole realized buffer: realize it first, or assign to the whole tensor")
     return base
-  b = uop(Ops.BUFFER, x.dtype, (_new_unique(), _device(x.device)), x.size)  # type: ignore[arg-type]
-  buffers[b] = Buffer(x.device, x.size, x.dtype)  # type: ignore[arg-type]
+  b = new_output_buffer(x.dtype, x.size, x.device)  # type: ignore[arg-type]
+  if made is not None: made.append(b)
+  return b
+
+def new_output_buffer(dtype: DType, size: int, device: str) -> UOp:
+  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner)."""
+  b = uop(Ops.BUFFER, dtype, (_new_unique(), _device(device)), size)
+  buffers[b] = Buffer(device, size, dtype)
   fresh_buffers.add(b)
   return b
 
@@ -343,10 +355,30 @@ def kernelize(tensors: list[Tensor]) -> list[Tensor]:
 def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
   becomes, without pointing live tensors at it (realize does that once, after running). Hold ENGINE_LOCK."""
-  tensors = tensors + pending_readers(tensors)
+  readers = pending_readers(tensors)
+  tensors = tensors + readers
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
+  if SCHEDULE_CACHE and not readers:
+    shape = graph_shape(sink, (MAX_KERNEL_DEPTH,))
+    if (recipe := schedule_cache.get(shape)) is not None:
+      becomes = replay(recipe, shape, new_output_buffer)
+      if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
+      return tensors, becomes
+    made: list[UOp] = []
+    becomes = _kernelize_graph(sink, made)
+    schedule_cache.put(shape, record(shape, becomes, made))
+  else: becomes = _kernelize_graph(sink, None)
+  if DEBUG >= 1:
+    ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+    copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
+    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
+  return tensors, becomes
+
+def _kernelize_graph(sink: UOp, made: list[UOp] | None) -> dict[UOp, UOp]:
+  """What each node of sink's graph becomes (kernelize_map without the cache)."""
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
-  becomes = build_kernels(clean)
+  becomes = build_kernels(clean, made)
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
     if new not in becomes and strip(new) in becomes:
@@ -355,10 +387,6 @@ def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
     if orig is not new:
       if new in becomes: becomes[orig] = becomes[new]
       elif is_stored(new): becomes[orig] = new
-  if DEBUG >= 1:
-    ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
-    copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
-    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
-  return tensors, becomes
+  return becomes
 
 __all__ = ["kernelize", "Kernel", "ScheduleError"]
