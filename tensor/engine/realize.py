@@ -20,6 +20,7 @@ from rules.kernelize import parametrize
 from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
+from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize_map, live_tensors, target_buffer
@@ -108,8 +109,17 @@ def get_runner(ast: UOp, device: str) -> Runner:
   _programs[key] = r
   return r
 
+# PROGRAM_DISK_CACHE=0: lower and render every kernel in each process (the compiled object still comes from the kernel cache)
+PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
+
 def compile_ast(ast: UOp, device: str) -> CompiledRunner:
-  p = get_program(ast, device)
+  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not at DEBUG>=3,
+  which prints the stages of the lowering)."""
+  key = program_cache.program_key(ast, device, bool(NOOPT)) if PROGRAM_DISK_CACHE and device != "PYTHON" and DEBUG < 3 else None
+  p = program_cache.load(key) if key is not None else None
+  if p is None:
+    p = get_program(ast, device)
+    if key is not None: program_cache.store(key, p)
   return CompiledRunner(p, Device[device].program(p.src, p.name))
 
 def _buffer_of(u: UOp) -> UOp:
