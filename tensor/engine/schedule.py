@@ -11,7 +11,7 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
-import heapq, threading, weakref
+import heapq
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
 from runtime.helpers import DEBUG, getenv
@@ -19,7 +19,8 @@ from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
-from tensor.engine.schedule_cache import ScheduleCache, graph_shape, record, replay
+from tensor.engine.schedule_cache import graph_shape, record, replay
+from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
 class ScheduleError(Exception):
@@ -34,16 +35,14 @@ class Kernel:
   def __eq__(self, other) -> bool: return isinstance(other, Kernel) and other.ast is self.ast and other.nbufs == self.nbufs
   def __repr__(self) -> str: return f"<Kernel {'COPY' if self.ast.op is Ops.COPY else 'SINK'}>"
 
-# BUFFERs the scheduler made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
-fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
-
 # held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
-# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice)
-ENGINE_LOCK = threading.RLock()
+# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice). The engine's lock,
+# under the name TinyJit uses
+ENGINE_LOCK = ENGINE.lock
 
-# SCHEDULE_CACHE=0 schedules every graph afresh; otherwise the schedules of the SCHEDULE_CACHE graph shapes used last are kept
+# SCHEDULE_CACHE=0 schedules every graph afresh; otherwise the schedules of the SCHEDULE_CACHE graph shapes used last are
+# kept (in the engine's `schedules`)
 SCHEDULE_CACHE = getenv("SCHEDULE_CACHE", 1024)
-schedule_cache = ScheduleCache(max(SCHEDULE_CACHE, 1))
 
 def live_tensors() -> list[Tensor]:
   """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
@@ -264,7 +263,7 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
                         "realize the tensor that reads the old value before assigning")
   return order, extra
 
-def build_kernels(sink: UOp, made: list[UOp] | None = None) -> dict[UOp, UOp]:
+def build_kernels(sink: UOp, engine: Engine = ENGINE, made: list[UOp] | None = None) -> dict[UOp, UOp]:
   """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back).
   The BUFFERs made for kernel outputs are appended to `made`."""
   topo = list(sink.toposort(gate=_gate))
@@ -282,7 +281,7 @@ def build_kernels(sink: UOp, made: list[UOp] | None = None) -> dict[UOp, UOp]:
       b = resolve(value)
       becomes[x] = b if b.shape == x.shape else uop(Ops.RESHAPE, x.dtype, (b,), x.shape)
       continue
-    out = _output_buffer(x, made)
+    out = _output_buffer(x, engine, made)
     ast, ctx = kernel_ast(x, points)
     srcs = [out] + [resolve(p) for p in ctx.params]
     waits = [resolve(d) for d in extra[x]]
@@ -292,21 +291,21 @@ def build_kernels(sink: UOp, made: list[UOp] | None = None) -> dict[UOp, UOp]:
     becomes[x] = done if x.shape == done.shape else uop(Ops.RESHAPE, x.dtype, (done,), x.shape)
   return becomes
 
-def _output_buffer(x: UOp, made: list[UOp] | None) -> UOp:
+def _output_buffer(x: UOp, engine: Engine, made: list[UOp] | None) -> UOp:
   if x.op is Ops.ASSIGN:
     base = target_buffer(x.src[0])
     if base is None:
       raise NotImplementedError("assign into a tensor that is not a whole realized buffer: realize it first, or assign to the whole tensor")
     return base
-  b = new_output_buffer(x.dtype, x.size, x.device)  # type: ignore[arg-type]
+  b = new_output_buffer(engine, x.dtype, x.size, x.device)  # type: ignore[arg-type]
   if made is not None: made.append(b)
   return b
 
-def new_output_buffer(dtype: DType, size: int, device: str) -> UOp:
+def new_output_buffer(engine: Engine, dtype: DType, size: int, device: str) -> UOp:
   """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner)."""
   b = uop(Ops.BUFFER, dtype, (_new_unique(), _device(device)), size)
   buffers[b] = Buffer(device, size, dtype)
-  fresh_buffers.add(b)
+  engine.fresh_buffers.add(b)
   return b
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
@@ -344,41 +343,43 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
     if _reads(t.uop) & targets: out.append(t)
   return out
 
-def kernelize(tensors: list[Tensor]) -> list[Tensor]:
+def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
   """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
   any pending tensors that read the old value of a buffer they assign into."""
-  with ENGINE_LOCK:
-    tensors, becomes = kernelize_map(tensors)
+  with engine.lock:
+    tensors, becomes = kernelize_map(tensors, engine)
     apply_becomes(becomes)
     return tensors
 
-def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
+def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
-  becomes, without pointing live tensors at it (realize does that once, after running). Hold ENGINE_LOCK."""
-  readers = pending_readers(tensors)
-  tensors = tensors + readers
+  becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock."""
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE else None
+  readers = pending_readers(tensors) if shape is None or shape.assigns else []
+  if readers:
+    tensors = tensors + readers
+    sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
-  if SCHEDULE_CACHE and not readers:
-    shape = graph_shape(sink, (MAX_KERNEL_DEPTH,))
-    if (recipe := schedule_cache.get(shape)) is not None:
-      becomes = replay(recipe, shape, new_output_buffer)
+  if shape is not None and not readers:
+    if (recipe := engine.schedules.get(shape)) is not None:
+      becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))
       if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
       return tensors, becomes
     made: list[UOp] = []
-    becomes = _kernelize_graph(sink, made)
-    schedule_cache.put(shape, record(shape, becomes, made))
-  else: becomes = _kernelize_graph(sink, None)
+    becomes = _kernelize_graph(sink, engine, made)
+    engine.schedules.put(shape, record(shape, becomes, made))
+  else: becomes = _kernelize_graph(sink, engine, None)
   if DEBUG >= 1:
     ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
     copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
     print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
   return tensors, becomes
 
-def _kernelize_graph(sink: UOp, made: list[UOp] | None) -> dict[UOp, UOp]:
+def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
-  becomes = build_kernels(clean, made)
+  becomes = build_kernels(clean, engine, made)
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
     if new not in becomes and strip(new) in becomes:

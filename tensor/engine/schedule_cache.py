@@ -19,10 +19,12 @@ from runtime.uop import UOp, uop
 
 @dataclass(frozen=True)
 class GraphShape:
-  """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), and its slot nodes."""
+  """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), its slot nodes, and whether it
+  assigns (an assign not kernelized yet: pending readers of its target may join the schedule)."""
   key: tuple
   topo: list[UOp]
   slots: list[UOp]
+  assigns: bool
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
@@ -37,6 +39,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       slots.append(u)
     return s
   key: list = [extra_key]
+  assigns = False
   BUFFER, ASSIGN, KERNEL, UNIQUE = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE
   for u in sink.toposort(gate=lambda u: u.op is not BUFFER and not (u.op is ASSIGN and u.src[1].op is KERNEL)):
     index[u] = len(topo)
@@ -47,8 +50,10 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       b = u.src[0]
       key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, slot(b), slot(u)))
     elif op is UNIQUE: key.append((UNIQUE, slot(u)))
-    else: key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
-  return GraphShape(tuple(key), topo, slots)
+    else:
+      if op is ASSIGN: assigns = True
+      key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
+  return GraphShape(tuple(key), topo, slots, assigns)
 
 @dataclass(frozen=True)
 class Recipe:

@@ -12,6 +12,7 @@ from tensor import Tensor
 from tensor.engine import schedule
 from tensor.engine.realize import schedule_of
 from tensor.engine.schedule_cache import graph_shape
+from tensor.engine.state import ENGINE, Engine
 
 RNG = np.random.default_rng(1)
 
@@ -19,7 +20,7 @@ def rand(*shape) -> np.ndarray: return RNG.standard_normal(shape).astype(np.floa
 
 def sink_of(*ts: Tensor) -> UOp: return uop(Ops.SINK, dtypes.void, tuple(t.uop for t in ts))
 
-def hits_misses() -> tuple[int, int]: return schedule.schedule_cache.hits, schedule.schedule_cache.misses
+def hits_misses() -> tuple[int, int]: return ENGINE.schedules.hits, ENGINE.schedules.misses
 
 def realize_counting(t: Tensor) -> tuple[int, int]:
   """(hits, misses) of the schedule cache while t is realized."""
@@ -169,3 +170,14 @@ def test_fuzz_cached_schedule_matches_a_fresh_one(steps):
     assert got_asts == want_asts
     assert realize_counting(out) == (1, 0)  # kernel_asts scheduled this very graph
     np.testing.assert_allclose(out.numpy(), run_program(steps, xs), rtol=1e-4, atol=1e-4)
+
+def test_an_engine_of_its_own_starts_empty():
+  # the engine's state is one object: another engine shares no cache with the process's
+  from tensor.engine.realize import realize
+  mine = Engine()
+  A = Tensor(rand(4)).realize()
+  (A * 9).realize()
+  out = A * 9
+  realize([out], mine)
+  assert (mine.schedules.hits, mine.schedules.misses) == (0, 1) and len(mine.programs) == 1
+  np.testing.assert_allclose(out.numpy(), A.numpy() * 9, rtol=1e-6)
