@@ -10,7 +10,8 @@ import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
 from runtime.profile import kernel_run, scope
-from runtime.trace import group
+from runtime.graph import GRAPH
+from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
@@ -109,9 +110,10 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
 PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
 
 def compile_ast(ast: UOp, device: str) -> CompiledRunner:
-  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not at DEBUG>=3,
-  which prints the stages of the lowering)."""
-  key = program_cache.program_key(ast, device, bool(NOOPT)) if PROGRAM_DISK_CACHE and device != "PYTHON" and DEBUG < 3 else None
+  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
+  lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
+  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
+  key = program_cache.program_key(ast, device, bool(NOOPT)) if PROGRAM_DISK_CACHE and device != "PYTHON" and not watched else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
     p = get_program(ast, device)

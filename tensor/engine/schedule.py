@@ -11,12 +11,13 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
-import heapq
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
 from runtime.helpers import DEBUG, getenv
+from runtime.kahn import dependency_order
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
+from runtime.trace import COVERAGE_FILE, VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from tensor.engine.schedule_cache import graph_shape, record, replay
@@ -243,21 +244,9 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
     if prev in points or is_kernelized(prev): extra[w].add(prev)
     extra[w].update(r for r in readers.get(prev, ()) if r is not w)
   for x in points: deps[x] |= extra[x] & points
-  # Kahn's algorithm, ties broken by graph order so the schedule is deterministic
+  # ties broken by graph order so the schedule is deterministic
   pos = {u: i for i, u in enumerate(topo)}
-  users: dict[UOp, list[UOp]] = {x: [] for x in points}
-  for x, ds in deps.items():
-    for d in ds: users[d].append(x)
-  indeg = {x: len(ds) for x, ds in deps.items()}
-  heap = [(pos[x], x) for x, n in indeg.items() if n == 0]
-  heapq.heapify(heap)
-  order: list[UOp] = []
-  while heap:
-    _, x = heapq.heappop(heap)
-    order.append(x)
-    for u in users[x]:
-      indeg[u] -= 1
-      if indeg[u] == 0: heapq.heappush(heap, (pos[u], u))
+  order = dependency_order(deps, pos.__getitem__)
   if len(order) != len(points):
     raise ScheduleError("an assign's target is read, in its old version, by a computation that also needs the assign's result: "
                         "realize the tensor that reads the old value before assigning")
@@ -355,7 +344,8 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE) -> tuple[list[
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
   becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock."""
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
-  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE else None
+  # VIZ and RULECOVERAGE record the scheduler's rewrites: each realize schedules afresh
+  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not (VIZ or COVERAGE_FILE) else None
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
     tensors = tensors + readers
