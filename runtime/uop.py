@@ -313,7 +313,13 @@ def _device_step(u: UOp) -> UOp | None:
   """The node u's device is read from (None: u has none of its own)."""
   if u.op is Ops.COPY or u.op is Ops.BUFFER: return u.src[1]
   if u.op is Ops.KERNEL or not u.src: return None
+  # `Variable(...).bind(8) - t`: a bound variable (broadcast) has no device, the other operand has it
+  if len(u.src) > 1 and _is_bound_variable(u.src[0]): return u.src[1]
   return u.src[0]
+
+def _is_bound_variable(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE or u.op is Ops.EXPAND or u.op is Ops.CAST: u = u.src[0]
+  return u.op is Ops.BIND or u.op is Ops.DEFINE_VAR
 
 def _compute_device(root: UOp) -> str | None:
   path, u = [], root

@@ -27,7 +27,8 @@ def test_gradient_through_a_bound_variable():
 def test_one_program_serves_every_value():
   t = Tensor(np.arange(40, dtype=np.float32)).realize()
   for n in (2, 9, 17): np.testing.assert_allclose((t * 3.0 + _n(n, "only_here")).numpy(), np.arange(40) * 3.0 + n)
-  runners = [r for r in realize._programs.values() if isinstance(r, realize.BoundRunner) and any(v.arg[0] == "only_here" for v in r.program.vars)]
+  runners = [r for r in realize.ENGINE.programs.values()
+             if isinstance(r, realize.BoundRunner) and any(v.arg[0] == "only_here" for v in r.program.vars)]
   assert sorted(r.var_vals for r in runners) == [(2,), (9,), (17,)] and len({id(r.base) for r in runners}) == 1
 
 def _jitted():
