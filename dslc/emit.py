@@ -569,8 +569,14 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   body: list[str] = []
   table: dict[str, dict[Ops | None, str]] = {}
   imported = {n for _, names, _ in rf.imports for n in names}
+  by_name = {rs.name: rs for rs in rf.rulesets}
   for rs in rf.rulesets:
-    if rs.compose is not None: continue
+    if rs.compose is not None:
+      # `ruleset a = b + c` of this file's sets: one dispatch over b's rules then c's (no chained calls at run time)
+      if len(rs.compose) > 1 and (merged := _merged(rs, by_name)) is not None:
+        body.append(f"# ---- ruleset {rs.name} = {' + '.join(rs.compose)}: their rules in one dispatch ----\n")
+        table[rs.name] = emit_ruleset(merged, consts, body)
+      continue
     body.append(f"# ---- ruleset {rs.name}{': ' + rs.doc.splitlines()[0] if rs.doc else ''} ----\n")
     if rs.caps: body.append(emit_instantiated(rs, consts, imported))
     else: table[rs.name] = emit_ruleset(rs, consts, body)
@@ -608,8 +614,10 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   rules_tbl += [_rule_entry(r) for rs in rf.rulesets if not rs.caps for r in rs.rules]
   parts.append("\n".join(rules_tbl) + "\n")
   tail = []
-  by_name = {rs.name: rs for rs in rf.rulesets}
   for rs in rf.rulesets:
+    if rs.compose is not None and rs.name in table:
+      tail.append(f"{rs.name} = {_matcher(_merged(rs, by_name), table[rs.name])}")  # type: ignore[arg-type]
+      continue
     if rs.compose is not None:
       if not rs.caps: tail.append(f"{rs.name} = " + " + ".join(rs.compose))
       else:
@@ -620,6 +628,22 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     if not rs.caps: tail.append(f"{rs.name} = {_matcher(rs, table[rs.name])}")
   parts.append("\n".join(tail) + "\n")
   return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+def _merged(rs: RuleSet, by_name: dict[str, RuleSet]) -> RuleSet | None:
+  """A composed set as one set of its parts' rules in order, when every part is a plain set of this file (or is composed
+  of such); None when a part is imported or takes parameters (then the Matchers are added at import time)."""
+  if rs.caps: return None
+  rules: list[Rule] = []
+  for name in rs.compose or ():
+    part = by_name.get(name)
+    if part is None or part.caps: return None
+    if part.compose is not None:
+      if (inner := _merged(part, by_name)) is None: return None
+      part = inner
+    # a rule met again (`b + a` where b holds a) is left out: where its first copy did not fire, it can't either
+    rules += [r for r in part.rules if all(r is not q for q in rules)]
+  first = by_name[rs.compose[0]] if rs.compose else rs
+  return dataclasses.replace(rs, rules=rules, compose=None, returns=first.returns, params=first.params)
 
 def _rule_entry(r: Rule) -> str:
   ops = root_ops(r)
