@@ -38,12 +38,13 @@ class CompiledRunner(Runner):
 
 class BoundRunner(Runner):
   """A kernel compiled with its constants as parameters (rules/kernelize.rules `parametrize`), bound to one AST's values;
-  var_vals give the other variables, in order."""
-  def __init__(self, base: CompiledRunner, values: list):
+  var_vals give the other variables (bound Variables), in order, by default the values the AST bound them to."""
+  def __init__(self, base: CompiledRunner, values: list, bound: dict[str, int] | None = None):
     self.base, self.program, self.name = base, base.program, base.name
     self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
+    self.var_vals = tuple((bound or {})[v.arg[0]] for v, s in zip(base.program.vars, self.slots) if s is None) if bound else ()
   def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None:
-    rest = iter(var_vals)
+    rest = iter(var_vals or self.var_vals)
     self.base.fn(bufs, tuple(next(rest) if v is None else v for v in self.slots))
 
 class CopyRunner(Runner):
@@ -99,12 +100,12 @@ def get_runner(ast: UOp, device: str) -> Runner:
     template = graph_rewrite(ast, parametrize, params, name="parametrize")
     tkey = (device, template, noopt)
     first = _templates.get(tkey) if params.values else None
-    if first is None or first is ast:
+    if not params.bound and (first is None or first is ast):  # a kernel reading bound Variables is always a template
       if params.values: _templates[tkey] = ast
       r = compile_ast(ast, device)
     else:
       if (base := _programs.get(tkey)) is None: base = _programs[tkey] = compile_ast(template, device)
-      r = BoundRunner(base, params.values)  # type: ignore[arg-type]
+      r = BoundRunner(base, params.values, params.bound)  # type: ignore[arg-type]
   _programs[key] = r
   return r
 
