@@ -135,9 +135,7 @@ def parametrize_BIND(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
     b = _u
-    _r = ctx.unbind(b)
-    if _r is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := ctx.unbind(b)) is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def parametrize_CONST(_u: UOp, ctx):
   # r2da913: c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)
@@ -246,9 +244,7 @@ def rcdb0d7_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
     b = _u
-    _r = ctx.unbind(b)
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := ctx.unbind(b)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 # ---- rule table: id, file, line, text, root ops ----
 r7799d0 = Rule('r7799d0', 'rules/kernelize.rules', 11, 'u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x', (Ops.RESHAPE, Ops.EXPAND, ), r7799d0_alone)
