@@ -34,24 +34,37 @@ def node_text(u: Any) -> str:
   text = f"{u.op.name} {u.dtype} arg={u.arg!r} src=({src})"
   return text if len(text) <= MAX_NODE_TEXT else text[:MAX_NODE_TEXT - 4] + " ..."
 
+_classes: dict[type, type] = {}
+
+def rule_error(rule, node: UOp | None, cause: Exception, problem: str | None = None) -> Exception:
+  """A RuleError that is also an instance of the cause's class: `except ValueError` around a rewrite still catches a
+  ValueError a helper raised on purpose (a user's error), now with the rule named."""
+  from runtime.rewrite import RuleError
+  cls = _classes.get(type(cause))
+  if cls is None:
+    try: cls = type("RuleError", (RuleError, type(cause)), {"__module__": RuleError.__module__, "__qualname__": "RuleError"})
+    except TypeError: cls = RuleError   # a class that can't be a base (bool-like, a layout of its own)
+    _classes[type(cause)] = cls
+  try: return cls(rule, node, cause, problem)
+  except Exception: return RuleError(rule, node, cause, problem)  # noqa: BLE001 - a cause class whose __init__ wants other arguments
+
 def blame(e: Exception, rules: list, ctx: Any, node: UOp | None = None) -> Exception:
   """The RuleError to raise for `e` (raised while `rules` were matching), or `e` itself when no rule can be named."""
-  from runtime.rewrite import RuleError
   frames = _frames(e)
   matched = [f for f in frames if _is_matcher_fn(f)]
   if matched:
     node = matched[0].f_locals["_u"]
     # RULESTATS runs each rule's standalone function from a loop whose `rule` is the one running
     for f in frames:
-      if f.f_code.co_name == "run" and f.f_locals.get("rule") in rules: return RuleError(f.f_locals["rule"], node, e)
-    return RuleError(_culprit(rules, node, ctx), node, e)
+      if f.f_code.co_name == "run" and f.f_locals.get("rule") in rules: return rule_error(f.f_locals["rule"], node, e)
+    return rule_error(_culprit(rules, node, ctx), node, e)
   # the engine failed on a rule's result: the rule that just fired is a local of the engine's loop
   for f in reversed(frames):
     if f.f_code.co_name in ("_rewrite", "_rewrite_bottom_up") and f.f_locals.get("rule") is not None:
       got = f.f_locals.get("n")
       if not isinstance(got, UOp):
-        return RuleError(f.f_locals["rule"], f.f_locals.get("u"), e, f"its result is not a node: {got!r:.200}")
-  if node is not None: return RuleError(_culprit(rules, node, ctx), node, e)
+        return rule_error(f.f_locals["rule"], f.f_locals.get("u"), e, f"its result is not a node: {got!r:.200}")
+  if node is not None: return rule_error(_culprit(rules, node, ctx), node, e)
   return e
 
 def _culprit(rules: list, node: UOp, ctx: Any):

@@ -73,3 +73,9 @@ def test_loop_errors_are_not_rewrapped():
   exec(compile(compile_rules("loop.rules", "loop.rules", source=loops), "loop.rules", "exec"), ns)
   with pytest.raises(RewriteLoopError) as info: graph_rewrite(X + c(1), ns["t"])
   assert not isinstance(info.value, RuleError)
+
+def test_the_original_class_still_catches_it(t):
+  # a helper's deliberate ValueError (a user's error) is still a ValueError, now with the rule named
+  with pytest.raises(ValueError, match="no identity for a") as info: graph_rewrite(X.maximum(c(7)), t)
+  assert isinstance(info.value, RuleError) and info.value.rule.line == LINES["MAX"]
+  with pytest.raises(ZeroDivisionError): graph_rewrite(X // c(0), t)
