@@ -14,7 +14,8 @@ GOOD = ("from rules.symbolic_helpers import fold_alu\nlet Zero = (CONST [0])\nru
 
 def test_diagnostics_are_the_compilers():
   ds = rules_lsp.diagnostics("x.rules", BROKEN)
-  assert [(d.line, d.col, d.message) for d in ds] == [(2, 2, "unknown op or op group 'ADDD' (did you mean 'ADD'?)"), (3, 14, "'z' is used in a guard but never bound")]
+  assert [(d.line, d.col, d.message) for d in ds] == [(2, 2, "unknown op or op group 'ADDD' (did you mean 'ADD'?)"),
+                                                      (3, 14, "'z' is used in a guard but never bound")]
   assert rules_lsp.diagnostics("rules/symbolic.rules", open(os.path.join(ROOT, "rules/symbolic.rules")).read()) == []
 
 def test_hover_and_definition_without_a_client(tmp_path):
@@ -87,8 +88,8 @@ def test_the_server_over_stdio(tmp_path):
     first = await asyncio.wait_for(published.get(), 60)
     assert first.uri == uri
     got = [(d.range.start.line, d.range.start.character, d.range.end.character, d.message, d.severity) for d in first.diagnostics]
-    assert got == [(1, 1, 5, "unknown op or op group 'ADDD' (did you mean 'ADD'?)", lsp.DiagnosticSeverity.Error), (2, 13, 14, "'z' is used in a guard but never bound",
-                                                                                                    lsp.DiagnosticSeverity.Error)]
+    assert got == [(1, 1, 5, "unknown op or op group 'ADDD' (did you mean 'ADD'?)", lsp.DiagnosticSeverity.Error),
+                   (2, 13, 14, "'z' is used in a guard but never bound", lsp.DiagnosticSeverity.Error)]
     # the user fixes the file: the diagnostics go away
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
                                                                      content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=GOOD)]))
