@@ -1,36 +1,58 @@
 """Regenerate rules/*.py from rules/*.rules.
 
-  python build.py           compile every rules/*.rules into the rules/*.py beside it
-  python build.py --check   compile in memory; exit 1 naming each generated file that is stale or missing
+  python build.py           compile every rules/*.rules into the rules/*.py beside it (a file whose inputs did not
+                            change since the last build is skipped: dslc/stamp.py)
+  python build.py --check   compile all in memory; exit 1 naming each generated file that is stale or missing
+  python build.py --all     compile every file, changed or not
 
 Generated files are committed (as Go does with its rewrite rules) and CI runs --check, so they never drift.
 """
 from __future__ import annotations
-import argparse, glob, os, sys, time
+import argparse, glob, importlib.util, os, sys, time
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, ROOT)
 
 def sources() -> list[str]: return sorted(glob.glob(os.path.join(ROOT, "rules", "*.rules")))
 
+def load_stamp_module():
+  # dslc/stamp.py alone (standard library only): importing the dslc package would load lark and the runtime
+  spec = importlib.util.spec_from_file_location("_dslc_stamp", os.path.join(ROOT, "dslc", "stamp.py"))
+  mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+  spec.loader.exec_module(mod)  # type: ignore[union-attr]
+  return mod
+
+def read(path: str) -> str | None:
+  if not os.path.exists(path): return None
+  with open(path, encoding="utf-8") as f: return f.read()
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--check", action="store_true", help="only check that the generated files are up to date")
+  ap.add_argument("--all", action="store_true", help="compile every file, even those whose inputs did not change")
   args = ap.parse_args(argv)
-  from dslc.__main__ import write_atomic
-  from dslc.compile import compile_rules
-  from dslc.diagnostics import DslError
   t0 = time.perf_counter()
-  errors, stale, outputs = 0, [], []
+  stamp = load_stamp_module()
+  compiler, last = stamp.compiler_digest(ROOT), stamp.load_stamp(ROOT)
+  errors, stale, outputs, compiled = 0, [], [], 0
+  digests: dict[str, str] = {}   # generated module -> the digest of its text once this build is done
   for src in sources():
     rel = os.path.relpath(src, ROOT).replace(os.sep, "/")
     out = src[:-len(".rules")] + ".py"
-    try: code = compile_rules(src, rel)
+    key = os.path.relpath(out, ROOT).replace(os.sep, "/")
+    text, old = read(src), read(out)
+    if not (args.check or args.all) and stamp.up_to_date(text, old, last, compiler, key):
+      digests[key] = last["outputs"][key]
+      continue
+    from dslc.compile import compile_rules
+    from dslc.diagnostics import DslError
+    compiled += 1
+    try: code = compile_rules(src, rel, source=text)
     except DslError as e:
       print(str(e), file=sys.stderr)
       errors += len(e.diagnostics)
       continue
-    old = open(out).read() if os.path.exists(out) else None
+    digests[key] = stamp.source_digest(code)
     if old == code: continue
     if args.check: stale.append((rel, out, old is None))
     else: outputs.append((out, code))
@@ -47,9 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     return 1
   # all or nothing: the generated modules import each other's helpers and rule sets, so a half-regenerated rules/ is worse
   # than a stale one
-  for out, code in outputs: write_atomic(out, code)
+  if outputs:
+    from dslc.__main__ import write_atomic
+    for out, code in outputs: write_atomic(out, code)
+  if not args.check: stamp.save_stamp(ROOT, compiler, digests)
   dt = time.perf_counter() - t0
-  if not args.check: print(f"build.py: {len(sources())} rule files, {len(outputs)} regenerated, in {dt * 1000:.0f} ms")
+  if not args.check:
+    print(f"build.py: {len(sources())} rule files, {compiled} compiled, {len(outputs)} regenerated, in {dt * 1000:.0f} ms")
   return 0
 
 if __name__ == "__main__": sys.exit(main())

@@ -2,10 +2,10 @@
 can't infer. Every problem is a Diagnostic; all of them are reported together.
 """
 from __future__ import annotations
-import ast, dataclasses, difflib, importlib, math, re
+import ast, dataclasses, difflib, functools, glob, importlib, math, os, re
 from runtime.ops import ARITY, Ops
 from runtime.uop import UOp
-from dslc.diagnostics import Diagnostic
+from dslc.diagnostics import Diagnostic, did_you_mean
 from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
@@ -28,6 +28,7 @@ def bound_at(r: Rule, name: str) -> Span:
 class Checker:
   def __init__(self, rf: RuleFile):
     self.rf = rf
+    self.known: set[str] = set()
     self.diags: list[Diagnostic] = []
     self.lines = rf.source.split("\n")
     self.imported: set[str] = set()
@@ -94,7 +95,7 @@ class Checker:
         self.imported |= set(names)  # reported once here, not again at every use
         continue
       for n in names:
-        if not hasattr(mod, n): self.error(f"'{module}' has no '{n}'", span, n)
+        if not hasattr(mod, n): self.error(f"'{module}' has no '{n}'{did_you_mean(n, [x for x in vars(mod) if not x.startswith('_')])}", span, n)
         self.imported.add(n)
 
   def check_ruleset_name(self, rs) -> None:
@@ -148,6 +149,7 @@ class Checker:
     for n in sorted((node_names | arg_names) & caps):
       self.error(f"'{n}' is a parameter of the rule set, not a capture name", bound_at(r, n), n)
     known = node_names | arg_names | bound_ops | PRELUDE_NAMES | BUILTINS | self.imported | caps
+    self.known = known | {b.name for b in r.bindings}   # what an unbound name may be a typo of
     for x in r.pattern.walk():
       if x.arg_expr is None: continue
       # compared when the node is tested, before any capture is bound: constants only
@@ -262,7 +264,11 @@ class Checker:
       return (f"'{n}' is used in {where}, but the pattern matches an op with it only inside a repeated pattern (p...), "
               "which does not bind op variables")
     if n in r.opvars: return f"'{n}' is used in {where}, but the pattern matches no op with it: write ({n} ...) in the pattern"
-    return f"'{n}' is used in {where} but never bound"
+    if (module := helper_module(n)) is not None:
+      line = next((f"`from {m} import {', '.join(names)}`" for m, names, _ in self.rf.imports if m == module), None)
+      add = f"add it to {line}" if line else f"add `from {module} import {n}` at the top of the file"
+      return f"'{n}' is used in {where} but not imported: it is a helper of {module}; {add}"
+    return f"'{n}' is used in {where} but never bound{did_you_mean(n, self.known - PRELUDE_NAMES - BUILTINS)}"
 
   def check_result(self, res: Result, r: Rule, known: set[str], opvars: set[str]) -> None:
     if isinstance(res, Ref):
@@ -385,6 +391,22 @@ def _matched_opvars(p: Pat) -> set[str]:
   return {x.opvar for x in p.walk(rest=False) if x.opvar}
 
 def _all_opvars(p: Pat) -> set[str]: return {x.opvar for x in p.walk() if x.opvar}
+
+@functools.cache
+def _helper_names() -> dict[str, str]:
+  """Top-level functions and tables of the hand-written modules under rules/: name -> module (`rules.symbolic_helpers`)."""
+  out: dict[str, str] = {}
+  rules_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rules")
+  for path in sorted(glob.glob(os.path.join(rules_dir, "*.py"))):
+    with open(path, encoding="utf-8") as f: text = f.read()
+    if text.startswith("# Code generated"): continue
+    module = "rules." + os.path.basename(path)[:-3]
+    for m in re.finditer(r"^(?:def ([A-Za-z]\w*)\(|([A-Za-z]\w*)(?:\s*:[^=\n]*)?\s*=)", text, re.M): out.setdefault(m[1] or m[2], module)
+  return out
+
+def helper_module(name: str) -> str | None:
+  """The module under rules/ that defines `name`, for "add `from rules.X import name`"."""
+  return _helper_names().get(name)
 
 def _normal(text: str) -> str: return " ".join(text.split())
 

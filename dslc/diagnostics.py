@@ -1,6 +1,15 @@
 """Diagnostics in the compiler style: `FILE:LINE:COL: error: message`, the source line, a caret under the column."""
 from __future__ import annotations
+import difflib
 from dataclasses import dataclass
+
+def did_you_mean(name: str, choices) -> str:
+  """` (did you mean 'X'?)` for the closest of choices, or nothing when none is close."""
+  close = difflib.get_close_matches(name, sorted(choices), n=1)
+  if not close:
+    # a case slip (`add`, `Int32`) is not "close" to difflib on short names
+    close = [c for c in sorted(choices) if c.lower() == name.lower()][:1]
+  return f" (did you mean '{close[0]}'?)" if close else ""
 
 @dataclass(frozen=True)
 class Diagnostic:

@@ -5,29 +5,33 @@ bindings) in a fixed order, so consecutive rules that start with the same tests 
 sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
 """
 from __future__ import annotations
-import dataclasses, hashlib, itertools, re
+import dataclasses, itertools, re
 from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, Ops
-from dslc.ir import CallResult, Pat, PyResult, Ref, Rule, RuleFile, RuleSet
+from dslc.ir import CallResult, Pat, PyResult, Ref, Rule, RuleFile, RuleSet, TupleResult
 from dslc.parse import DTYPE_CLASSES, GROUPS
+from dslc.stamp import source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
 _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
-_ASSIGN = re.compile(r"\s*([A-Za-z_]\w*) = ")
+_ASSIGN = re.compile(r"\s*(?:if \()?([A-Za-z_]\w*) :?= ")
+_ALIAS = re.compile(r"([a-z]\w*) = (_u[_0-9]*)")   # a capture bound to the variable holding its node
 
 # names a guard or result may use without binding them
 BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
                       "min", "range", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
 PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "uop", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
 
-@dataclass
+@dataclass(eq=False)
 class Step:
-  kind: str       # "test" or "bind"
+  kind: str       # "test", "bind", or "loop" (the text names two sources: what follows runs for each order of them)
   text: str
-  def key(self) -> tuple[str, str]: return (self.kind, self.text)
+  def key(self) -> tuple:
+    # a loop is never shared with another rule's: one rule's orders both run before the next rule's (first-match order)
+    return (self.kind, self.text) if self.kind != "loop" else (self.kind, self.text, id(self))
 
 @dataclass
 class Alt:
@@ -36,6 +40,7 @@ class Alt:
   steps: list[Step]
   result: list[str]
   commented: bool = False
+  loop_var: str = "_"   # the variable of its loops over source orders (`_k` when the result depends on the order)
 
 @dataclass
 class Consts:
@@ -48,6 +53,8 @@ class Consts:
   n_rest: int = 0
   fns: dict[Any, str] = field(default_factory=dict)
   helpers: set[str] = field(default_factory=set)   # module-level helper functions the code uses (HELPERS)
+  loops: bool = False                               # some rule tries two source orders in a loop (_ORDERS)
+  loop_choice: dict[str, bool] = field(default_factory=dict)  # rule id -> whether it tries its orders in loops
 
   def op(self, o: Ops) -> str:
     self.ops.add(o)
@@ -112,12 +119,14 @@ class StepBuilder:
       self.plain.add(n)
 
   def build(self, pat: Pat) -> None:
-    queue: list[tuple[Pat, str, bool]] = [(pat, ROOT, True)]
-    while queue:
-      p, v, is_root = queue.pop(0)
-      queue += self.node(p, v, is_root)
+    # level by level: the tests of every node of a level, then their sources unpacked (so siblings' cheap tests come first)
+    level: list[tuple[Pat, str, bool]] = [(pat, ROOT, True)]
+    while level:
+      tested = [self.node(p, v, is_root) for p, v, is_root in level]
+      level = [child for p, v, n_written in tested for child in self.unpack(p, v, n_written)]
 
-  def node(self, p: Pat, v: str, is_root: bool) -> list[tuple[Pat, str, bool]]:
+  def node(self, p: Pat, v: str, is_root: bool) -> tuple[Pat, str, int]:
+    """The tests of one node and the names it binds itself (its op, arg, name); returns what unpack needs."""
     c = self.c
     n_written = len(p.src or ())
     # tests: the op, the dtype, the arg, the number of sources
@@ -133,7 +142,6 @@ class StepBuilder:
     if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
     if p.arg_name is not None and p.arg_name in self.bound_at: self.test(f"{v}.arg == {p.arg_name}")
     if p.arg_expr is not None: self.test(f"{v}.arg == {p.arg_expr.text}")
-    children: list[tuple[Pat, str, bool]] = []
     src = p.src or ()
     ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
     arities = {ARITY.get(o) for o in ops} if ops is not None else {None}
@@ -155,22 +163,31 @@ class StepBuilder:
       if p.rest is None and not fixed: self.test(f"len({v}.src) == {n}" if n else f"not {v}.src")
       if p.rest is not None and n: self.test(f"len({v}.src) >= {n}")
     if p.name is not None and p.name in self.node_vars: self.test(f"{v} is {self.node_vars[p.name]}")
-    # bindings: the sources, the op variable, the arg, the node's name
-    if has_src and n:
-      if p.rest is None: self.bind(", ".join(f"{v}_{i}" for i in range(n)) + ("," if n == 1 else "") + f" = {v}.src")
-      else:
-        for i in range(n): self.bind(f"{v}_{i} = {v}.src[{i}]")
+    # bindings: the op variable, the arg, the node's name
     if p.opvar is not None and p.opvar not in self.bound_at: self.bind(f"{p.opvar} = {v}.op", p.opvar)
     if p.arg_name is not None and p.arg_name not in self.bound_at: self.bind(f"{p.arg_name} = {v}.arg", p.arg_name)
     if p.name is not None and p.name not in self.node_vars:
       self.node_vars[p.name] = v
       self.bound_at[p.name] = len(self.steps)
+    return p, v, n_written
+
+  def unpack(self, p: Pat, v: str, n_written: int) -> list[tuple[Pat, str, bool]]:
+    """A tested node's sources: bound (`_u_0, _u_1 = _u.src`), spliced or matched by a repeated pattern; returns its children."""
+    src = p.src or ()
+    n = len(src)
+    if (p.src is not None or p.rest is not None) and n:
+      if p.rest is None: self.bind(", ".join(f"{v}_{i}" for i in range(n)) + ("," if n == 1 else "") + f" = {v}.src")
+      else:
+        for i in range(n): self.bind(f"{v}_{i} = {v}.src[{i}]")
     if p.splice is not None:
       self.bind(f"{p.splice} = {v}.src[{n_written}:]" if n_written else f"{p.splice} = {v}.src", p.splice)
       self.splices.add(p.splice)
-    for i, s in enumerate(src): children.append((s, f"{v}_{i}", False))
+    # an any-order node (variants keeps one only when its two orders differ): what follows runs for each order
+    if p.any_order and n == 2 and p.rest is None:
+      self.steps.append(Step("loop", f"{v}_0, {v}_1"))
+      self.c.loops = True
     if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, v, n)
-    return children
+    return [(s, f"{v}_{i}", False) for i, s in enumerate(src)]
 
   def rest(self, p: Pat, v: str, n: int) -> None:
     names = sorted(_pat_names(p))
@@ -186,19 +203,20 @@ class StepBuilder:
 
 def _pat_names(p: Pat) -> set[str]: return p.names()
 
-def variants(p: Pat, swap_free: bool) -> list[Pat]:
+def variants(p: Pat, swap_free: bool, loops: bool = False) -> list[Pat]:
   """Every concrete form of p: alternatives expanded, any-order sources as each distinct order.
-  swap_free=False drops the second order where both sources are bare unconstrained captures (it can't matter)."""
+  swap_free=False drops the second order where both sources are bare unconstrained captures (it can't matter).
+  loops=True keeps a two-source node whose orders differ any-order (the emitter tries both orders in a loop)."""
   if p.alternatives is not None:
     out = []
     for a in p.alternatives:
-      for v in variants(a, swap_free):
+      for v in variants(a, swap_free, loops):
         if p.name is not None and v.name is None: v.name = p.name
         out.append(v)
     return out
   if p.src is None: src_variants: list[tuple[Pat, ...]] = [()]
   else:
-    per_src = [variants(s, swap_free) for s in p.src]
+    per_src = [variants(s, swap_free, loops) for s in p.src]
     src_variants = [tuple(c) for c in itertools.product(*per_src)]
   # a repeated pattern stays whole: each source picks its own alternative and order (match_all tries every form per source)
   rest_variants = [p.rest]
@@ -209,6 +227,8 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
     if p.any_order and p.src is not None and len(sv) >= 2:
       orders = list(itertools.permutations(range(len(sv))))
       if not swap_free and len(sv) == 2 and all(_is_free(s) for s in sv): orders = orders[:1]
+      # (ADD x:ints x): both sources are the one node x, so the other order tests the same things
+      if len(sv) == 2 and all(_is_capture(s) for s in sv) and sv[0].name == sv[1].name: orders = orders[:1]
       uniq, seen = [], set()
       for o in orders:
         # an unconditional rule fires on the first order that matches: orders differing only in names add nothing
@@ -217,6 +237,10 @@ def variants(p: Pat, swap_free: bool) -> list[Pat]:
         seen.add(k)
         uniq.append(o)
       orders = uniq
+      if loops and len(orders) == 2 and len(sv) == 2:
+        # both orders in one block: a loop over them in the generated code
+        for rv in rest_variants: out.append(_with(p, src=sv, rest=rv, any_order=True, alternatives=None, perm=(0, 1)))
+        continue
     for o in orders:
       for rv in rest_variants:
         q = _with(p, src=tuple(sv[i] for i in o) if p.src is not None else None, rest=rv, any_order=False, alternatives=None,
@@ -230,6 +254,10 @@ def _with(p: Pat, **fields) -> Pat:
   q = object.__new__(Pat)
   q.__dict__.update(p.__dict__, **fields)
   return q
+
+def _is_capture(p: Pat) -> bool:
+  """A name, maybe with a dtype, and nothing else: `x`, `x:ints`."""
+  return p.name is not None and _is_free(_with(p, name=None, dtypes=None, dtype_classes=None))
 
 def _is_free(p: Pat) -> bool:
   return p.is_wildcard() and p.alternatives is None
@@ -246,7 +274,12 @@ def _pat_key(p: Pat, names: bool = True) -> str:
 # ---- code blocks and the decision tree ----
 
 class Block:
-  def __init__(self): self.lines: list[str] = []
+  def __init__(self):
+    self.lines: list[str] = []
+    self.last_rule: Rule | None = None   # the rule whose comment came last (its other orders need no second one)
+  def comment(self, depth: int, rule: Rule | None) -> None:
+    if rule is not None and rule is not self.last_rule: self.add(depth, _rule_comment(rule, depth))
+    self.last_rule = rule
   def add(self, depth: int, line: str) -> None: self.lines.extend(_wrap("  " * depth, line))
   def text(self) -> str: return "".join(x + "\n" for x in self.lines)
 
@@ -276,7 +309,7 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
     a = alts[i]
     while a.steps and a.steps[0].kind == "bind" and _already(a.steps[0].text, done): a.steps.pop(0)
     if not a.steps:
-      if comment and not a.commented: out.add(depth, _rule_comment(a.rule))
+      if comment and not a.commented: out.comment(depth, a.rule)
       for line in a.result:
         out.add(depth, line)
         # `_r = ...` and `where` names: later alternatives can't trust what they knew of these variables
@@ -290,14 +323,31 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
     while j < len(alts) and alts[j].steps and alts[j].steps[0].key() == first: j += 1
     group = alts[i:j]
     if len(group) == 1 and comment and not a.commented:
-      out.add(depth, _rule_comment(a.rule))
+      out.comment(depth, a.rule)
       a.commented = True
-    kind, text = first
-    if kind == "test":
+    kind, text = first[0], first[1]
+    if kind == "loop":
+      # each order of two sources in turn: swapped at the end of the first pass, swapped back at the end of the second
+      x, y = text.split(", ")
+      out.add(depth, f"for {a.loop_var if x == ROOT + '_0' else '_'} in _ORDERS:")
+      a.steps.pop(0)
+      # what was bound from x or y (or their sources) before the loop is not what they hold in the second pass
+      inside = {k: v for k, v in done.items() if not _mentions(v, (x, y))}
+      inner = emit_alts([a], out, depth + 1, comment, inside)
+      out.add(depth + 1, f"{x}, {y} = {y}, {x}")
+      for name in inner: done.pop(name, None)
+      assigned |= inner
+    elif kind == "test":
       if len(group) == 1:
         # a path only this alternative takes: its consecutive tests become one condition
         tests = []
         while a.steps and a.steps[0].kind == "test": tests.append(a.steps.pop(0).text)
+        if (line := _one_line(tests, a, done, depth)) is not None:
+          # and when nothing follows but captures and a return: one line, `if TESTS: x = _u_0; return (r1, x)`
+          out.add(depth, line)
+          assigned |= {_ALIAS.fullmatch(st.text)[1] for st in a.steps}  # type: ignore[index]
+          i = j
+          continue
         out.add(depth, f"if {' and '.join(tests)}:")
       else:
         out.add(depth, f"if {text}:")
@@ -305,6 +355,17 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       inner = emit_alts(group, out, depth + 1, comment, dict(done))
       for name in inner: done.pop(name, None)
       assigned |= inner
+    elif len(group) == 1 and _ALIAS.fullmatch(text):
+      # captures named on a path only this alternative takes: one line, `c, x = _u_1, _u_0_0`
+      run = []
+      while a.steps and a.steps[0].kind == "bind" and _ALIAS.fullmatch(a.steps[0].text):
+        stmt = a.steps.pop(0).text
+        if not _already(stmt, done): run.append(stmt)
+      pairs = [stmt.split(" = ") for stmt in run]
+      out.add(depth, f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}")
+      for stmt, (name, _) in zip(run, pairs): done[name] = stmt
+      assigned |= {name for name, _ in pairs}
+      assigned |= emit_alts(group, out, depth, comment, done)
     else:
       out.add(depth, text)
       names = _assigned(text)
@@ -315,23 +376,51 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
     i = j
   return assigned
 
+def _one_line(tests: list[str], a: Alt, done: dict[str, str], depth: int) -> str | None:
+  """`if TESTS: c, x = _u_1, _u_0; return (...)` when the rest of an alternative is captures and one return, and it fits."""
+  if len(a.result) != 1 or not a.result[0].startswith("return ") or any(not _ALIAS.fullmatch(st.text) for st in a.steps): return None
+  pairs = [st.text.split(" = ") for st in a.steps if not _already(st.text, done)]
+  binds = f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}; " if pairs else ""
+  line = f"if {' and '.join(tests)}: {binds}{a.result[0]}"
+  return line if len(line) + 2 * depth <= MAX_COLS else None
+
+def _mentions(stmt: str, names: tuple[str, ...]) -> bool:
+  """Whether a statement reads one of the variables `names` or a source bound from them (`_u_0` -> `_u_0_1`, ...)."""
+  return re.search(r"\b(?:" + "|".join(map(re.escape, names)) + r")(?:_\d+)*\b", stmt) is not None
+
 def _assigned(stmt: str) -> list[str]: return [n.strip() for n in stmt.split(" = ", 1)[0].split(",") if n.strip()]
 def _already(stmt: str, done: dict[str, str]) -> bool: return all(done.get(n) == stmt for n in _assigned(stmt))
 
-def _rule_comment(rule: Rule | None) -> str:
-  return "" if rule is None else f"# {rule.id}: {rule.text}"
+def _rule_comment(rule: Rule | None, depth: int = 0) -> str:
+  # one line (the rule table at the end of the module has the whole text)
+  if rule is None: return ""
+  text, width = f"# {rule.id}: {rule.text}", MAX_COLS - 2 * depth
+  return text if len(text) <= width else text[:width - 4].rstrip() + " ..."
 
 # ---- rules -> alternatives ----
 
-def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standalone: bool) -> list[Alt]:
+def loops_pay(rule: Rule, consts: Consts) -> bool:
+  """Whether a rule's commutative nodes try their two orders in a loop: when that is shorter than a copy per order (a
+  small rule's two copies, `(ADD x 0)` and `(ADD 0 x)`, are shorter than a loop and cost nothing to try)."""
+  if rule.id not in consts.loop_choice:
+    sizes = []
+    for loops in (False, True):
+      body = Block()
+      emit_alts(rule_alts(rule, Consts(), dispatched=True, standalone=True, loops=loops), body, 1, comment=False)
+      sizes.append(len(body.lines))
+    consts.loop_choice[rule.id] = sizes[1] < sizes[0]
+  return consts.loop_choice[rule.id]
+
+def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standalone: bool, loops: bool | None = None) -> list[Alt]:
   """dispatched: the op the calling function is for (its root op test is skipped), True for "one of the rule's root ops",
-  None when the function must test the root op itself."""
+  None when the function must test the root op itself. loops: try commutative orders in a loop (None: when that pays)."""
+  if loops is None: loops = loops_pay(rule, consts)
   guards_cheap = sorted([g for g in rule.guards if g.cost <= 1], key=lambda g: g.cost)
   guards_dear = sorted([g for g in rule.guards if g.cost > 1], key=lambda g: g.cost)
   unconditional = is_unconditional(rule)
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
-  for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern)):
+  for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern), loops=loops):
     # a root alternative of other ops never matches in this op's function; one of several root ops tests its own
     if isinstance(dispatched, Ops) and v.ops is not None and dispatched not in v.ops: continue
     root_tested = dispatched is not None and not (dispatched is True and rule.pattern.alternatives is not None)
@@ -360,7 +449,13 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
       final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
     rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names, v.perm)
     text, conditional = rb.top()
+    loop_var = "_"
+    if v.any_order and isinstance(rule.result, TupleResult) and rule.result.comp is None:
+      # entries follow the node's sources: in the loop's second pass (_k == 1) the written sources matched them swapped
+      swapped, _ = ResultBuilder(consts, rule, sb.plain, sb.rest_names, (1, 0)).top()
+      text, loop_var = f"({text} if not _k else {swapped})", "_k"
     text = consts.op_aliases(text)
+    final = _with_pretests(final)
     where = [consts.op_aliases(line) for line in rb.bindings()]
     needed = set().union(_result_names(rule.result), *(_result_names(b.value) for b in rule.bindings)) - {b.name for b in rule.bindings}
     alias(needed | (set(rule.result.params) if isinstance(rule.result, CallResult) else set()), final)
@@ -372,15 +467,46 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
     if conditional and rule.returns == "per-source":
       # a helper's tuple: checked to have one entry per source when the rule fires
       consts.helpers |= {"_per_source", "_entry"}
-      result = [f"_r = {text}", f"if _r is not None: {ret(f'_per_source(_r, {ROOT}, {rule.id})')}"]
+      result = [f"if (_r := {text}) is not None: {ret(f'_per_source(_r, {ROOT}, {rule.id})')}"]
     elif conditional:
       # a Python number becomes a CONST of the root's dtype; a node (or a renderer's string) is the result as it is
-      result = [f"_r = {text}", f"if _r is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
+      result = [f"if (_r := {text}) is not None: {ret(f'_const({ROOT}.dtype, _r) if _r.__class__ in _NUMBERS else _r')}"]
     else: result = [ret(text)]
     # the `where` lines first; after a {python} one that may be None, the rest nest under its `if`
     indent = where[-1][:len(where[-1]) - len(where[-1].lstrip())] + ("  " if where[-1].lstrip().startswith("if ") else "") if where else ""
-    out.append(Alt(rule, final, where + [indent + line for line in result]))
+    out.append(Alt(rule, final, where + [indent + line for line in result], loop_var=loop_var))
   return out
+
+def _with_pretests(steps: list[Step]) -> list[Step]:
+  """Before each loop over two source orders, the tests that open either pass, so a node that can't match in either
+  order costs what two explicit copies would. When both passes open with the same tests, they move out of the loop."""
+  out: list[Step] = []
+  i = 0
+  while i < len(steps):
+    s = steps[i]
+    if s.kind != "loop":
+      out.append(s)
+      i += 1
+      continue
+    j = i + 1
+    while j < len(steps) and steps[j].kind == "test": j += 1
+    first = [t.text for t in steps[i + 1:j]]
+    x, y = s.text.split(", ")
+    second = [_swap_names(t, x, y) for t in first]
+    if first and sorted(first) == sorted(second):
+      out += [Step("test", " and ".join(_guard_text(t) for t in first)), s]
+      i = j
+      continue
+    if first:
+      one, two = (" and ".join(_guard_text(t) for t in ts) for ts in (first, second))
+      out.append(Step("test", f"({one}) or ({two})" if len(first) > 1 else f"{one} or {two}"))
+    out.append(s)
+    i += 1
+  return out
+
+def _swap_names(text: str, x: str, y: str) -> str:
+  """A test with the variables x and y (and the sources bound from them) exchanged."""
+  return re.sub(r"\b(" + re.escape(x) + "|" + re.escape(y) + r")((?:_\d+)*)\b", lambda m: (y if m[1] == x else x) + m[2], text)
 
 def _has_repeated_names(p: Pat) -> bool:
   seen = [n for x in p.walk() for n in (x.name, x.arg_name, x.opvar) if n]
@@ -413,14 +539,18 @@ def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None
   for o in specific: by_op[o] = [r for r in rs.rules if ops_of[r.id] is None or o in ops_of[r.id]]  # type: ignore[operator]
   if any(ops is None for ops in ops_of.values()): by_op[None] = [r for r in rs.rules if ops_of[r.id] is None]
   names: dict[Ops | None, str] = {}
+  bodies: dict[str, list[Ops | None]] = {}   # function body -> the ops it is for (ops whose rules compile alike share one)
   for o, rules in by_op.items():
-    fname = f"{rs.name}_{o.name if o is not None else 'any'}"
-    names[o] = fname
     body = Block()
     alts = [a for r in rules for a in rule_alts(r, consts, dispatched=o if o is not None else True,
                                                  standalone=False)]
     emit_alts(alts, body, 1)
-    out.append(f"def {fname}({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}")
+    bodies.setdefault(body.text() + _final_return(body), []).append(o)
+  for text, ops in bodies.items():
+    fname = f"{rs.name}_{ops[0].name if ops[0] is not None else 'any'}"
+    for o in ops: names[o] = fname
+    shared = f"  # also for {', '.join(o.name for o in ops[1:] if o is not None)}: their rules compile to the same code\n" if len(ops) > 1 else ""
+    out.append(f"def {fname}({ROOT}: UOp, ctx):\n{shared}{text}")
   return names
 
 def standalone_fn(rule: Rule, consts: Consts) -> str:
@@ -429,9 +559,8 @@ def standalone_fn(rule: Rule, consts: Consts) -> str:
   return f"def {rule.id}_alone({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}"
 
 def _final_return(body: Block) -> str:
-  # a function whose last statement at the top level already returns needs no `return None`
-  last = body.lines[-1] if body.lines else ""
-  return "" if last.startswith("  return ") else "  return None\n"
+  # a function that falls off its end returns None: no line for it, unless the body is empty
+  return "" if body.lines else "  return None\n"
 
 def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) -> str:
   """The Python source of the matcher module for one rule file (fns: Python callables of CallResults -> names)."""
@@ -440,13 +569,19 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   body: list[str] = []
   table: dict[str, dict[Ops | None, str]] = {}
   imported = {n for _, names, _ in rf.imports for n in names}
+  by_name = {rs.name: rs for rs in rf.rulesets}
   for rs in rf.rulesets:
-    if rs.compose is not None: continue
+    if rs.compose is not None:
+      # `ruleset a = b + c` of this file's sets: one dispatch over b's rules then c's (no chained calls at run time)
+      if len(rs.compose) > 1 and (merged := _merged(rs, by_name)) is not None:
+        body.append(f"# ---- ruleset {rs.name} = {' + '.join(rs.compose)}: their rules in one dispatch ----\n")
+        table[rs.name] = emit_ruleset(merged, consts, body)
+      continue
     body.append(f"# ---- ruleset {rs.name}{': ' + rs.doc.splitlines()[0] if rs.doc else ''} ----\n")
     if rs.caps: body.append(emit_instantiated(rs, consts, imported))
     else: table[rs.name] = emit_ruleset(rs, consts, body)
   alone = [standalone_fn(r, consts) for rs in rf.rulesets if not rs.caps for r in rs.rules]
-  digest = hashlib.sha256(rf.source.encode()).hexdigest()[:16]
+  digest = source_digest(rf.source)
   head = [f"# Code generated by build.py from {rel_path}. DO NOT EDIT.",
           f"# Regenerate with `python build.py`. Source sha256: {digest}",
           f'"""{_docstring(rf)}"""' if rf.header else f'"""Matchers compiled from {rel_path}."""',
@@ -459,6 +594,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
+          *(["_ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources"] if consts.loops else []),
           "inf, nan = math.inf, math.nan",
           ""]
   for name in sorted(consts.helpers): head.append(HELPERS[name].strip("\n") + "\n")
@@ -478,8 +614,10 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   rules_tbl += [_rule_entry(r) for rs in rf.rulesets if not rs.caps for r in rs.rules]
   parts.append("\n".join(rules_tbl) + "\n")
   tail = []
-  by_name = {rs.name: rs for rs in rf.rulesets}
   for rs in rf.rulesets:
+    if rs.compose is not None and rs.name in table:
+      tail.append(f"{rs.name} = {_matcher(_merged(rs, by_name), table[rs.name])}")  # type: ignore[arg-type]
+      continue
     if rs.compose is not None:
       if not rs.caps: tail.append(f"{rs.name} = " + " + ".join(rs.compose))
       else:
@@ -490,6 +628,22 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     if not rs.caps: tail.append(f"{rs.name} = {_matcher(rs, table[rs.name])}")
   parts.append("\n".join(tail) + "\n")
   return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+def _merged(rs: RuleSet, by_name: dict[str, RuleSet]) -> RuleSet | None:
+  """A composed set as one set of its parts' rules in order, when every part is a plain set of this file (or is composed
+  of such); None when a part is imported or takes parameters (then the Matchers are added at import time)."""
+  if rs.caps: return None
+  rules: list[Rule] = []
+  for name in rs.compose or ():
+    part = by_name.get(name)
+    if part is None or part.caps: return None
+    if part.compose is not None:
+      if (inner := _merged(part, by_name)) is None: return None
+      part = inner
+    # a rule met again (`b + a` where b holds a) is left out: where its first copy did not fire, it can't either
+    rules += [r for r in part.rules if all(r is not q for q in rules)]
+  first = by_name[rs.compose[0]] if rs.compose else rs
+  return dataclasses.replace(rs, rules=rules, compose=None, returns=first.returns, params=first.params)
 
 def _rule_entry(r: Rule) -> str:
   ops = root_ops(r)

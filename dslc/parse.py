@@ -3,7 +3,7 @@
 Every problem becomes a Diagnostic with file:line:col; parsing goes on after an error, so one run reports them all.
 """
 from __future__ import annotations
-import hashlib, keyword, os
+import hashlib, keyword, os, re
 from functools import cache
 from typing import Any
 import lark
@@ -99,6 +99,7 @@ class FileParser(PatternReader, ResultReader):
         n = max((i for i, x in enumerate(code) if x), default=0)
         has_arrow = any("->" in x for x in code)
         self.error("unexpected end of the rule" if has_arrow else "unexpected end of the rule: it needs '-> result'", n + 1, len(code[n]) + 1)
+      elif (hint := _misplaced_guard(item.text, tok)) is not None: self.error(*hint)
       else: self.error(f"unexpected {tok.value!r}{_expected_hint(e.expected)}", tok.line or line, tok.column or col)
     else: self.error("unexpected end of input", line, col)
 
@@ -240,6 +241,20 @@ class FileParser(PatternReader, ResultReader):
     x = ExprBuilder(rename).build(t)
     x.span = self.span(t)
     return x
+
+def _misplaced_guard(text: str, tok) -> tuple[str, int, int] | None:
+  """The two guard mistakes a parser error hides: `if ->` (no condition: the '-' of '->' reads as a minus, then '>' is
+  unexpected) and a guard written after the result. (message, line, col), the caret under the `if`."""
+  before = text[:tok.start_pos] if tok.start_pos is not None else ""
+  code = "\n".join(_strip_comment(x) for x in before.split("\n"))
+  if (m := re.search(r"\bif\s*-?\s*$", code)) is not None and tok.value in (">", "->"):
+    return ("an empty guard: write a condition after 'if' (`if x.vmin >= 0 ->`), or leave the 'if' out",) + _position(code, m.start())
+  if tok.value == "if" and "->" in code:
+    return ("a guard goes before the result: `PATTERN if GUARD -> RESULT`",) + _position(code, tok.start_pos)
+  return None
+
+def _position(text: str, index: int) -> tuple[int, int]:
+  return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1
 
 def _expected_hint(expected: set[str]) -> str:
   e = set(expected)

@@ -8,6 +8,7 @@ from typing import Any
 from lark import Token, Tree
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
+from dslc.diagnostics import did_you_mean
 from dslc.expr import ExprBuilder, SourceError, literal_node_value, literal_value, pos
 from dslc.ir import Pat
 
@@ -19,7 +20,7 @@ GROUPS: dict[str, frozenset[Ops]] = {k: v for k, v in vars(GroupOp).items() if i
 def resolve_ops(name: str, line: int, col: int) -> frozenset[Ops]:
   if name in Ops.__members__: return frozenset({Ops[name]})
   if name in GROUPS: return GROUPS[name]
-  raise SourceError(f"unknown op or op group '{name}'", line, col)
+  raise SourceError(f"unknown op or op group '{name}'{did_you_mean(name, [*Ops.__members__, *GROUPS])}", line, col)
 
 @dataclass
 class NamedPattern:
@@ -182,7 +183,9 @@ class PatternReader:
       name = str(n)
       if name in DTYPE_CLASSES: classes.add(name)
       elif name in DTYPE_NAMES: exact.add(DTYPE_NAMES[name])
-      else: raise SourceError(f"unknown dtype '{name}' (dtype names are those of dtypes, or a class: {', '.join(DTYPE_CLASSES)})", *pos(n))
+      else:
+        hint = did_you_mean(name, [*DTYPE_NAMES, *DTYPE_CLASSES]) or f" (dtype names are those of dtypes, or a class: {', '.join(DTYPE_CLASSES)})"
+        raise SourceError(f"unknown dtype '{name}'{hint}", *pos(n))
     p.dtypes = frozenset(exact) if exact else None
     p.dtype_classes = frozenset(classes) if classes else None
 

@@ -2,19 +2,15 @@
 and {python}. A mixin of the parser (parse.py): it reads the parser's state (the current rule set, the for scopes).
 """
 from __future__ import annotations
-import difflib
 from lark import Token, Tree
 from runtime.dtype import DTYPE_NAMES
 from runtime.ops import Ops
 from dslc.expr import ExprBuilder, SourceError, comp_targets, literal_node_value, pos
 from dslc.ir import Comprehension, Construct, Expr, Lit, PyResult, Ref, Result, Splice, TupleResult, Update
+from dslc.diagnostics import did_you_mean
 from dslc.parse_patterns import GROUPS, resolve_ops
 
 UPDATE_FIELDS = ("op", "dtype", "arg", "src")
-
-def did_you_mean(name: str, choices) -> str:
-  close = difflib.get_close_matches(name, list(choices), n=1)
-  return f" (did you mean '{close[0]}'?)" if close else ""
 
 class ResultReader:
   """Reads results; FileParser supplies current, scopes and span()."""
@@ -114,13 +110,14 @@ class ResultReader:
     elif opref.type == "ANYOP": raise SourceError("a result needs a real op, not '_'", *pos(opref))
     else:
       if str(opref) not in Ops.__members__:
-        raise SourceError(f"unknown op '{opref}'" + (" (a group can't build a node)" if str(opref) in GROUPS else ""), *pos(opref))
+        hint = " (a group can't build a node)" if str(opref) in GROUPS else did_you_mean(str(opref), Ops.__members__)
+        raise SourceError(f"unknown op '{opref}'{hint}", *pos(opref))
       op = Ops[str(opref)]
     dtype = None
     if cdt is not None:
       names = [str(x) for x in cdt.children]
       if len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
-      elif len(names) == 1: raise SourceError(f"unknown dtype '{names[0]}'", *pos(cdt))
+      elif len(names) == 1: raise SourceError(f"unknown dtype '{names[0]}'{did_you_mean(names[0], DTYPE_NAMES)}", *pos(cdt))
       else: dtype = Expr(".".join(names), frozenset({names[0]}), 1, self.span(cdt))
     arg = None
     if carg is not None:

@@ -29,12 +29,7 @@ DTS_0 = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32})
 # ---- ruleset decompositions: exp2 and log2 of float32, float16 and bfloat16 as arithmetic in float64 (a vectorizable loop body). ----
 
 def decompositions_EXP2(_u: UOp, ctx):
-  # r9f83a0: (EXP2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE
-  # (CMPLT xd -151.0) -151.0 xd) where c = (WHERE (CMPLT 129.0 lo) 129.0 lo) where t = (ADD c 6755399441055744.0) where n = (SUB t 6755399441055744.0)
-  # where f = (SUB c n) where h6 = (ADD (MUL f 1.5196150556215794e-05) 0.00015466757287913932) where h5 = (ADD (MUL f h6) 0.0013333935087548414) where
-  # h4 = (ADD (MUL f h5) 0.009618038128802528) where h3 = (ADD (MUL f h4) 0.05550410365943525) where h2 = (ADD (MUL f h3) 0.2402265106658624) where h1
-  # = (ADD (MUL f h2) 0.6931471807045498) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int64 t) 0x4338000000000000) where scale =
-  # (BITCAST:float64 (SHL (ADD k 1023) 52))
+  # r9f83a0: (EXP2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE ...
   _u_0, = _u.src
   if _u_0.dtype in DTS_0:
     x = _u_0
@@ -55,15 +50,9 @@ def decompositions_EXP2(_u: UOp, ctx):
       k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _const(dtypes.int64, 4843621399236968448)), None)
       scale = _uop(BITCAST, dtypes.float64, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (k, _const(k.dtype, 1023)), None), _const(k.dtype, 52)), None),), None)
       return (r9f83a0, _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None))
-  return None
 
 def decompositions_LOG2(_u: UOp, ctx):
-  # r08b694: (LOG2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype r) where xd = (CAST:float64 x) where bits = (BITCAST:int64 xd)
-  # where k = (SHR (SUB bits 0x3FE6A09E667F3BCD) 52) where m = (BITCAST:float64 (SUB bits (SHL k 52))) where s = (FDIV (SUB m 1.0) (ADD m 1.0)) where
-  # z = (MUL s s) where q3 = (ADD (MUL z 0.34073300727518996) 0.41167230625994633) where q2 = (ADD (MUL z q3) 0.5770835989649967) where q1 = (ADD (MUL
-  # z q2) 0.9617966731894037) where q = (ADD (MUL z q1) 2.885390081790482) where kd = (SUB (BITCAST:float64 (ADD k 0x4338000000000000))
-  # 6755399441055744.0) where y = (ADD kd (MUL s q)) where r1 = (WHERE (CMPEQ xd inf) xd y) where r2 = (WHERE (CMPEQ xd 0.0) -inf r1) where r3 =
-  # (WHERE (CMPLT xd 0.0) (CONST:float64 [nan]) r2) where r = (WHERE (CMPNE xd xd) xd r3)
+  # r08b694: (LOG2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype r) where xd = (CAST:float64 x) where bits = (BITCAST:int64 x ...
   _u_0, = _u.src
   if _u_0.dtype in DTS_0:
     x = _u_0
@@ -85,7 +74,6 @@ def decompositions_LOG2(_u: UOp, ctx):
       r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(dtypes.float64, nan), r2), None)
       r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
       return (r08b694, _uop(CAST, x.dtype, (r,), None))
-  return None
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
@@ -110,7 +98,6 @@ def r9f83a0_alone(_u: UOp, ctx):
       k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _const(dtypes.int64, 4843621399236968448)), None)
       scale = _uop(BITCAST, dtypes.float64, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (k, _const(k.dtype, 1023)), None), _const(k.dtype, 52)), None),), None)
       return _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None)
-  return None
 
 def r08b694_alone(_u: UOp, ctx):
   _u_0, = _u.src
@@ -134,7 +121,6 @@ def r08b694_alone(_u: UOp, ctx):
       r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(dtypes.float64, nan), r2), None)
       r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
       return _uop(CAST, x.dtype, (r,), None)
-  return None
 
 # ---- rule table: id, file, line, text, root ops ----
 r9f83a0 = Rule('r9f83a0', 'rules/decompositions.rules', 22, '(EXP2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE (CMPLT xd -151.0) -151.0 xd) where c = (WHERE (CMPLT 129.0 lo) 129.0 lo) where t = (ADD c 6755399441055744.0) where n = (SUB t 6755399441055744.0) where f = (SUB c n) where h6 = (ADD (MUL f 1.5196150556215794e-05) 0.00015466757287913932) where h5 = (ADD (MUL f h6) 0.0013333935087548414) where h4 = (ADD (MUL f h5) 0.009618038128802528) where h3 = (ADD (MUL f h4) 0.05550410365943525) where h2 = (ADD (MUL f h3) 0.2402265106658624) where h1 = (ADD (MUL f h2) 0.6931471807045498) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int64 t) 0x4338000000000000) where scale = (BITCAST:float64 (SHL (ADD k 1023) 52))', (Ops.EXP2, ), r9f83a0_alone)

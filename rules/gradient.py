@@ -50,9 +50,7 @@ def gradient_ASSIGN(_u: UOp, ctx):
   # r301651: (ASSIGN _ v) if v.op is not Ops.KERNEL -> (_ ctx)
   _u_0, _u_1 = _u.src
   v = _u_1
-  if v.op is not KERNEL:
-    return (r301651, (None, ctx))
-  return None
+  if v.op is not KERNEL: return (r301651, (None, ctx))
 
 def gradient_CONTIGUOUS(_u: UOp, ctx):
   # r0e8229: (CONTIGUOUS x) -> (ctx)
@@ -77,74 +75,68 @@ def gradient_RESHAPE(_u: UOp, ctx):
 
 def gradient_PERMUTE(_u: UOp, ctx):
   # r30cb31: (PERMUTE [order] x) -> ((PERMUTE:x.dtype [inverse_permutation(order)] ctx))
-  _u_0, = _u.src
   order = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (r30cb31, (_uop(PERMUTE, x.dtype, (ctx,), inverse_permutation(order)),))
 
 def gradient_EXPAND(_u: UOp, ctx):
   _u_0, = _u.src
   # r504bb9: u@(EXPAND x) if u.shape != x.shape -> ((REDUCE_AXIS:x.dtype [(Ops.ADD, expanded_axes(x, u))] ctx))
-  u = _u
-  x = _u_0
-  if u.shape != x.shape:
-    return (r504bb9, (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),))
+  u, x = _u, _u_0
+  if u.shape != x.shape: return (r504bb9, (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),))
   # rc0fac3: (EXPAND x) -> (ctx)
   return (rc0fac3, (ctx,))
 
 def gradient_PAD(_u: UOp, ctx):
   # r77071b: (PAD [pads] x) -> ((SHRINK:x.dtype [unpad(x, pads)] ctx))
-  _u_0, = _u.src
   pads = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (r77071b, (_uop(SHRINK, x.dtype, (ctx,), unpad(x, pads)),))
 
 def gradient_SHRINK(_u: UOp, ctx):
   # rd22afd: (SHRINK [region] x) -> ((PAD:x.dtype [unshrink(x, region)] ctx))
-  _u_0, = _u.src
   region = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (rd22afd, (_uop(PAD, x.dtype, (ctx,), unshrink(x, region)),))
 
 def gradient_FLIP(_u: UOp, ctx):
   # rd0986b: (FLIP [axes] x) -> ((FLIP:x.dtype [axes] ctx))
-  _u_0, = _u.src
   axes = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (rd0986b, (_uop(FLIP, x.dtype, (ctx,), axes),))
 
 def gradient_REDUCE_AXIS(_u: UOp, ctx):
-  _u_0, = _u.src
   u = _u
   # r075da3: u@(REDUCE_AXIS x) if u.arg[0] is Ops.ADD -> ((EXPAND:x.dtype [x.shape] ctx))
   if u.arg[0] is ADD:
+    _u_0, = _u.src
     x = _u_0
     return (r075da3, (_uop(EXPAND, x.dtype, (ctx,), x.shape),))
-  # rd72b35: u@(REDUCE_AXIS x) if u.arg[0] is Ops.MAX -> ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[1])]
-  # is_max(x, u)))) (EXPAND:x.dtype [x.shape] ctx)))
+  # rd72b35: u@(REDUCE_AXIS x) if u.arg[0] is Ops.MAX -> ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[ ...
   if u.arg[0] is MAX:
+    _u_0, = _u.src
     x = _u_0
     return (rd72b35, (_uop(MUL, x.dtype, (_uop(FDIV, x.dtype, (_as_src(is_max(x, u), x.dtype), _uop(EXPAND, x.dtype, (_uop(REDUCE_AXIS, x.dtype, (_as_src(is_max(x, u), x.dtype),), (ADD, u.arg[1])),), x.shape)), None), _uop(EXPAND, x.dtype, (ctx,), x.shape)), None),))
   # r982667: u@(REDUCE_AXIS _) if u.arg[0] is Ops.MUL -> prod_gradient(ctx, u)
   if u.arg[0] is MUL:
-    _r = prod_gradient(ctx, u)
-    if _r is not None: return (r982667, _per_source(_r, _u, r982667))
-  return None
+    _u_0, = _u.src
+    if (_r := prod_gradient(ctx, u)) is not None: return (r982667, _per_source(_r, _u, r982667))
 
 def gradient_GATHER(_u: UOp, ctx):
   # rb69120: (GATHER x idx) -> (gather_gradient(ctx, x, idx) _)
   _u_0, _u_1 = _u.src
-  idx = _u_1
-  x = _u_0
+  idx, x = _u_1, _u_0
   return (rb69120, (_entry(gather_gradient(ctx, x, idx), _u.src[0].dtype), None))
 
 def gradient_CAST(_u: UOp, ctx):
   # rff6598: (CAST:floats x:floats) -> ((CAST:x.dtype ctx))
   if _u.dtype.scalar in DTS_0:
     _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0:
-      x = _u_0
-      return (rff6598, (_uop(CAST, x.dtype, (ctx,), None),))
+    if _u_0.dtype.scalar in DTS_0: x = _u_0; return (rff6598, (_uop(CAST, x.dtype, (ctx,), None),))
   # r878c02: (CAST _) -> (_)
   _u_0, = _u.src
   return (r878c02, (None,))
@@ -208,23 +200,20 @@ def gradient_SUB(_u: UOp, ctx):
 def gradient_MUL(_u: UOp, ctx):
   # rfd73b1: (MUL x y) -> ((MUL ctx y) (MUL ctx x))
   _u_0, _u_1 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (rfd73b1, (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None)))
 
 def gradient_FDIV(_u: UOp, ctx):
   # r4e92ee: u@(FDIV x y) -> ((FDIV ctx y) (NEG (FDIV (MUL ctx u) y)))
   _u_0, _u_1 = _u.src
-  u = _u
-  y = _u_1
+  u, y = _u, _u_1
   return (r4e92ee, (_uop(FDIV, ctx.dtype, (ctx, y), None), _uop(NEG, ctx.dtype, (_uop(FDIV, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), y), None),), None)))
 
 def gradient_IDIV(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r0fa1c6: (IDIV x:floats y) -> (full_like(x, 0) full_like(y, 0))
   if _u_0.dtype.scalar in DTS_0:
-    x = _u_0
-    y = _u_1
+    x, y = _u_0, _u_1
     return (r0fa1c6, (_entry(full_like(x, 0), _u.src[0].dtype), _entry(full_like(y, 0), _u.src[1].dtype)))
   # r067b72: (IDIV _ _) -> (_ _)
   return (r067b72, (None, None))
@@ -233,28 +222,21 @@ def gradient_MOD(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r34bcd8: (MOD x:floats y) -> (ctx (NEG (MUL ctx (TRUNC (FDIV x y)))))
   if _u_0.dtype.scalar in DTS_0:
-    x = _u_0
-    y = _u_1
+    x, y = _u_0, _u_1
     return (r34bcd8, (ctx, _uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, _uop(TRUNC, x.dtype, (_uop(FDIV, x.dtype, (x, y), None),), None)), None),), None)))
   # r57a908: (MOD _ _) -> (_ _)
   return (r57a908, (None, None))
 
 def gradient_MAX(_u: UOp, ctx):
-  # rb3b7e7: (MAX x y) -> ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHERE
-  # (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))))
+  # rb3b7e7: (MAX x y) -> ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHE ...
   _u_0, _u_1 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (rb3b7e7, (_uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (y, x), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None), _uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (x, y), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None)))
 
 def gradient_POW(_u: UOp, ctx):
-  # r0579ad: u@(POW b e) -> ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE
-  # (CMPEQ b full_like(b, 0)) (WHERE (CMPLT e full_like(e, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))) full_like(b, 0)) (MUL u (MUL
-  # (LOG2 b) full_like(b, 0.6931471805599453))))))
+  # r0579ad: u@(POW b e) -> ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE ( ...
   _u_0, _u_1 = _u.src
-  b = _u_0
-  e = _u_1
-  u = _u
+  b, e, u = _u_0, _u_1, _u
   return (r0579ad, (_uop(MUL, ctx.dtype, (ctx, _uop(WHERE, e.dtype, (_uop(CMPEQ, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _as_src(full_like(e, 0), e.dtype), _uop(MUL, e.dtype, (e, _uop(POW, b.dtype, (b, _uop(SUB, e.dtype, (e, _as_src(full_like(e, 1), e.dtype)), None)), None)), None)), None)), None), _uop(MUL, ctx.dtype, (ctx, _uop(WHERE, u.dtype, (_uop(CMPEQ, dtypes.bool, (b, _as_src(full_like(b, 0), b.dtype)), None), _uop(WHERE, u.dtype, (_uop(CMPLT, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None), _as_src(full_like(b, 0), u.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None)), None)), None)))
 
 def gradient_CMPLT(_u: UOp, ctx):
@@ -311,8 +293,7 @@ def gradient_WHERE(_u: UOp, ctx):
 def gradient_MULACC(_u: UOp, ctx):
   # r120f82: (MULACC x y z) -> ((MUL ctx y) (MUL ctx x) ctx)
   _u_0, _u_1, _u_2 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (r120f82, (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None), ctx))
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
@@ -327,8 +308,7 @@ def r58df52_alone(_u: UOp, ctx):
 
 def rfd73b1_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None))
 
 def r241513_alone(_u: UOp, ctx):
@@ -337,37 +317,28 @@ def r241513_alone(_u: UOp, ctx):
 
 def r4e92ee_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  u = _u
-  y = _u_1
+  u, y = _u, _u_1
   return (_uop(FDIV, ctx.dtype, (ctx, y), None), _uop(NEG, ctx.dtype, (_uop(FDIV, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), y), None),), None))
 
 def r120f82_alone(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None), ctx)
 
 def rb3b7e7_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  x = _u_0
-  y = _u_1
+  x, y = _u_0, _u_1
   return (_uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (y, x), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None), _uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (x, y), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None))
 
 def r34bcd8_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.dtype.scalar in DTS_0:
-    x = _u_0
-    y = _u_1
+    x, y = _u_0, _u_1
     return (ctx, _uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, _uop(TRUNC, x.dtype, (_uop(FDIV, x.dtype, (x, y), None),), None)), None),), None))
-  return None
 
 def r0fa1c6_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0:
-    x = _u_0
-    y = _u_1
-    return (_entry(full_like(x, 0), _u.src[0].dtype), _entry(full_like(y, 0), _u.src[1].dtype))
-  return None
+  if _u_0.dtype.scalar in DTS_0: x, y = _u_0, _u_1; return (_entry(full_like(x, 0), _u.src[0].dtype), _entry(full_like(y, 0), _u.src[1].dtype))
 
 def r3b8164_alone(_u: UOp, ctx):
   _u_0, = _u.src
@@ -401,9 +372,7 @@ def r9d1ec2_alone(_u: UOp, ctx):
 
 def r0579ad_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  b = _u_0
-  e = _u_1
-  u = _u
+  b, e, u = _u_0, _u_1, _u
   return (_uop(MUL, ctx.dtype, (ctx, _uop(WHERE, e.dtype, (_uop(CMPEQ, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _as_src(full_like(e, 0), e.dtype), _uop(MUL, e.dtype, (e, _uop(POW, b.dtype, (b, _uop(SUB, e.dtype, (e, _as_src(full_like(e, 1), e.dtype)), None)), None)), None)), None)), None), _uop(MUL, ctx.dtype, (ctx, _uop(WHERE, u.dtype, (_uop(CMPEQ, dtypes.bool, (b, _as_src(full_like(b, 0), b.dtype)), None), _uop(WHERE, u.dtype, (_uop(CMPLT, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None), _as_src(full_like(b, 0), u.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None)), None)), None))
 
 def raca8cd_alone(_u: UOp, ctx):
@@ -414,10 +383,7 @@ def raca8cd_alone(_u: UOp, ctx):
 def rff6598_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0:
-      x = _u_0
-      return (_uop(CAST, x.dtype, (ctx,), None),)
-  return None
+    if _u_0.dtype.scalar in DTS_0: x = _u_0; return (_uop(CAST, x.dtype, (ctx,), None),)
 
 def r878c02_alone(_u: UOp, ctx):
   _u_0, = _u.src
@@ -447,9 +413,7 @@ def r64353a_alone(_u: UOp, ctx):
 def r301651_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   v = _u_1
-  if v.op is not KERNEL:
-    return (None, ctx)
-  return None
+  if v.op is not KERNEL: return (None, ctx)
 
 def r350e4a_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
@@ -502,68 +466,60 @@ def rd869d1_alone(_u: UOp, ctx):
 
 def r504bb9_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  u = _u
-  x = _u_0
-  if u.shape != x.shape:
-    return (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),)
-  return None
+  u, x = _u, _u_0
+  if u.shape != x.shape: return (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),)
 
 def rc0fac3_alone(_u: UOp, ctx):
   _u_0, = _u.src
   return (ctx,)
 
 def r30cb31_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   order = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (_uop(PERMUTE, x.dtype, (ctx,), inverse_permutation(order)),)
 
 def r77071b_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   pads = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (_uop(SHRINK, x.dtype, (ctx,), unpad(x, pads)),)
 
 def rd22afd_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   region = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (_uop(PAD, x.dtype, (ctx,), unshrink(x, region)),)
 
 def rd0986b_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   axes = _u.arg
+  _u_0, = _u.src
   x = _u_0
   return (_uop(FLIP, x.dtype, (ctx,), axes),)
 
 def r075da3_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   u = _u
   if u.arg[0] is ADD:
+    _u_0, = _u.src
     x = _u_0
     return (_uop(EXPAND, x.dtype, (ctx,), x.shape),)
-  return None
 
 def rd72b35_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   u = _u
   if u.arg[0] is MAX:
+    _u_0, = _u.src
     x = _u_0
     return (_uop(MUL, x.dtype, (_uop(FDIV, x.dtype, (_as_src(is_max(x, u), x.dtype), _uop(EXPAND, x.dtype, (_uop(REDUCE_AXIS, x.dtype, (_as_src(is_max(x, u), x.dtype),), (ADD, u.arg[1])),), x.shape)), None), _uop(EXPAND, x.dtype, (ctx,), x.shape)), None),)
-  return None
 
 def r982667_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   u = _u
   if u.arg[0] is MUL:
-    _r = prod_gradient(ctx, u)
-    if _r is not None: return _per_source(_r, _u, r982667)
-  return None
+    _u_0, = _u.src
+    if (_r := prod_gradient(ctx, u)) is not None: return _per_source(_r, _u, r982667)
 
 def rb69120_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  idx = _u_1
-  x = _u_0
+  idx, x = _u_1, _u_0
   return (_entry(gather_gradient(ctx, x, idx), _u.src[0].dtype), None)
 
 # ---- rule table: id, file, line, text, root ops ----

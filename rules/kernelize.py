@@ -26,9 +26,7 @@ def tensor_cleanup_COPY(_u: UOp, ctx):
   if _u_1.op is DEVICE:
     d = _u_1.arg
     x = _u_0
-    if x.device == d:
-      return (r3d1044, x)
-  return None
+    if x.device == d: return (r3d1044, x)
 
 def tensor_cleanup_CONTIGUOUS_BACKWARD(_u: UOp, ctx):
   # r9a9393: (CONTIGUOUS_BACKWARD x) -> x
@@ -45,82 +43,62 @@ def tensor_cleanup_DETACH(_u: UOp, ctx):
 def tensor_cleanup_RESHAPE(_u: UOp, ctx):
   _u_0, = _u.src
   # r7799d0: u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x
-  u = _u
-  x = _u_0
-  if x.shape == u.shape:
-    return (r7799d0, x)
+  u, x = _u, _u_0
+  if x.shape == u.shape: return (r7799d0, x)
   # raa4be3: u@(RESHAPE (RESHAPE x)) -> (RESHAPE:x.dtype [u.arg] x)
   if _u_0.op is RESHAPE:
     _u_0_0, = _u_0.src
     x = _u_0_0
     return (raa4be3, _uop(RESHAPE, x.dtype, (x,), u.arg))
-  return None
 
 def tensor_cleanup_PERMUTE(_u: UOp, ctx):
-  _u_0, = _u.src
   # rcf2ffd: (PERMUTE [order] x) if order == tuple(range(len(order))) -> x
   order = _u.arg
-  if order == tuple(range(len(order))):
-    x = _u_0
-    return (rcf2ffd, x)
+  _u_0, = _u.src
+  if order == tuple(range(len(order))): x = _u_0; return (rcf2ffd, x)
   # rcc4640: (PERMUTE [outer] (PERMUTE [inner] x)) -> (PERMUTE:x.dtype [{tuple(inner[i] for i in outer)}] x)
   outer = _u.arg
   if _u_0.op is PERMUTE:
-    _u_0_0, = _u_0.src
     inner = _u_0.arg
+    _u_0_0, = _u_0.src
     x = _u_0_0
     return (rcc4640, _uop(PERMUTE, x.dtype, (x,), (tuple(inner[i] for i in outer))))
-  return None
 
 def tensor_cleanup_EXPAND(_u: UOp, ctx):
   _u_0, = _u.src
   # r7799d0: u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x
-  u = _u
-  x = _u_0
-  if x.shape == u.shape:
-    return (r7799d0, x)
+  u, x = _u, _u_0
+  if x.shape == u.shape: return (r7799d0, x)
   # r680105: u@(EXPAND (EXPAND x)) -> (EXPAND:x.dtype [u.arg] x)
   if _u_0.op is EXPAND:
     _u_0_0, = _u_0.src
     x = _u_0_0
     return (r680105, _uop(EXPAND, x.dtype, (x,), u.arg))
-  return None
 
 def tensor_cleanup_PAD(_u: UOp, ctx):
   # ra9ffc3: (PAD [pads] x) if {all(p == (0, 0) for p in pads)} -> x
-  _u_0, = _u.src
   pads = _u.arg
-  if (all(p == (0, 0) for p in pads)):
-    x = _u_0
-    return (ra9ffc3, x)
-  return None
+  _u_0, = _u.src
+  if (all(p == (0, 0) for p in pads)): x = _u_0; return (ra9ffc3, x)
 
 def tensor_cleanup_SHRINK(_u: UOp, ctx):
   # rc0125d: (SHRINK [arg] x) if {all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))} -> x
-  _u_0, = _u.src
   arg = _u.arg
+  _u_0, = _u.src
   x = _u_0
-  if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))):
-    return (rc0125d, x)
-  return None
+  if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))): return (rc0125d, x)
 
 def tensor_cleanup_FLIP(_u: UOp, ctx):
   # r6624d2: (FLIP [axes] x) if not any(axes) -> x
-  _u_0, = _u.src
   axes = _u.arg
-  if not any(axes):
-    x = _u_0
-    return (r6624d2, x)
-  return None
+  _u_0, = _u.src
+  if not any(axes): x = _u_0; return (r6624d2, x)
 
 def tensor_cleanup_CAST(_u: UOp, ctx):
   # r0b2c4f: u@(CAST x) if x.dtype is u.dtype -> x
   _u_0, = _u.src
-  u = _u
-  x = _u_0
-  if x.dtype is u.dtype:
-    return (r0b2c4f, x)
-  return None
+  u, x = _u, _u_0
+  if x.dtype is u.dtype: return (r0b2c4f, x)
 
 # ---- ruleset to_kernel_ast: A kernel's part of the graph: buffers and other kernels' outputs become its parameters (ctx numbers them). ----
 
@@ -128,8 +106,7 @@ def to_kernel_ast_CONTIGUOUS(_u: UOp, ctx):
   # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
-    _r = kernel_input(ctx, x)
-    if _r is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r9c3287: (CONTIGUOUS x) -> x
   _u_0, = _u.src
   x = _u_0
@@ -139,24 +116,17 @@ def to_kernel_ast_CONST(_u: UOp, ctx):
   # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
-    _r = kernel_input(ctx, x)
-    if _r is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r85e27e: c@(CONST d@(DEVICE) (UNIQUE)) -> c{src: (d,)}
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    if _u_0.op is DEVICE and _u_1.op is UNIQUE:
-      c = _u
-      d = _u_0
-      return (r85e27e, _uop(c.op, c.dtype, (d,), c.arg, c.tag))
-  return None
+    if _u_0.op is DEVICE and _u_1.op is UNIQUE: c, d = _u, _u_0; return (r85e27e, _uop(c.op, c.dtype, (d,), c.arg, c.tag))
 
 def to_kernel_ast_any(_u: UOp, ctx):
   # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
-    _r = kernel_input(ctx, x)
-    if _r is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- ruleset parametrize: A kernel AST's numbers as parameters, so one compiled kernel serves every value (ctx numbers them, keeps the values). ----
 
@@ -165,9 +135,7 @@ def parametrize_BIND(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
     b = _u
-    _r = ctx.unbind(b)
-    if _r is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := ctx.unbind(b)) is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def parametrize_CONST(_u: UOp, ctx):
   # r2da913: c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)
@@ -175,79 +143,58 @@ def parametrize_CONST(_u: UOp, ctx):
     _u_0, = _u.src
     if _u_0.op is DEVICE:
       c = _u
-      _r = ctx.param(c)
-      if _r is not None: return (r2da913, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+      if (_r := ctx.param(c)) is not None: return (r2da913, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
 def r7799d0_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  u = _u
-  x = _u_0
-  if x.shape == u.shape:
-    return x
-  return None
+  u, x = _u, _u_0
+  if x.shape == u.shape: return x
 
 def rcf2ffd_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   order = _u.arg
-  if order == tuple(range(len(order))):
-    x = _u_0
-    return x
-  return None
+  _u_0, = _u.src
+  if order == tuple(range(len(order))): x = _u_0; return x
 
 def ra9ffc3_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   pads = _u.arg
-  if (all(p == (0, 0) for p in pads)):
-    x = _u_0
-    return x
-  return None
+  _u_0, = _u.src
+  if (all(p == (0, 0) for p in pads)): x = _u_0; return x
 
 def rc0125d_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   arg = _u.arg
+  _u_0, = _u.src
   x = _u_0
-  if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))):
-    return x
-  return None
+  if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))): return x
 
 def r6624d2_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   axes = _u.arg
-  if not any(axes):
-    x = _u_0
-    return x
-  return None
+  _u_0, = _u.src
+  if not any(axes): x = _u_0; return x
 
 def raa4be3_alone(_u: UOp, ctx):
   _u_0, = _u.src
   if _u_0.op is RESHAPE:
     _u_0_0, = _u_0.src
-    u = _u
-    x = _u_0_0
+    u, x = _u, _u_0_0
     return _uop(RESHAPE, x.dtype, (x,), u.arg)
-  return None
 
 def r680105_alone(_u: UOp, ctx):
   _u_0, = _u.src
   if _u_0.op is EXPAND:
     _u_0_0, = _u_0.src
-    u = _u
-    x = _u_0_0
+    u, x = _u, _u_0_0
     return _uop(EXPAND, x.dtype, (x,), u.arg)
-  return None
 
 def rcc4640_alone(_u: UOp, ctx):
-  _u_0, = _u.src
   outer = _u.arg
+  _u_0, = _u.src
   if _u_0.op is PERMUTE:
-    _u_0_0, = _u_0.src
     inner = _u_0.arg
+    _u_0_0, = _u_0.src
     x = _u_0_0
     return _uop(PERMUTE, x.dtype, (x,), (tuple(inner[i] for i in outer)))
-  return None
 
 def r6dc0ff_alone(_u: UOp, ctx):
   _u_0, = _u.src
@@ -264,24 +211,17 @@ def r3d1044_alone(_u: UOp, ctx):
   if _u_1.op is DEVICE:
     d = _u_1.arg
     x = _u_0
-    if x.device == d:
-      return x
-  return None
+    if x.device == d: return x
 
 def r0b2c4f_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  u = _u
-  x = _u_0
-  if x.dtype is u.dtype:
-    return x
-  return None
+  u, x = _u, _u_0
+  if x.dtype is u.dtype: return x
 
 def r9849b8_alone(_u: UOp, ctx):
   x = _u
   if ctx.is_input(x):
-    _r = kernel_input(ctx, x)
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := kernel_input(ctx, x)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r9c3287_alone(_u: UOp, ctx):
   _u_0, = _u.src
@@ -291,28 +231,20 @@ def r9c3287_alone(_u: UOp, ctx):
 def r85e27e_alone(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    if _u_0.op is DEVICE and _u_1.op is UNIQUE:
-      c = _u
-      d = _u_0
-      return _uop(c.op, c.dtype, (d,), c.arg, c.tag)
-  return None
+    if _u_0.op is DEVICE and _u_1.op is UNIQUE: c, d = _u, _u_0; return _uop(c.op, c.dtype, (d,), c.arg, c.tag)
 
 def r2da913_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0 and len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is DEVICE:
       c = _u
-      _r = ctx.param(c)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := ctx.param(c)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rcdb0d7_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
     b = _u
-    _r = ctx.unbind(b)
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := ctx.unbind(b)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 # ---- rule table: id, file, line, text, root ops ----
 r7799d0 = Rule('r7799d0', 'rules/kernelize.rules', 11, 'u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x', (Ops.RESHAPE, Ops.EXPAND, ), r7799d0_alone)

@@ -24,22 +24,15 @@ def lower_REDUCE(_u: UOp, ctx):
     r = _u
     # r7bae9e: r@(REDUCE x _...) if unused_loops(ctx, r) -> without_unused_loops(ctx, r)
     if unused_loops(ctx, r):
-      _r = without_unused_loops(ctx, r)
-      if _r is not None: return (r7bae9e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := without_unused_loops(ctx, r)) is not None: return (r7bae9e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r215248: r@(REDUCE _ _...) -> lower_reduce(ctx, r)
-    _r = lower_reduce(ctx, r)
-    if _r is not None: return (r215248, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := lower_reduce(ctx, r)) is not None: return (r215248, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def lower_INDEX(_u: UOp, ctx):
   # rc2b0f3: (INDEX g i (CONST [True])) -> (INDEX:g.dtype g i)
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    if _u_2.op is CONST and _u_2.arg is True:
-      g = _u_0
-      i = _u_1
-      return (rc2b0f3, _uop(INDEX, g.dtype, (g, i), None))
-  return None
+    if _u_2.op is CONST and _u_2.arg is True: g, i = _u_0, _u_1; return (rc2b0f3, _uop(INDEX, g.dtype, (g, i), None))
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
@@ -48,26 +41,18 @@ def r7bae9e_alone(_u: UOp, ctx):
     _u_0 = _u.src[0]
     r = _u
     if unused_loops(ctx, r):
-      _r = without_unused_loops(ctx, r)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := without_unused_loops(ctx, r)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r215248_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     r = _u
-    _r = lower_reduce(ctx, r)
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := lower_reduce(ctx, r)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rc2b0f3_alone(_u: UOp, ctx):
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    if _u_2.op is CONST and _u_2.arg is True:
-      g = _u_0
-      i = _u_1
-      return _uop(INDEX, g.dtype, (g, i), None)
-  return None
+    if _u_2.op is CONST and _u_2.arg is True: g, i = _u_0, _u_1; return _uop(INDEX, g.dtype, (g, i), None)
 
 # ---- rule table: id, file, line, text, root ops ----
 r7bae9e = Rule('r7bae9e', 'rules/lower.rules', 11, 'r@(REDUCE x _...) if unused_loops(ctx, r) -> without_unused_loops(ctx, r)', (Ops.REDUCE, ), r7bae9e_alone)

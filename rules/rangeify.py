@@ -31,92 +31,70 @@ def rangeify_AT(_u: UOp, ctx):
     # r128452: a@(AT (ALU|CAST|BITCAST) _...) -> at_elementwise(a)
     if _u_0.op in G_Elementwise:
       a = _u
-      _r = at_elementwise(a)
-      if _r is not None: return (r128452, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_elementwise(a)) is not None: return (r128452, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rd14be4: a@(AT (CONST) _...) -> at_const(a)
     if _u_0.op is CONST:
       a = _u
-      _r = at_const(a)
-      if _r is not None: return (rd14be4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_const(a)) is not None: return (rd14be4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rbc3bea: (AT v@(DEFINE_VAR) _...) -> v
-    if _u_0.op is DEFINE_VAR:
-      v = _u_0
-      return (rbc3bea, v)
+    if _u_0.op is DEFINE_VAR: v = _u_0; return (rbc3bea, v)
     # raed677: a@(AT (RESHAPE) _...) -> at_reshape(ctx, a)
     if _u_0.op is RESHAPE:
       a = _u
-      _r = at_reshape(ctx, a)
-      if _r is not None: return (raed677, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_reshape(ctx, a)) is not None: return (raed677, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r156b07: a@(AT (PERMUTE) _...) -> at_permute(a)
     if _u_0.op is PERMUTE:
       a = _u
-      _r = at_permute(a)
-      if _r is not None: return (r156b07, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_permute(a)) is not None: return (r156b07, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r3e9ddc: a@(AT (EXPAND) _...) -> at_expand(ctx, a)
     if _u_0.op is EXPAND:
       a = _u
-      _r = at_expand(ctx, a)
-      if _r is not None: return (r3e9ddc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_expand(ctx, a)) is not None: return (r3e9ddc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r7bb054: a@(AT (PAD) _...) -> at_pad(ctx, a)
     if _u_0.op is PAD:
       a = _u
-      _r = at_pad(ctx, a)
-      if _r is not None: return (r7bb054, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_pad(ctx, a)) is not None: return (r7bb054, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r76fde0: a@(AT (SHRINK) _...) -> at_shrink(ctx, a)
     if _u_0.op is SHRINK:
       a = _u
-      _r = at_shrink(ctx, a)
-      if _r is not None: return (r76fde0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_shrink(ctx, a)) is not None: return (r76fde0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r965b9c: a@(AT (FLIP) _...) -> at_flip(ctx, a)
     if _u_0.op is FLIP:
       a = _u
-      _r = at_flip(ctx, a)
-      if _r is not None: return (r965b9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_flip(ctx, a)) is not None: return (r965b9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r7e9634: a@(AT (GATHER) _...) -> at_gather(ctx, a)
     if _u_0.op is GATHER:
       a = _u
-      _r = at_gather(ctx, a)
-      if _r is not None: return (r7e9634, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_gather(ctx, a)) is not None: return (r7e9634, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r8d9c23: a@(AT (REDUCE_AXIS) _...) -> at_reduce(ctx, a)
     if _u_0.op is REDUCE_AXIS:
       a = _u
-      _r = at_reduce(ctx, a)
-      if _r is not None: return (r8d9c23, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      if (_r := at_reduce(ctx, a)) is not None: return (r8d9c23, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # raf427d: (AT g@(DEFINE_GLOBAL) v i) -> (LOAD:g.dtype.base (INDEX:g.dtype g i v))
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
     if _u_0.op is DEFINE_GLOBAL:
-      g = _u_0
-      i = _u_2
-      v = _u_1
+      g, i, v = _u_0, _u_2, _u_1
       return (raf427d, _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None))
   # r47f4b7: a@(AT (DETACH|CONTIGUOUS|CONTIGUOUS_BACKWARD x) _...) -> {a.replace(src=(x,) + a.src[1:])}
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op in OPS_1:
       _u_0_0, = _u_0.src
-      a = _u
-      x = _u_0_0
-      _r = (a.replace(src=(x,) + a.src[1:]))
-      if _r is not None: return (r47f4b7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+      a, x = _u, _u_0_0
+      if (_r := (a.replace(src=(x,) + a.src[1:]))) is not None: return (r47f4b7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def rangeify_WHERE(_u: UOp, ctx):
   # rab81db: (WHERE v l@(LOAD (INDEX _ _ w)) (CONST [z])) if is_plus_zero(z) and implied_by(v, w) -> l
   _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is LOAD and len(_u_1.src) == 1:
+  if _u_1.op is LOAD and len(_u_1.src) == 1 and _u_2.op is CONST:
+    z = _u_2.arg
     _u_1_0, = _u_1.src
-    if _u_2.op is CONST:
-      z = _u_2.arg
-      if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
-        _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
-        if is_plus_zero(z):
-          v = _u_0
-          w = _u_1_0_2
-          if implied_by(v, w):
-            l = _u_1
-            return (rab81db, l)
-  return None
+    if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
+      _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
+      if is_plus_zero(z):
+        v, w = _u_0, _u_1_0_2
+        if implied_by(v, w): l = _u_1; return (rab81db, l)
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
@@ -125,135 +103,99 @@ def r128452_alone(_u: UOp, ctx):
     _u_0 = _u.src[0]
     if _u_0.op in G_Elementwise:
       a = _u
-      _r = at_elementwise(a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_elementwise(a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rd14be4_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is CONST:
       a = _u
-      _r = at_const(a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_const(a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rbc3bea_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    if _u_0.op is DEFINE_VAR:
-      v = _u_0
-      return v
-  return None
+    if _u_0.op is DEFINE_VAR: v = _u_0; return v
 
 def raed677_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is RESHAPE:
       a = _u
-      _r = at_reshape(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_reshape(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r156b07_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is PERMUTE:
       a = _u
-      _r = at_permute(a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_permute(a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r3e9ddc_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is EXPAND:
       a = _u
-      _r = at_expand(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_expand(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r7bb054_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is PAD:
       a = _u
-      _r = at_pad(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_pad(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r76fde0_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is SHRINK:
       a = _u
-      _r = at_shrink(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_shrink(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r965b9c_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is FLIP:
       a = _u
-      _r = at_flip(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_flip(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r7e9634_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is GATHER:
       a = _u
-      _r = at_gather(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_gather(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r8d9c23_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op is REDUCE_AXIS:
       a = _u
-      _r = at_reduce(ctx, a)
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      if (_r := at_reduce(ctx, a)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def raf427d_alone(_u: UOp, ctx):
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    if _u_0.op is DEFINE_GLOBAL:
-      g = _u_0
-      i = _u_2
-      v = _u_1
-      return _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None)
-  return None
+    if _u_0.op is DEFINE_GLOBAL: g, i, v = _u_0, _u_2, _u_1; return _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None)
 
 def rab81db_alone(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is LOAD and len(_u_1.src) == 1:
+  if _u_1.op is LOAD and len(_u_1.src) == 1 and _u_2.op is CONST:
+    z = _u_2.arg
     _u_1_0, = _u_1.src
-    if _u_2.op is CONST:
-      z = _u_2.arg
-      if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
-        _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
-        if is_plus_zero(z):
-          v = _u_0
-          w = _u_1_0_2
-          if implied_by(v, w):
-            l = _u_1
-            return l
-  return None
+    if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
+      _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
+      if is_plus_zero(z):
+        v, w = _u_0, _u_1_0_2
+        if implied_by(v, w): l = _u_1; return l
 
 def r47f4b7_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op in OPS_1:
       _u_0_0, = _u_0.src
-      a = _u
-      x = _u_0_0
-      _r = (a.replace(src=(x,) + a.src[1:]))
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      a, x = _u, _u_0_0
+      if (_r := (a.replace(src=(x,) + a.src[1:]))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 # ---- rule table: id, file, line, text, root ops ----
 r128452 = Rule('r128452', 'rules/rangeify.rules', 15, 'a@(AT (ALU|CAST|BITCAST) _...) -> at_elementwise(a)', (Ops.AT, ), r128452_alone)

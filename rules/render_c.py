@@ -28,47 +28,34 @@ DT_bool = dtypes.bool
 def render_c_ASSIGN(_u: UOp, ctx):
   # r529faf: (ASSIGN acc v) -> {f"{ctx[acc]} = {ctx[v]};"}
   _u_0, _u_1 = _u.src
-  acc = _u_0
-  v = _u_1
-  _r = (f"{ctx[acc]} = {ctx[v]};")
-  if _r is not None: return (r529faf, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  acc, v = _u_0, _u_1
+  if (_r := (f"{ctx[acc]} = {ctx[v]};")) is not None: return (r529faf, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_AFTER(_u: UOp, ctx):
   # rfd6f52: (AFTER acc _) -> {ctx[acc]}
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     acc = _u_0
-    _r = (ctx[acc])
-    if _r is not None: return (rfd6f52, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := (ctx[acc])) is not None: return (rfd6f52, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_DEFINE_REG(_u: UOp, ctx):
   # r16cb5f: u@(DEFINE_REG init _...) -> {f"{ctype(u.dtype)} {ctx[u]} = {ctx[init]};"}
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    init = _u_0
-    u = _u
-    _r = (f"{ctype(u.dtype)} {ctx[u]} = {ctx[init]};")
-    if _r is not None: return (r16cb5f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    init, u = _u_0, _u
+    if (_r := (f"{ctype(u.dtype)} {ctx[u]} = {ctx[init]};")) is not None: return (r16cb5f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_INDEX(_u: UOp, ctx):
   # r7bf42c: (INDEX g i) -> {f"({ctx[g]}+{ctx[i]})"}
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    g = _u_0
-    i = _u_1
-    _r = (f"({ctx[g]}+{ctx[i]})")
-    if _r is not None: return (r7bf42c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    g, i = _u_0, _u_1
+    if (_r := (f"({ctx[g]}+{ctx[i]})")) is not None: return (r7bf42c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rec8644: (INDEX g i v) -> {f"({ctx[g]}+{ctx[i]})"}
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    g = _u_0
-    i = _u_1
-    _r = (f"({ctx[g]}+{ctx[i]})")
-    if _r is not None: return (rec8644, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    g, i = _u_0, _u_1
+    if (_r := (f"({ctx[g]}+{ctx[i]})")) is not None: return (rec8644, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_LOAD(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16:
@@ -77,204 +64,139 @@ def render_c_LOAD(_u: UOp, ctx):
       # r2a4438: u@(LOAD:bfloat16 (INDEX _ _ v)) -> {f"({ctx[v]}?{ctx.helper('bf16ld', u.dtype)}(*{ctx[u.src[0]]}):0.0f)"}
       if _u_0.op is INDEX and len(_u_0.src) == 3:
         _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-        u = _u
-        v = _u_0_2
-        _r = (f"({ctx[v]}?{ctx.helper('bf16ld', u.dtype)}(*{ctx[u.src[0]]}):0.0f)")
-        if _r is not None: return (r2a4438, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+        u, v = _u, _u_0_2
+        if (_r := (f"({ctx[v]}?{ctx.helper('bf16ld', u.dtype)}(*{ctx[u.src[0]]}):0.0f)")) is not None: return (r2a4438, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
       # r18f76a: u@(LOAD:bfloat16 idx) -> {f"{ctx.helper('bf16ld', u.dtype)}(*{ctx[idx]})"}
-      idx = _u_0
-      u = _u
-      _r = (f"{ctx.helper('bf16ld', u.dtype)}(*{ctx[idx]})")
-      if _r is not None: return (r18f76a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      idx, u = _u_0, _u
+      if (_r := (f"{ctx.helper('bf16ld', u.dtype)}(*{ctx[idx]})")) is not None: return (r18f76a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   if len(_u.src) == 1:
     _u_0, = _u.src
     # r99fe9b: u@(LOAD (INDEX _ _ v)) -> {f"({ctx[v]}?*{ctx[u.src[0]]}:{cconst(u.const_like(0))})"}
     if _u_0.op is INDEX and len(_u_0.src) == 3:
       _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u = _u
-      v = _u_0_2
-      _r = (f"({ctx[v]}?*{ctx[u.src[0]]}:{cconst(u.const_like(0))})")
-      if _r is not None: return (r99fe9b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      u, v = _u, _u_0_2
+      if (_r := (f"({ctx[v]}?*{ctx[u.src[0]]}:{cconst(u.const_like(0))})")) is not None: return (r99fe9b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rc830ec: u@(LOAD idx) -> {f"(*{ctx[idx]})"}
     idx = _u_0
-    _r = (f"(*{ctx[idx]})")
-    if _r is not None: return (rc830ec, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := (f"(*{ctx[idx]})")) is not None: return (rc830ec, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_STORE(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     # rdf5fde: (STORE idx v:bfloat16) -> {f"*{ctx[idx]} = {ctx.helper('bf16st', v.dtype)}({ctx[v]});"}
     if _u_1.dtype is DT_bfloat16:
-      idx = _u_0
-      v = _u_1
-      _r = (f"*{ctx[idx]} = {ctx.helper('bf16st', v.dtype)}({ctx[v]});")
-      if _r is not None: return (rdf5fde, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      idx, v = _u_0, _u_1
+      if (_r := (f"*{ctx[idx]} = {ctx.helper('bf16st', v.dtype)}({ctx[v]});")) is not None: return (rdf5fde, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r2a34fe: (STORE idx v) -> {f"*{ctx[idx]} = {ctx[v]};"}
-    idx = _u_0
-    v = _u_1
-    _r = (f"*{ctx[idx]} = {ctx[v]};")
-    if _r is not None: return (r2a34fe, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    idx, v = _u_0, _u_1
+    if (_r := (f"*{ctx[idx]} = {ctx[v]};")) is not None: return (r2a34fe, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CAST(_u: UOp, ctx):
   # r37f356: (CAST:bool a) -> {f"({ctx[a]}!=0)"}
   if _u.dtype is DT_bool:
     _u_0, = _u.src
     a = _u_0
-    _r = (f"({ctx[a]}!=0)")
-    if _r is not None: return (r37f356, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    if (_r := (f"({ctx[a]}!=0)")) is not None: return (r37f356, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r86b1fa: u@(CAST:ints a:floats) -> {f"{ctx.helper('ftoi', u.dtype, a.dtype)}({ctx[a]})"}
   if _u.dtype.scalar in DTS_0:
     _u_0, = _u.src
     if _u_0.dtype.scalar in DTS_1:
-      a = _u_0
-      u = _u
-      _r = (f"{ctx.helper('ftoi', u.dtype, a.dtype)}({ctx[a]})")
-      if _r is not None: return (r86b1fa, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+      a, u = _u_0, _u
+      if (_r := (f"{ctx.helper('ftoi', u.dtype, a.dtype)}({ctx[a]})")) is not None: return (r86b1fa, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r45612b: u@(CAST:bfloat16 a) -> {f"{ctx.helper('bf16r', u.dtype)}((double){ctx[a]})"}
   if _u.dtype is DT_bfloat16:
     _u_0, = _u.src
-    a = _u_0
-    u = _u
-    _r = (f"{ctx.helper('bf16r', u.dtype)}((double){ctx[a]})")
-    if _r is not None: return (r45612b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, u = _u_0, _u
+    if (_r := (f"{ctx.helper('bf16r', u.dtype)}((double){ctx[a]})")) is not None: return (r45612b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r85e04d: u@(CAST a) -> {f"(({ctype(u.dtype)}){ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"(({ctype(u.dtype)}){ctx[a]})")
-  if _r is not None: return (r85e04d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"(({ctype(u.dtype)}){ctx[a]})")) is not None: return (r85e04d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_BITCAST(_u: UOp, ctx):
   # r977bcb: u@(BITCAST:bfloat16 a) -> {f"{ctx.helper('bf16ld', u.dtype)}((unsigned short){ctx[a]})"}
   if _u.dtype is DT_bfloat16:
     _u_0, = _u.src
-    a = _u_0
-    u = _u
-    _r = (f"{ctx.helper('bf16ld', u.dtype)}((unsigned short){ctx[a]})")
-    if _r is not None: return (r977bcb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, u = _u_0, _u
+    if (_r := (f"{ctx.helper('bf16ld', u.dtype)}((unsigned short){ctx[a]})")) is not None: return (r977bcb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   _u_0, = _u.src
   # r8ccbf8: u@(BITCAST a:bfloat16) -> {f"(({ctype(u.dtype)}){ctx.helper('bf16st', a.dtype)}({ctx[a]}))"}
   if _u_0.dtype is DT_bfloat16:
-    a = _u_0
-    u = _u
-    _r = (f"(({ctype(u.dtype)}){ctx.helper('bf16st', a.dtype)}({ctx[a]}))")
-    if _r is not None: return (r8ccbf8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, u = _u_0, _u
+    if (_r := (f"(({ctype(u.dtype)}){ctx.helper('bf16st', a.dtype)}({ctx[a]}))")) is not None: return (r8ccbf8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rc0547e: u@(BITCAST a) -> {f"{ctx.helper('bitcast', u.dtype, a.dtype)}({ctx[a]})"}
-  a = _u_0
-  u = _u
-  _r = (f"{ctx.helper('bitcast', u.dtype, a.dtype)}({ctx[a]})")
-  if _r is not None: return (rc0547e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{ctx.helper('bitcast', u.dtype, a.dtype)}({ctx[a]})")) is not None: return (rc0547e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_EXP2(_u: UOp, ctx):
   # r436838: u@(EXP2 a) -> {f"{math_fn('exp2', u.dtype)}({ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('exp2', u.dtype)}({ctx[a]})")
-  if _r is not None: return (r436838, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('exp2', u.dtype)}({ctx[a]})")) is not None: return (r436838, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_LOG2(_u: UOp, ctx):
   # rb55088: u@(LOG2 a) -> {f"{math_fn('log2', u.dtype)}({ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('log2', u.dtype)}({ctx[a]})")
-  if _r is not None: return (rb55088, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('log2', u.dtype)}({ctx[a]})")) is not None: return (rb55088, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SIN(_u: UOp, ctx):
   # rb0f2e0: u@(SIN a) -> {f"{math_fn('sin', u.dtype)}({ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('sin', u.dtype)}({ctx[a]})")
-  if _r is not None: return (rb0f2e0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('sin', u.dtype)}({ctx[a]})")) is not None: return (rb0f2e0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SQRT(_u: UOp, ctx):
   # rac47fc: u@(SQRT a) -> {f"{math_fn('sqrt', u.dtype)}({ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('sqrt', u.dtype)}({ctx[a]})")
-  if _r is not None: return (rac47fc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('sqrt', u.dtype)}({ctx[a]})")) is not None: return (rac47fc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_RECIPROCAL(_u: UOp, ctx):
   # rdfaaac: (RECIPROCAL a) -> {f"(({ctype(a.dtype)})1/{ctx[a]})"}
   _u_0, = _u.src
   a = _u_0
-  _r = (f"(({ctype(a.dtype)})1/{ctx[a]})")
-  if _r is not None: return (rdfaaac, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  if (_r := (f"(({ctype(a.dtype)})1/{ctx[a]})")) is not None: return (rdfaaac, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_NEG(_u: UOp, ctx):
   # r4f1b8d: (NEG a) -> {f"(-{ctx[a]})"}
   _u_0, = _u.src
   a = _u_0
-  _r = (f"(-{ctx[a]})")
-  if _r is not None: return (r4f1b8d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  if (_r := (f"(-{ctx[a]})")) is not None: return (r4f1b8d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_TRUNC(_u: UOp, ctx):
   # r8d4ab5: u@(TRUNC a) -> {f"{math_fn('trunc', u.dtype)}({ctx[a]})"}
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('trunc', u.dtype)}({ctx[a]})")
-  if _r is not None: return (r8d4ab5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('trunc', u.dtype)}({ctx[a]})")) is not None: return (r8d4ab5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_ADD(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r1da9ab: (ADD a b) -> {f"({ctx[a]}+{ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}+{ctx[b]})")
-  if _r is not None: return (r1da9ab, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r1da9ab: (ADD a b) -> {f"({ctx[a]}+{ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}+{ctx[b]})")
-  if _r is not None: return (r1da9ab, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}+{ctx[b]})")) is not None: return (r1da9ab, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}+{ctx[b]})")) is not None: return (r1da9ab, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SUB(_u: UOp, ctx):
   # rdd947b: (SUB a b) -> {f"({ctx[a]}-{ctx[b]})"}
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}-{ctx[b]})")
-  if _r is not None: return (rdd947b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}-{ctx[b]})")) is not None: return (rdd947b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MUL(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r66aa8a: (MUL a b) -> {f"({ctx[a]}*{ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}*{ctx[b]})")
-  if _r is not None: return (r66aa8a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r66aa8a: (MUL a b) -> {f"({ctx[a]}*{ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}*{ctx[b]})")
-  if _r is not None: return (r66aa8a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}*{ctx[b]})")) is not None: return (r66aa8a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}*{ctx[b]})")) is not None: return (r66aa8a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_FDIV(_u: UOp, ctx):
   # r49fb59: (FDIV a b) -> {f"({ctx[a]}/{ctx[b]})"}
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}/{ctx[b]})")
-  if _r is not None: return (r49fb59, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}/{ctx[b]})")) is not None: return (r49fb59, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_IDIV(_u: UOp, ctx):
   # r0fb60f: (IDIV:ints a (CONST [c])) if c != 0 and c != -1 -> {f"({ctx[a]}/{c})"}
@@ -284,40 +206,27 @@ def render_c_IDIV(_u: UOp, ctx):
       c = _u_1.arg
       if c != 0 and c != -1:
         a = _u_0
-        _r = (f"({ctx[a]}/{c})")
-        if _r is not None: return (r0fb60f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+        if (_r := (f"({ctx[a]}/{c})")) is not None: return (r0fb60f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r49ba6a: u@(IDIV:bfloat16 a b) -> {f"trunc({ctx.helper('bf16r', u.dtype)}({ctx[a]}/{ctx[b]}))"}
   if _u.dtype is DT_bfloat16:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"trunc({ctx.helper('bf16r', u.dtype)}({ctx[a]}/{ctx[b]}))")
-    if _r is not None: return (r49ba6a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"trunc({ctx.helper('bf16r', u.dtype)}({ctx[a]}/{ctx[b]}))")) is not None: return (r49ba6a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r1b1c13: u@(IDIV:ints a b) -> {f"{ctx.helper('idiv', u.dtype)}({ctx[a]}, {ctx[b]})"}
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('idiv', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (r1b1c13, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('idiv', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (r1b1c13, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rf21a68: (IDIV:bool a b) -> {f"({ctx[a]}&{ctx[b]})"}
   if _u.dtype is DT_bool:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    _r = (f"({ctx[a]}&{ctx[b]})")
-    if _r is not None: return (rf21a68, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b = _u_0, _u_1
+    if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return (rf21a68, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rf25fce: u@(IDIV:floats a b) -> {f"{math_fn('trunc', u.dtype)}({ctx[a]}/{ctx[b]})"}
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('trunc', u.dtype)}({ctx[a]}/{ctx[b]})")
-    if _r is not None: return (rf25fce, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('trunc', u.dtype)}({ctx[a]}/{ctx[b]})")) is not None: return (rf25fce, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MOD(_u: UOp, ctx):
   # r547e82: (MOD:ints a (CONST [c])) if c != 0 and c != -1 -> {f"({ctx[a]}%{c})"}
@@ -327,148 +236,90 @@ def render_c_MOD(_u: UOp, ctx):
       c = _u_1.arg
       if c != 0 and c != -1:
         a = _u_0
-        _r = (f"({ctx[a]}%{c})")
-        if _r is not None: return (r547e82, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+        if (_r := (f"({ctx[a]}%{c})")) is not None: return (r547e82, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # ra59ead: (MOD:bool a b) -> {f"({ctx[a]}&!{ctx[b]})"}
   if _u.dtype is DT_bool:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    _r = (f"({ctx[a]}&!{ctx[b]})")
-    if _r is not None: return (ra59ead, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b = _u_0, _u_1
+    if (_r := (f"({ctx[a]}&!{ctx[b]})")) is not None: return (ra59ead, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # rbb3e1c: u@(MOD:ints a b) -> {f"{ctx.helper('imod', u.dtype)}({ctx[a]}, {ctx[b]})"}
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('imod', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (rbb3e1c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('imod', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (rbb3e1c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   # r4586c5: u@(MOD:floats a b) -> {f"{math_fn('fmod', u.dtype)}({ctx[a]}, {ctx[b]})"}
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('fmod', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (r4586c5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('fmod', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (r4586c5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MAX(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
     # r300136: (MAX:floats a b) -> {f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))"}
-    a = _u_0
-    b = _u_1
-    _r = (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")
-    if _r is not None: return (r300136, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r300136: (MAX:floats a b) -> {f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))"}
-    a = _u_1
-    b = _u_0
-    _r = (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")
-    if _r is not None: return (r300136, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b = _u_0, _u_1
+    if (_r := (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")) is not None: return (r300136, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+    a, b = _u_1, _u_0
+    if (_r := (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")) is not None: return (r300136, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   _u_0, _u_1 = _u.src
   # r4d4b26: (MAX a b) -> {f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))"}
-  a = _u_0
-  b = _u_1
-  _r = (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")
-  if _r is not None: return (r4d4b26, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r4d4b26: (MAX a b) -> {f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))"}
-  a = _u_1
-  b = _u_0
-  _r = (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")
-  if _r is not None: return (r4d4b26, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")) is not None: return (r4d4b26, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")) is not None: return (r4d4b26, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_POW(_u: UOp, ctx):
   # r5ba717: u@(POW:floats a b) -> {f"{math_fn('pow', u.dtype)}({ctx[a]}, {ctx[b]})"}
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('pow', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (r5ba717, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('pow', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (r5ba717, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CMPLT(_u: UOp, ctx):
   # r6fd074: (CMPLT a b) -> {f"({ctx[a]}<{ctx[b]})"}
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}<{ctx[b]})")
-  if _r is not None: return (r6fd074, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}<{ctx[b]})")) is not None: return (r6fd074, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CMPNE(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r3f03a8: (CMPNE a b) -> {f"({ctx[a]}!={ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}!={ctx[b]})")
-  if _r is not None: return (r3f03a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3f03a8: (CMPNE a b) -> {f"({ctx[a]}!={ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}!={ctx[b]})")
-  if _r is not None: return (r3f03a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}!={ctx[b]})")) is not None: return (r3f03a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}!={ctx[b]})")) is not None: return (r3f03a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CMPEQ(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # rd72f9c: (CMPEQ a b) -> {f"({ctx[a]}=={ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}=={ctx[b]})")
-  if _r is not None: return (rd72f9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd72f9c: (CMPEQ a b) -> {f"({ctx[a]}=={ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}=={ctx[b]})")
-  if _r is not None: return (rd72f9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}=={ctx[b]})")) is not None: return (rd72f9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}=={ctx[b]})")) is not None: return (rd72f9c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_XOR(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r8aedf0: (XOR a b) -> {f"({ctx[a]}^{ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}^{ctx[b]})")
-  if _r is not None: return (r8aedf0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r8aedf0: (XOR a b) -> {f"({ctx[a]}^{ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}^{ctx[b]})")
-  if _r is not None: return (r8aedf0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}^{ctx[b]})")) is not None: return (r8aedf0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}^{ctx[b]})")) is not None: return (r8aedf0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_OR(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # r19033b: (OR a b) -> {f"({ctx[a]}|{ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}|{ctx[b]})")
-  if _r is not None: return (r19033b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r19033b: (OR a b) -> {f"({ctx[a]}|{ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}|{ctx[b]})")
-  if _r is not None: return (r19033b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}|{ctx[b]})")) is not None: return (r19033b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}|{ctx[b]})")) is not None: return (r19033b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_AND(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
   # re473d0: (AND a b) -> {f"({ctx[a]}&{ctx[b]})"}
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}&{ctx[b]})")
-  if _r is not None: return (re473d0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # re473d0: (AND a b) -> {f"({ctx[a]}&{ctx[b]})"}
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}&{ctx[b]})")
-  if _r is not None: return (re473d0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return (re473d0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return (re473d0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SHL(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -479,15 +330,10 @@ def render_c_SHL(_u: UOp, ctx):
       u = _u
       if 0 <= c < bits(u.dtype):
         a = _u_0
-        _r = (f"(({ctype(u.dtype)})(({ctype(u.dtype, unsigned=True)}){ctx[a]}<<{c}))")
-        if _r is not None: return (r087802, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+        if (_r := (f"(({ctype(u.dtype)})(({ctype(u.dtype, unsigned=True)}){ctx[a]}<<{c}))")) is not None: return (r087802, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rac9f9b: u@(SHL:ints a b) -> {f"{ctx.helper('shl', u.dtype)}({ctx[a]}, {ctx[b]})"}
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('shl', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (rac9f9b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('shl', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (rac9f9b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SHR(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -498,121 +344,78 @@ def render_c_SHR(_u: UOp, ctx):
       u = _u
       if 0 <= c < bits(u.dtype):
         a = _u_0
-        _r = (f"({ctx[a]}>>{c})")
-        if _r is not None: return (r438b72, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+        if (_r := (f"({ctx[a]}>>{c})")) is not None: return (r438b72, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rd3317c: u@(SHR:ints a b) -> {f"{ctx.helper('shr', u.dtype)}({ctx[a]}, {ctx[b]})"}
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('shr', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return (rd3317c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('shr', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return (rd3317c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_WHERE(_u: UOp, ctx):
   # r8399fb: (WHERE c a b) -> {f"({ctx[c]}?{ctx[a]}:{ctx[b]})"}
   _u_0, _u_1, _u_2 = _u.src
-  a = _u_1
-  b = _u_2
-  c = _u_0
-  _r = (f"({ctx[c]}?{ctx[a]}:{ctx[b]})")
-  if _r is not None: return (r8399fb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b, c = _u_1, _u_2, _u_0
+  if (_r := (f"({ctx[c]}?{ctx[a]}:{ctx[b]})")) is not None: return (r8399fb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MULACC(_u: UOp, ctx):
   # r2f3e44: (MULACC a b c) -> {f"(({ctx[a]}*{ctx[b]})+{ctx[c]})"}
   _u_0, _u_1, _u_2 = _u.src
-  a = _u_0
-  b = _u_1
-  c = _u_2
-  _r = (f"(({ctx[a]}*{ctx[b]})+{ctx[c]})")
-  if _r is not None: return (r2f3e44, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  a, b, c = _u_0, _u_1, _u_2
+  if (_r := (f"(({ctx[a]}*{ctx[b]})+{ctx[c]})")) is not None: return (r2f3e44, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CONST(_u: UOp, ctx):
   # r176a12: c@(CONST) -> cconst(c)
   c = _u
-  _r = cconst(c)
-  if _r is not None: return (r176a12, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+  if (_r := cconst(c)) is not None: return (r176a12, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
 def r176a12_alone(_u: UOp, ctx):
   c = _u
-  _r = cconst(c)
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  if (_r := cconst(c)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rfd6f52_alone(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     acc = _u_0
-    _r = (ctx[acc])
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := (ctx[acc])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r1da9ab_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}+{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}+{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}+{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}+{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rdd947b_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}-{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}-{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r66aa8a_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}*{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}*{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}*{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}*{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r49fb59_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}/{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}/{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r4f1b8d_alone(_u: UOp, ctx):
   _u_0, = _u.src
   a = _u_0
-  _r = (f"(-{ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  if (_r := (f"(-{ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rdfaaac_alone(_u: UOp, ctx):
   _u_0, = _u.src
   a = _u_0
-  _r = (f"(({ctype(a.dtype)})1/{ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  if (_r := (f"(({ctype(a.dtype)})1/{ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r2f3e44_alone(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  a = _u_0
-  b = _u_1
-  c = _u_2
-  _r = (f"(({ctx[a]}*{ctx[b]})+{ctx[c]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b, c = _u_0, _u_1, _u_2
+  if (_r := (f"(({ctx[a]}*{ctx[b]})+{ctx[c]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r0fb60f_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -621,19 +424,13 @@ def r0fb60f_alone(_u: UOp, ctx):
       c = _u_1.arg
       if c != 0 and c != -1:
         a = _u_0
-        _r = (f"({ctx[a]}/{c})")
-        if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+        if (_r := (f"({ctx[a]}/{c})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r49ba6a_alone(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"trunc({ctx.helper('bf16r', u.dtype)}({ctx[a]}/{ctx[b]}))")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"trunc({ctx.helper('bf16r', u.dtype)}({ctx[a]}/{ctx[b]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r547e82_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -642,179 +439,109 @@ def r547e82_alone(_u: UOp, ctx):
       c = _u_1.arg
       if c != 0 and c != -1:
         a = _u_0
-        _r = (f"({ctx[a]}%{c})")
-        if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+        if (_r := (f"({ctx[a]}%{c})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r1b1c13_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('idiv', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('idiv', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rf21a68_alone(_u: UOp, ctx):
   if _u.dtype is DT_bool:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    _r = (f"({ctx[a]}&{ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b = _u_0, _u_1
+    if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def ra59ead_alone(_u: UOp, ctx):
   if _u.dtype is DT_bool:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    _r = (f"({ctx[a]}&!{ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b = _u_0, _u_1
+    if (_r := (f"({ctx[a]}&!{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rbb3e1c_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('imod', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('imod', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r4586c5_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('fmod', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('fmod', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rf25fce_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('trunc', u.dtype)}({ctx[a]}/{ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('trunc', u.dtype)}({ctx[a]}/{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r300136_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    _r = (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-    a = _u_1
-    b = _u_0
-    _r = (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b = _u_0, _u_1
+    if (_r := (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+    a, b = _u_1, _u_0
+    if (_r := (f"((({ctx[a]})>({ctx[b]})||({ctx[a]})!=({ctx[a]}))?({ctx[a]}):({ctx[b]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r4d4b26_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"((({ctx[a]})>({ctx[b]}))?({ctx[a]}):({ctx[b]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r5ba717_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_1:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{math_fn('pow', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{math_fn('pow', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r6fd074_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}<{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}<{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r3f03a8_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}!={ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}!={ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}!={ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}!={ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rd72f9c_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}=={ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}=={ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}=={ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}=={ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def re473d0_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}&{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}&{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}&{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r19033b_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}|{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}|{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}|{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}|{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r8aedf0_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  a = _u_0
-  b = _u_1
-  _r = (f"({ctx[a]}^{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a = _u_1
-  b = _u_0
-  _r = (f"({ctx[a]}^{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b = _u_0, _u_1
+  if (_r := (f"({ctx[a]}^{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
+  a, b = _u_1, _u_0
+  if (_r := (f"({ctx[a]}^{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r8399fb_alone(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  a = _u_1
-  b = _u_2
-  c = _u_0
-  _r = (f"({ctx[c]}?{ctx[a]}:{ctx[b]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, b, c = _u_1, _u_2, _u_0
+  if (_r := (f"({ctx[c]}?{ctx[a]}:{ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r087802_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -824,9 +551,7 @@ def r087802_alone(_u: UOp, ctx):
       u = _u
       if 0 <= c < bits(u.dtype):
         a = _u_0
-        _r = (f"(({ctype(u.dtype)})(({ctype(u.dtype, unsigned=True)}){ctx[a]}<<{c}))")
-        if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+        if (_r := (f"(({ctype(u.dtype)})(({ctype(u.dtype, unsigned=True)}){ctx[a]}<<{c}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r438b72_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
@@ -836,223 +561,149 @@ def r438b72_alone(_u: UOp, ctx):
       u = _u
       if 0 <= c < bits(u.dtype):
         a = _u_0
-        _r = (f"({ctx[a]}>>{c})")
-        if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+        if (_r := (f"({ctx[a]}>>{c})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rac9f9b_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('shl', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('shl', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rd3317c_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, _u_1 = _u.src
-    a = _u_0
-    b = _u_1
-    u = _u
-    _r = (f"{ctx.helper('shr', u.dtype)}({ctx[a]}, {ctx[b]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, b, u = _u_0, _u_1, _u
+    if (_r := (f"{ctx.helper('shr', u.dtype)}({ctx[a]}, {ctx[b]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r436838_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('exp2', u.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('exp2', u.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rb55088_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('log2', u.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('log2', u.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rb0f2e0_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('sin', u.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('sin', u.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rac47fc_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('sqrt', u.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('sqrt', u.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r8d4ab5_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{math_fn('trunc', u.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{math_fn('trunc', u.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r37f356_alone(_u: UOp, ctx):
   if _u.dtype is DT_bool:
     _u_0, = _u.src
     a = _u_0
-    _r = (f"({ctx[a]}!=0)")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := (f"({ctx[a]}!=0)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r86b1fa_alone(_u: UOp, ctx):
   if _u.dtype.scalar in DTS_0:
     _u_0, = _u.src
     if _u_0.dtype.scalar in DTS_1:
-      a = _u_0
-      u = _u
-      _r = (f"{ctx.helper('ftoi', u.dtype, a.dtype)}({ctx[a]})")
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      a, u = _u_0, _u
+      if (_r := (f"{ctx.helper('ftoi', u.dtype, a.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r45612b_alone(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16:
     _u_0, = _u.src
-    a = _u_0
-    u = _u
-    _r = (f"{ctx.helper('bf16r', u.dtype)}((double){ctx[a]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, u = _u_0, _u
+    if (_r := (f"{ctx.helper('bf16r', u.dtype)}((double){ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r977bcb_alone(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16:
     _u_0, = _u.src
-    a = _u_0
-    u = _u
-    _r = (f"{ctx.helper('bf16ld', u.dtype)}((unsigned short){ctx[a]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, u = _u_0, _u
+    if (_r := (f"{ctx.helper('bf16ld', u.dtype)}((unsigned short){ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r8ccbf8_alone(_u: UOp, ctx):
   _u_0, = _u.src
   if _u_0.dtype is DT_bfloat16:
-    a = _u_0
-    u = _u
-    _r = (f"(({ctype(u.dtype)}){ctx.helper('bf16st', a.dtype)}({ctx[a]}))")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    a, u = _u_0, _u
+    if (_r := (f"(({ctype(u.dtype)}){ctx.helper('bf16st', a.dtype)}({ctx[a]}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r85e04d_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"(({ctype(u.dtype)}){ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"(({ctype(u.dtype)}){ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rc0547e_alone(_u: UOp, ctx):
   _u_0, = _u.src
-  a = _u_0
-  u = _u
-  _r = (f"{ctx.helper('bitcast', u.dtype, a.dtype)}({ctx[a]})")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  a, u = _u_0, _u
+  if (_r := (f"{ctx.helper('bitcast', u.dtype, a.dtype)}({ctx[a]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r7bf42c_alone(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    g = _u_0
-    i = _u_1
-    _r = (f"({ctx[g]}+{ctx[i]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    g, i = _u_0, _u_1
+    if (_r := (f"({ctx[g]}+{ctx[i]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rec8644_alone(_u: UOp, ctx):
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    g = _u_0
-    i = _u_1
-    _r = (f"({ctx[g]}+{ctx[i]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    g, i = _u_0, _u_1
+    if (_r := (f"({ctx[g]}+{ctx[i]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r2a4438_alone(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is INDEX and len(_u_0.src) == 3:
       _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u = _u
-      v = _u_0_2
-      _r = (f"({ctx[v]}?{ctx.helper('bf16ld', u.dtype)}(*{ctx[u.src[0]]}):0.0f)")
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      u, v = _u, _u_0_2
+      if (_r := (f"({ctx[v]}?{ctx.helper('bf16ld', u.dtype)}(*{ctx[u.src[0]]}):0.0f)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r18f76a_alone(_u: UOp, ctx):
   if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
     _u_0, = _u.src
-    idx = _u_0
-    u = _u
-    _r = (f"{ctx.helper('bf16ld', u.dtype)}(*{ctx[idx]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    idx, u = _u_0, _u
+    if (_r := (f"{ctx.helper('bf16ld', u.dtype)}(*{ctx[idx]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rdf5fde_alone(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_1.dtype is DT_bfloat16:
-      idx = _u_0
-      v = _u_1
-      _r = (f"*{ctx[idx]} = {ctx.helper('bf16st', v.dtype)}({ctx[v]});")
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      idx, v = _u_0, _u_1
+      if (_r := (f"*{ctx[idx]} = {ctx.helper('bf16st', v.dtype)}({ctx[v]});")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r99fe9b_alone(_u: UOp, ctx):
   if len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is INDEX and len(_u_0.src) == 3:
       _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u = _u
-      v = _u_0_2
-      _r = (f"({ctx[v]}?*{ctx[u.src[0]]}:{cconst(u.const_like(0))})")
-      if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+      u, v = _u, _u_0_2
+      if (_r := (f"({ctx[v]}?*{ctx[u.src[0]]}:{cconst(u.const_like(0))})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def rc830ec_alone(_u: UOp, ctx):
   if len(_u.src) == 1:
     _u_0, = _u.src
     idx = _u_0
-    _r = (f"(*{ctx[idx]})")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := (f"(*{ctx[idx]})")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r2a34fe_alone(_u: UOp, ctx):
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    idx = _u_0
-    v = _u_1
-    _r = (f"*{ctx[idx]} = {ctx[v]};")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    idx, v = _u_0, _u_1
+    if (_r := (f"*{ctx[idx]} = {ctx[v]};")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r16cb5f_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    init = _u_0
-    u = _u
-    _r = (f"{ctype(u.dtype)} {ctx[u]} = {ctx[init]};")
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    init, u = _u_0, _u
+    if (_r := (f"{ctype(u.dtype)} {ctx[u]} = {ctx[init]};")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 def r529faf_alone(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  acc = _u_0
-  v = _u_1
-  _r = (f"{ctx[acc]} = {ctx[v]};")
-  if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+  acc, v = _u_0, _u_1
+  if (_r := (f"{ctx[acc]} = {ctx[v]};")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 # ---- rule table: id, file, line, text, root ops ----
 r176a12 = Rule('r176a12', 'rules/render_c.rules', 13, 'c@(CONST) -> cconst(c)', (Ops.CONST, ), r176a12_alone)

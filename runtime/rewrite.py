@@ -23,6 +23,15 @@ class RewriteLoopError(RewriteError):
     super().__init__(message)
     self.rules = rules
 
+class RuleError(RewriteError):
+  """An exception raised while a rule's guard, helper or result ran (the original is the __cause__): names the rule by
+  `file:line` with its text, and the node it was matching."""
+  def __init__(self, rule: Rule | None, node: UOp | None, cause: BaseException, problem: str | None = None):
+    from runtime.rule_error import node_text
+    self.rule, self.node = rule, node
+    what = f"{rule.origin}: {rule.text}" if rule is not None else "a rule of this rule set (none raises when run alone again)"
+    super().__init__(f"{what}\n  matching: {node_text(node)}\n  {problem or f'raised {type(cause).__name__}: {cause}'}")
+
 class Rule:
   """One rule of a rule set: where it comes from, and the counters RULESTATS fills."""
   __slots__ = ("id", "file", "line", "text", "ops", "fn", "attempts", "hits", "time_ns")
@@ -33,6 +42,10 @@ class Rule:
   @property
   def origin(self) -> str: return f"{self.file}:{self.line}"
   def __repr__(self) -> str: return f"<Rule {self.id} {self.origin}: {self.text}>"
+
+def _blame(e: Exception, rules: list[Rule], ctx: Any, node: UOp | None = None) -> Exception:
+  from runtime.rule_error import blame
+  return blame(e, rules, ctx, node)
 
 N_OPS = max(Ops) + 1
 OpFn = Callable[[UOp, Any], "tuple[Rule, UOp] | None"]
@@ -54,7 +67,12 @@ class Matcher:
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
     """One rewrite of `u` alone (no sources, no fixed point): the first rule that fires, or None."""
     fn = self.table[u.op]
-    r = fn(u, ctx) if fn is not None else None
+    try: r = fn(u, ctx) if fn is not None else None
+    except RewriteError: raise
+    except Exception as e:
+      err = _blame(e, self.rules, ctx, u)
+      if err is e: raise
+      raise err from e
     if r is None: return None
     if _trace.COVERAGE_FILE: _trace.fired(r[0])  # the C renderer's rules run here, one node at a time
     return r[1]
@@ -124,14 +142,22 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
 
   Default: sources are rewritten before the node that uses them. bottom_up=True: a node is rewritten before its
   sources, and again after them if they changed. Memoized within one call; iterative, so graph depth is unlimited.
-  Raises RewriteLoopError, naming the rules by file:line, when the rules cycle or keep growing the graph.
+  Raises RewriteLoopError, naming the rules by file:line, when the rules cycle or keep growing the graph, and RuleError,
+  naming the rule and the node, when a rule's guard, helper or result raises (the original is its __cause__).
   """
   table = matcher.stats_table() if RULESTATS.value else matcher.table
   label = name or matcher.name
   run = _rewrite_bottom_up if bottom_up else _rewrite
-  # VIZ, PROFILE, RULECOVERAGE: one check per call; off, the rules run untouched
-  if _trace.active(): return _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up)
-  return run(sink, table, ctx, label)
+  try:
+    # VIZ, PROFILE, RULECOVERAGE: one check per call; off, the rules run untouched
+    if _trace.active(): return _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up)
+    return run(sink, table, ctx, label)
+  except RewriteError: raise
+  except Exception as e:
+    # a rule's guard, helper or result raised: named here, after the fact (nothing on the hot path)
+    err = _blame(e, matcher.rules, ctx)
+    if err is e: raise
+    raise err from e
 
 class _Pending:
   # on the stack under `target`: once target is final, `node` is final as whatever target became

@@ -90,3 +90,51 @@ def test_build_time(repo):
   dt = time.perf_counter() - t0
   assert r.returncode == 0, r.stderr
   print(f"\n{r.stdout.strip()}; {dt * 1000:.0f} ms wall time including interpreter start")
+
+def mtimes(root: str) -> dict[str, int]:
+  rules = os.path.join(root, "rules")
+  return {f: os.stat(os.path.join(rules, f)).st_mtime_ns for f in sorted(os.listdir(rules)) if f.endswith(".py")}
+
+def compiled(r: subprocess.CompletedProcess) -> int:
+  assert r.returncode == 0, r.stderr
+  return int(r.stdout.split(" compiled")[0].rsplit(" ", 1)[1])
+
+def test_unchanged_files_are_skipped(repo):
+  # the copy has no stamp (rules/__pycache__ is not copied): the first build compiles every file and writes none
+  n = len([f for f in os.listdir(os.path.join(repo, "rules")) if f.endswith(".rules")])
+  before = mtimes(repo)
+  assert compiled(build(repo)) == n
+  assert mtimes(repo) == before
+  # nothing changed: nothing compiled, nothing written; printed for the log, never asserted (target: under 0.3 s)
+  t0 = time.perf_counter()
+  r = build(repo)
+  print(f"\nno change: {r.stdout.strip()}; {(time.perf_counter() - t0) * 1000:.0f} ms wall time including interpreter start")
+  assert compiled(r) == 0 and mtimes(repo) == before
+  # one .rules file edited: that one only
+  with open(os.path.join(repo, "rules", "symbolic.rules"), "a") as f: f.write(EXTRA)
+  t0 = time.perf_counter()
+  r = build(repo)
+  print(f"one file: {r.stdout.strip()}; {(time.perf_counter() - t0) * 1000:.0f} ms wall time including interpreter start")
+  assert compiled(r) == 1 and "1 regenerated" in r.stdout
+  after = mtimes(repo)
+  assert {f for f in after if after[f] != before[f]} == {"symbolic.py"}
+  assert compiled(build(repo)) == 0
+
+def test_what_invalidates_the_skip(repo):
+  n = len([f for f in os.listdir(os.path.join(repo, "rules")) if f.endswith(".rules")])
+  assert compiled(build(repo)) == n
+  # a generated module edited by hand (or checked out from another branch) is compiled again, and restored
+  path = os.path.join(repo, "rules", "lower.py")
+  text = open(path).read()
+  with open(path, "a") as f: f.write("# edited\n")
+  r = build(repo)
+  assert compiled(r) == 1 and "1 regenerated" in r.stdout and open(path).read() == text
+  # a deleted one too
+  os.remove(path)
+  assert compiled(build(repo)) == 1 and open(path).read() == text
+  # the compiler changed: every file is compiled again (the output did not change, so nothing is written)
+  with open(os.path.join(repo, "dslc", "emit.py"), "a") as f: f.write("\n# a comment\n")
+  r = build(repo)
+  assert compiled(r) == n and " 0 regenerated" in r.stdout
+  # --check and --all always compile everything
+  assert build(repo, "--check").returncode == 0 and compiled(build(repo, "--all")) == n

@@ -14,7 +14,8 @@ GOOD = ("from rules.symbolic_helpers import fold_alu\nlet Zero = (CONST [0])\nru
 
 def test_diagnostics_are_the_compilers():
   ds = rules_lsp.diagnostics("x.rules", BROKEN)
-  assert [(d.line, d.col, d.message) for d in ds] == [(2, 2, "unknown op or op group 'ADDD'"), (3, 14, "'z' is used in a guard but never bound")]
+  assert [(d.line, d.col, d.message) for d in ds] == [(2, 2, "unknown op or op group 'ADDD' (did you mean 'ADD'?)"),
+                                                      (3, 14, "'z' is used in a guard but never bound")]
   assert rules_lsp.diagnostics("rules/symbolic.rules", open(os.path.join(ROOT, "rules/symbolic.rules")).read()) == []
 
 def test_hover_and_definition_without_a_client(tmp_path):
@@ -40,12 +41,12 @@ def test_rulestats_leaves_its_table_for_the_hover(tmp_path):
   code = "from runtime import UOp\nx = UOp.variable('x', 0, 9)\nfor i in range(5): (x + 0 + i).simplify()\n"
   r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                      env={**os.environ, "RULESTATS": "1", "RULESTATS_FILE": str(stats)})
-  assert r.returncode == 0 and "rules/symbolic.rules:40" in r.stdout, r.stderr
+  assert r.returncode == 0 and "rules/symbolic.rules:42" in r.stdout, r.stderr
   data = json.loads(stats.read_text())
-  e = next(e for e in data["rules"].values() if e["line"] == 40 and e["file"] == "rules/symbolic.rules")
+  e = next(e for e in data["rules"].values() if e["line"] == 42 and e["file"] == "rules/symbolic.rules")
   assert e["hits"] >= 5 and e["attempts"] >= e["hits"] and e["time_ns"] > 0
   src = open(os.path.join(ROOT, "rules/symbolic.rules")).read()
-  text = rules_lsp.hover_text("rules/symbolic.rules", src, 39, 1, stats_path=str(stats))
+  text = rules_lsp.hover_text("rules/symbolic.rules", src, 41, 1, stats_path=str(stats))
   assert f"RULESTATS (last run): {e['attempts']} attempts, {e['hits']} hits" in text
 
 # ---- over LSP, with pygls' client ----
@@ -87,8 +88,8 @@ def test_the_server_over_stdio(tmp_path):
     first = await asyncio.wait_for(published.get(), 60)
     assert first.uri == uri
     got = [(d.range.start.line, d.range.start.character, d.range.end.character, d.message, d.severity) for d in first.diagnostics]
-    assert got == [(1, 1, 5, "unknown op or op group 'ADDD'", lsp.DiagnosticSeverity.Error), (2, 13, 14, "'z' is used in a guard but never bound",
-                                                                                                    lsp.DiagnosticSeverity.Error)]
+    assert got == [(1, 1, 5, "unknown op or op group 'ADDD' (did you mean 'ADD'?)", lsp.DiagnosticSeverity.Error),
+                   (2, 13, 14, "'z' is used in a guard but never bound", lsp.DiagnosticSeverity.Error)]
     # the user fixes the file: the diagnostics go away
     client.text_document_did_change(lsp.DidChangeTextDocumentParams(text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=2),
                                                                      content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=GOOD)]))

@@ -103,7 +103,7 @@ def test_a_recording_pickles_and_keeps_its_rule_files(rec, tmp_path):
   path = rec.save(str(tmp_path / "t.pkl"))
   again = trace.load(path)
   assert again.rewrites == rec.rewrites and again.nodes == rec.nodes and again.heads == rec.heads
-  assert "rules/symbolic.rules" in again.sources and "(ADD x:ints 0) -> x" in again.sources["rules/symbolic.rules"]
+  assert "rules/symbolic.rules" in again.sources and "(ADD! x:ints 0) -> x" in again.sources["rules/symbolic.rules"]
   assert os.listdir(tmp_path) == ["t.pkl"], "no temporary file left behind"
   with open(tmp_path / "other.pkl", "wb") as f: pickle.dump({"not": "a recording"}, f)
   with pytest.raises(ValueError, match="not a VIZ recording"): trace.load(str(tmp_path / "other.pkl"))

@@ -43,7 +43,7 @@ def test_the_api_steps_through_a_kernel(served):
 
 def test_the_source_view_and_bad_requests(served):
   status, ctype, page = get(served.url + "/source?file=rules/symbolic.rules")
-  assert status == 200 and ctype.startswith("text/html") and 'id="L40"' in page and "(ADD x:ints 0) -&gt; x" in page
+  assert status == 200 and ctype.startswith("text/html") and 'id="L42"' in page and "(ADD! x:ints 0) -&gt; x" in page
   for bad in ("/source?file=/etc/passwd", "/source?file=../README.md", "/api/step?r=999", "/nothing"):
     with pytest.raises(urllib.error.HTTPError) as e: get(served.url + bad)
     assert e.value.code == 404, bad
