@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse, json, os, statistics, time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
-from runtime.dtype import dtypes
 from runtime.ops import Ops
-from runtime.uop import UOp, uop
 from tensor import Tensor
 from tensor.engine.realize import get_runner, kernel_buffers, schedule_of
 from tensor.tensor import buffers

@@ -71,7 +71,7 @@ def get_program(ast: UOp, device: str) -> Program:
   with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
 
 def _codegen(name: str, ast: UOp, device: str) -> Program:
-  sink, opts = lower_kernel(ast)
+  sink, opts = lower_kernel(ast, device=device)
   if DEBUG >= 3:
     print(f"--- {name} AST ---\n{ast}")
     print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
