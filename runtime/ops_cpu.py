@@ -4,27 +4,45 @@ hash of the source, the flags and the compiler's version.
 
 CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (default 300 s), CACHE_DIR the cache folder
 (default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
-(gcc 12 at -O2 leaves loops with a runtime trip count scalar); never -ffast-math, which would change results.
+(gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (no value changes: it only lets gcc
+assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes);
+never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
+Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
+once, by a probe through the cache); elsewhere the pragma is ignored and the kernel runs on one thread with the same
+results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
 """
 from __future__ import annotations
-import _ctypes, ctypes, functools, hashlib, os, shutil, signal, subprocess, sys, uuid
+import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys, uuid
 from typing import Callable
 from runtime import kernel_cache
 from runtime.device import Buffer, Compiled, CompileError
 from runtime.kernel_cache import cache_dir  # noqa: F401  (the folder kernels compile into)
 from runtime.profile import scope
 
-CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"]
+CFLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-w"]
 # -O0 under the sanitizers: every load the source writes happens (-O3 may drop an out-of-bounds load whose value is unused)
 SANITIZE_FLAGS = ["-O0", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 # _Float16 arithmetic rounds after every operation, as exec_alu does: gcc computes it in float unless told (clang's
 # spelling second); the first flag the compiler takes is used
 HALF_FLAGS = ["-fexcess-precision=16", "-ffloat16-excess-precision=none"]
 # gcc 12 at -O3 -mavx2 miscompiles guarded loads `c ? *(p + i) : 0.0f` of a padded tensor into masked loads whose results
-# land in lanes where c is false (tests/tensor/test_devices.py has the kernel); loops with such loads stay scalar.
-# Used when the compiler takes it (clang does not have it)
+# land in lanes where c is false (tests/tensor/test_ops.py has the kernel); loops with such loads stay scalar. Used when the
+# compiler takes it (clang does not have it), and only for sources with a select that reads memory (_GUARDED_LOAD): the
+# flag stops gcc from turning any `c ? x : y` into a vector select, so it would keep every kernel with a WHERE or MAX scalar
 WORKAROUND_FLAGS = ["-fno-tree-loop-if-convert"]
+# `? ... *(` before the `:`: a branch of a select that dereferences a pointer (the renderer's guarded loads, bfloat16 ones
+# too). A false positive only keeps the workaround where it is not needed
+_GUARDED_LOAD = re.compile(r"\?[^:;]*\*\(")
+OPENMP_FLAGS = ["-fopenmp"]
+# a kernel using OpenMP, and a call of the runtime, so the probe fails where libgomp (or libomp) can't be linked or loaded;
+# run with n = 4 its region has one thread (the if clause), so it starts no thread pool (see _after_fork_in_child)
+_OPENMP_PROBE = """#include <omp.h>
+int rulegrad_openmp_probe(int n) { int s = 0;
+#pragma omp parallel for reduction(+:s) if(n > 1000)
+  for (int i = 0; i < n; i++) s += i;
+  return s + omp_get_max_threads() * 0; }
+"""
 
 @functools.cache
 def find_compiler(required: bool = True) -> str | None:
@@ -54,11 +72,13 @@ def _takes_flag(cc: str, flag: str) -> bool:
   except (OSError, subprocess.TimeoutExpired): return False
   return r.returncode == 0
 
-def cflags() -> list[str]:
-  """The flags kernels are compiled with (they are part of the cache key)."""
+def cflags(src: str | None = None) -> list[str]:
+  """The flags the kernel `src` is compiled with (they are part of the cache key); without a source, those of a kernel
+  with guarded loads."""
   cc = find_compiler()
   half = next((f for f in HALF_FLAGS if _takes_flag(cc, f)), None)  # type: ignore[arg-type]
-  workarounds = [f for f in WORKAROUND_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
+  guarded = src is None or _GUARDED_LOAD.search(src) is not None
+  workarounds = [f for f in WORKAROUND_FLAGS if guarded and _takes_flag(cc, f)]  # type: ignore[arg-type]
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
   return CFLAGS + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
@@ -98,10 +118,22 @@ CACHE_FORMAT = "2"
 def cache_key(src: str, flags: list[str]) -> str:
   return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version(), CACHE_FORMAT]).encode()).hexdigest()[:32]
 
-def compile_c(src: str, extra_flags: tuple[str, ...] = ()) -> str:
-  """The path of a verified shared object built from `src` (from the cache when it is there). Raises CompileError."""
+def uses_openmp(src: str) -> bool: return "#pragma omp" in src
+
+@functools.cache
+def openmp_flags() -> tuple[str, ...]:
+  """The flags that turn `#pragma omp` on (-fopenmp), or () when this compiler can't build, link or load OpenMP code."""
+  try:
+    path = compile_c(_OPENMP_PROBE, OPENMP_FLAGS, openmp=False)
+    lib = kernel_cache.load_verified(path, ctypes.CDLL)
+    return tuple(OPENMP_FLAGS) if lib.rulegrad_openmp_probe(4) == 6 else ()
+  except (CompileError, OSError): return ()
+
+def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True) -> str:
+  """The path of a verified shared object built from `src` (from the cache when it is there). Raises CompileError.
+  A source with `#pragma omp` gets openmp_flags() unless openmp=False (then it is built serial: the pragmas are ignored)."""
   cc = find_compiler()
-  flags = cflags() + list(extra_flags)
+  flags = cflags(src) + list(extra_flags) + (list(openmp_flags()) if openmp and uses_openmp(src) else [])
   try: return kernel_cache.store(cache_key(src, flags), lambda tmp: _run_compiler(cc, flags, src, tmp))  # type: ignore[arg-type]
   except kernel_cache.BuildError as e: raise CompileError(str(e)) from None
   except OSError as e:
@@ -132,16 +164,44 @@ def load(name: str, lib_path: str) -> Callable:
   prog.lib = lib  # type: ignore[attr-defined]  # keep the library loaded while the program lives
   return prog
 
-def program(src: str, name: str) -> Callable:
+def _build_and_load(src: str, name: str, openmp: bool = True) -> Callable:
   """Compile (or take from the cache) and load. An entry that fails its check, does not load or lacks the kernel is
   deleted and rebuilt once; a fresh build that still fails is a CompileError."""
-  with scope(f"compile {name}", "compile"): path = compile_c(src)
+  with scope(f"compile {name}", "compile"): path = compile_c(src, openmp=openmp)
   try: return load(name, path)
   except OSError as e:
     print(f"warning: the cached kernel {path} is not usable ({e}); rebuilding it", file=sys.stderr)
     kernel_cache.remove(path)
-  path = compile_c(src)
+  path = compile_c(src, openmp=openmp)
   try: return load(name, path)
   except OSError as e: raise CompileError(f"the kernel {name} compiled from this source does not load: {e}\n--- source ---\n{src}") from None
+
+# libgomp keeps its thread pool across fork() without the threads: a child whose parent ran a parallel region hangs in its
+# first one. So a process forked after OpenMP ran builds its kernels serial (same results; the pragmas are ignored)
+_omp_started = False
+_forked_after_omp = False
+
+def _after_fork_in_child() -> None:
+  global _forked_after_omp
+  if _omp_started: _forked_after_omp = True
+
+if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
+
+def program(src: str, name: str) -> Callable:
+  """The kernel `name` of `src`, compiled and loaded. One with `#pragma omp` runs its parallel loops on threads, except in
+  a process forked after OpenMP ran (there a serial build of the same source runs, made on its first call)."""
+  if _forked_after_omp: return _build_and_load(src, name, openmp=False)
+  prog = _build_and_load(src, name)
+  if not (uses_openmp(src) and openmp_flags()): return prog
+  serial: list[Callable] = []
+  def run(bufs: list[Buffer], vals: tuple = ()) -> None:
+    global _omp_started
+    if _forked_after_omp:
+      if not serial: serial.append(_build_and_load(src, name, openmp=False))
+      return serial[0](bufs, vals)
+    _omp_started = True
+    prog(bufs, vals)
+  run.lib = prog.lib  # type: ignore[attr-defined]
+  return run
 
 def device() -> Compiled: return Compiled("CPU", program)

@@ -8,7 +8,8 @@ from runtime.device import Device
 from runtime.helpers import Context, GlobalCounters, getenv
 from runtime.uop import UOp
 from tensor.tensor import Tensor, TensorError
+from tensor.engine.jit import TinyJit
 
 Variable = UOp.variable
 
-__all__ = ["Tensor", "TensorError", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "Variable"]
+__all__ = ["Tensor", "TensorError", "dtypes", "Device", "Context", "GlobalCounters", "getenv", "Variable", "TinyJit"]

@@ -2,11 +2,12 @@
 
 Every error is a TensorError and also the standard Python exception torch and numpy raise in the same place, so
 `except RuntimeError`, `except IndexError` and `except TypeError` keep working (docs/tensor.md has the table).
-Nothing here imports the rest of the package: tensor/tensor.py and the topic modules import it.
+Nothing here imports the rest of the tensor package (only runtime's dtypes): tensor/tensor.py and the topic modules import it.
 """
 from __future__ import annotations
 import math, operator
 from typing import Any, Sequence
+from runtime.dtype import dtypes
 
 class TensorError(Exception):
   """Root of the errors a Tensor op raises for operands or arguments it can't take."""
@@ -95,7 +96,6 @@ def pads_arg(padding: Any, shape: tuple[int, ...], what: str = "padding") -> lis
 def check_fits(value: Any, dtype, what: str = "constant") -> None:
   """A Python number becoming a constant of `dtype`: an int outside an int dtype's range, or a float outside it, raises
   ConstantOverflowError (numpy 2 does); nan or inf into an int dtype raise ArgumentValueError."""
-  from runtime.dtype import dtypes
   if isinstance(value, bool) or not dtypes.is_int(dtype): return
   v = value
   if isinstance(v, float):

@@ -319,7 +319,14 @@ class Tensor(AutogradMixin, FunctionalMixin):
       if isinstance(other, float) and not dtypes.is_float(dt): dt = dtypes.default_float
       elif type(other) is int and dt is dtypes.bool: dt = _int_dtype_for(other, other, "constant")
       check_fits(other, dt)
-      a, b = self.cast(dt), self._const_like(other, dt)
+      # the number broadcast to the tensor's shape, built as the nodes reshape and expand would build (the common case of
+      # every `x + 1`: no intermediate Tensors)
+      a, shape = self if dt is self.dtype else self.cast(dt), self.shape
+      c = uop(Ops.CONST, dt, (_device(self.device),), cast_value(other, dt))
+      if shape:
+        c = uop(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+        if any(d != 1 for d in shape): c = uop(Ops.EXPAND, dt, (c,), shape)
+      return (Tensor(c), a) if reverse else (a, Tensor(c))
     a, b = _broadcast(a, b)
     return (b, a) if reverse else (a, b)
   def _alu(self, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:

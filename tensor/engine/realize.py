@@ -120,10 +120,15 @@ def kernel_buffers(k: UOp) -> list[UOp]:
   """The BUFFER nodes a KERNEL runs on, output first (its other sources are kernels it only waits for)."""
   return [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
 
+# ---- TinyJit's capture hook (tensor/engine/jit.py): while a call is captured, its recorder is here and sees every kernel
+# and copy run, before the buffers are allocated (an output not yet allocated is one the captured call made) ----
+capturing: list = []
+
 def run_kernel(k: UOp) -> None:
   bufs = [buffers[b] for b in kernel_buffers(k)]
   device = bufs[0].device
   runner = get_runner(k.arg.ast, device)
+  if capturing: capturing[0].add(runner, bufs)
   for b in bufs: b.ensure_allocated()
   t0 = time.perf_counter()
   runner(bufs)

@@ -1,0 +1,62 @@
+"""Threads inside CPU kernels: how many a kernel may use, and when it should stay on one. The renderer asks
+`threads_for(...)` while it writes a kernel and puts `parallel_pragma(n)` on its outermost loop; runtime/ops_cpu.py builds
+a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere the pragma is ignored: serial).
+
+THREADS=n caps the threads of every kernel (default 0: the cores this process may run on); `Context(THREADS=1)` for a block.
+"""
+from __future__ import annotations
+import os
+from runtime.helpers import ContextVar
+
+THREADS = ContextVar("THREADS", 0)
+
+# The cost model, measured on the 2-core machine kind of ../shared/BENCH.md (docs/performance.md has the probes):
+# a parallel region with its threads awake costs ~0.5 us; a thread that slept (idle past libgomp's spin) takes longer to
+# wake, and on a shared machine the other core is often busy. REGION_NS is what a region costs on average there.
+REGION_NS = 20_000
+# one core's throughput: float ops per ns (16-lane AVX-512 at ~3 GHz, half used on real kernels) and bytes per ns of memory
+# traffic (13.6 GB/s copy with one thread, 22 with two: memory-bound kernels gain 1.6x from the second core, not 2x)
+OPS_PER_NS = 24.0
+BYTES_PER_NS = 13.6
+BYTES_PER_NS_ALL = 22.0
+# a kernel goes parallel only when the model says it saves at least this share of its serial time
+MIN_GAIN = 0.2
+
+def cores() -> int:
+  """The cores this process may run on (its affinity mask, else os.cpu_count())."""
+  try: return max(1, len(os.sched_getaffinity(0)))
+  except (AttributeError, OSError): return max(1, os.cpu_count() or 1)
+
+def max_threads() -> int:
+  """THREADS when set (>= 1), else the core count."""
+  n = int(THREADS)
+  if n < 0: raise ValueError(f"THREADS={n}: the number of threads must be 0 (all cores) or more")
+  return n if n >= 1 else cores()
+
+def serial_ns(ops: int, mem_bytes: int) -> float:
+  """The modelled time of a kernel on one thread: compute and memory traffic overlap, the slower one counts."""
+  return max(ops / OPS_PER_NS, mem_bytes / BYTES_PER_NS)
+
+def parallel_ns(ops: int, mem_bytes: int, n: int) -> float:
+  """The modelled time on n threads: the work split n ways, memory bandwidth shared, plus the cost of the region."""
+  if n <= 1: return serial_ns(ops, mem_bytes)
+  bandwidth = BYTES_PER_NS + (BYTES_PER_NS_ALL - BYTES_PER_NS) * min(1.0, (n - 1) / max(1, cores() - 1))
+  return max(ops / (OPS_PER_NS * n), mem_bytes / bandwidth) + REGION_NS
+
+def threads_for(ops: int, mem_bytes: int = 0, iterations: int | None = None) -> int:
+  """How many threads a kernel should use: `ops` ALU operations and `mem_bytes` of loads and stores in all (estimates, as
+  tensor/codegen.estimate counts them), its outermost parallel loop running `iterations` times (None: enough). 1 means
+  render no pragma. Never more than max_threads() nor than the loop has iterations; 1 unless the model saves MIN_GAIN."""
+  n = max_threads()
+  if iterations is not None: n = min(n, max(1, iterations))
+  if n <= 1: return 1
+  t1 = serial_ns(ops, mem_bytes)
+  best = min(range(2, n + 1), key=lambda k: parallel_ns(ops, mem_bytes, k))
+  return best if parallel_ns(ops, mem_bytes, best) <= (1 - MIN_GAIN) * t1 else 1
+
+def parallel_pragma(threads: int, collapse: int = 1) -> str:
+  """The line to put right above a kernel's outermost `for` (or the outer `collapse` loops, perfectly nested) so it runs
+  on `threads` threads; "" for one thread. Static schedule: each thread gets one contiguous block of iterations, and each
+  output is computed by one thread in the serial order, so results are bit for bit those of one thread."""
+  if threads <= 1: return ""
+  return f"#pragma omp parallel for schedule(static) num_threads({threads})" + (f" collapse({collapse})" if collapse > 1 else "")
