@@ -122,13 +122,19 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
   sink, ctx = rangeify_simplified(ast)
   caps = vector_caps(device)
-  if opts is None: opts = hand_coded_opts(sink, caps) if (opt if opt is not None else not NOOPT) else []
+  optimize = opts is not None or (opt if opt is not None else not NOOPT)
+  if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel
     ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
     sink, opts = apply_opts(sink, opts, ctx.new_range)
     sink = graph_rewrite(sink, expanded, name="expand")
-    sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
+  if optimize and caps is not None:
+    # exp2 and log2 as polynomials (rules/decompositions.rules): each lane's is plain arithmetic, which gcc vectorizes
+    # where a call of exp2f stays one call per element
+    from rules.decompositions import decompositions
+    sink = graph_rewrite(sink, decompositions, name="decompositions")
+  if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   return graph_rewrite(sink, lower, ctx, name="lower"), opts
