@@ -12,6 +12,7 @@ from runtime.device import Buffer, Device
 from runtime.profile import kernel_run, scope
 from runtime.trace import group
 from runtime.dtype import dtypes
+from runtime.threads import THREADS
 from runtime.helpers import DEBUG, LRU, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
@@ -90,7 +91,8 @@ def get_runner(ast: UOp, device: str) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
   when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
   with its constants as parameters, and that program serves every later value."""
-  noopt = bool(NOOPT)  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
+  # NOOPT and THREADS change the program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one
+  noopt = (bool(NOOPT), int(THREADS))
   key = (device, ast, noopt)
   if (r := _programs.get(key)) is not None: return r
   if ast.op is Ops.COPY: r = CopyRunner()

@@ -9,6 +9,7 @@ from runtime.uop import UOp
 from rules.render_c import render_c as render_rules
 from rules.render_c_helpers import ctype, mask_type, storage_ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
+from runtime.threads import parallel_pragma
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
 # 256 bytes (wider than a register: gcc splits them), the ops C has on vectors, and max through a helper
@@ -102,8 +103,36 @@ _BF16 = {
             "return (unsigned short)(u >> 16); }}",
 }
 
+def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
+  """The outermost loops that may run on several threads, and how many each gets (runtime/threads.py's cost model on the
+  kernel's estimated work). A loop qualifies when every store inside it writes at an index using it (iterations write
+  apart) and no accumulator declared outside it is updated inside (it is not a reduction): each output is then computed
+  by one thread in the serial order, so results are bit for bit those of one thread."""
+  from runtime.threads import max_threads, threads_for
+  from tensor.codegen import estimate
+  if max_threads() <= 1: return {}
+  ops, mem = estimate(uops)
+  out: dict[UOp, int] = {}
+  depth, start, seen = 0, 0, set()
+  for i, u in enumerate(uops):
+    if u.op is Ops.RANGE:
+      if depth == 0: start = i
+      depth += 1
+    elif u.op is Ops.END:
+      depth -= 1
+      if depth: continue
+      r, inner = uops[start], uops[start + 1:i]
+      writes_apart = all(r in x.src[0].toposort() for x in inner if x.op is Ops.STORE)
+      own_accs = all(x.src[0] not in seen for x in inner if x.op is Ops.ASSIGN)
+      if writes_apart and own_accs:
+        n = threads_for(ops, mem, r.src[0].arg if r.src[0].op is Ops.CONST else None)
+        if n > 1: out[r] = n
+    if depth == 0: seen.add(u)
+  return out
+
 def render_c(name: str, uops: list[UOp]) -> str:
   ctx = CContext()
+  threads = parallel_loops(uops)
   uses: dict[UOp, int] = {}
   depth_of: dict[UOp, int] = {}
   user_depth: dict[UOp, int] = {}
@@ -139,6 +168,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
       continue
     if op is Ops.RANGE:
       r = ctx.text[u] = f"ridx{u.arg}"
+      if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
       body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
       depth += 1
       continue
