@@ -206,7 +206,10 @@ def test_noopt_matches_default(device):
     outs = []
     for noopt in (0, 1):
       with Context(NOOPT=noopt): outs.append(apply_program(Tensor(a, device=device), ops).numpy())
-    np.testing.assert_array_equal(outs[0], outs[1])
+    # optimized CPU kernels compute exp2 as rules/decompositions.rules' polynomial (within 0.501 ulp), NOOPT ones call
+    # libm's exp2f: the two may differ by an ulp (and the ops after it carry that on); everything else is bit for bit
+    if device == "CPU" and any(k == 0 and u == 4 for k, u, _ in ops): np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    else: np.testing.assert_array_equal(outs[0], outs[1])
   check()
 
 # ---- padding and every movement op: guarded loads, no access out of bounds (the PYTHON device checks each one) ----
