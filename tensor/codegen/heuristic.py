@@ -10,7 +10,7 @@ from __future__ import annotations
 from runtime.ops import Ops
 from runtime.uop import UOp
 from rules.vectorize_helpers import VectorCaps
-from tensor.codegen.opt import Opt, output_loops, reduce_loops, trip_count
+from tensor.codegen.opt import MAX_LANES, Opt, output_loops, reduce_loops, trip_count
 
 UPCAST_MAX = 4     # a short innermost output loop, unrolled whole
 SPLIT_MIN = 64     # shorter reductions stay one loop
@@ -96,6 +96,7 @@ def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   opts: list[Opt] = []
+  lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
   for k, r in enumerate(reds):
     n = trip_count(r) or 0
@@ -104,8 +105,11 @@ def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
     amount = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
     moving = [ld for q in qs for ld in loads(q.src[0]) if r in ld.src[0].toposort()]
     if n % amount or not moving or any(stride(ld.src[0].src[1], r) != 1 for ld in moving): continue
+    # nested reductions multiply their lanes: stay within what apply_opts takes
+    if lanes * amount > MAX_LANES: continue
+    lanes *= amount
     opts.append(Opt("UNROLL", len(outs) + k, amount))
-  if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX:
+  if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
     # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
     opts.append(Opt("UPCAST", len(outs) - 1, 0))
   return opts
