@@ -52,10 +52,10 @@ def without_unused_loops(ctx, r: UOp) -> UOp:
   if r.arg is Ops.MAX or r.dtype is dtypes.bool: return x
   n = 1
   for g in unused: n *= _trips(g)  # type: ignore[operator]
-  if n == 0: return uop(Ops.CONST, r.dtype, (), identity(r.arg, r.dtype))
+  if n == 0: return UOp.const(r.dtype, identity(r.arg, r.dtype))
   if n == 1: return x
-  times = uop(Ops.CONST, r.dtype, (), cast_value(n, r.dtype))
-  if x.op is Ops.CONST: return uop(Ops.CONST, r.dtype, (), exec_alu(Ops.MUL, r.dtype, [x.arg, times.arg]))
+  times = UOp.const(r.dtype, cast_value(n, r.dtype))
+  if x.op is Ops.CONST: return UOp.const(r.dtype, exec_alu(Ops.MUL, r.dtype, [x.arg, cast_value(n, r.dtype)]))
   return uop(Ops.MUL, r.dtype, (x, times))
 
 def lower_reduce(ctx, r: UOp) -> UOp:
@@ -63,7 +63,7 @@ def lower_reduce(ctx, r: UOp) -> UOp:
   # upcast lanes share their reduce loops: an accumulator lives in every loop around any reduction sharing its loops
   outer = sorted(scope(r, ctx.scopes).union(*(ctx.shared_outer.get(g, ()) for g in ranges)), key=lambda g: g.arg)
   # the accumulator is declared (and reset) inside the loops around the reduction, so each output starts fresh
-  acc = uop(Ops.DEFINE_REG, r.dtype, (uop(Ops.CONST, r.dtype, (), identity(op, r.dtype)), *outer), ctx.new_reg())
+  acc = uop(Ops.DEFINE_REG, r.dtype, (UOp.const(r.dtype, identity(op, r.dtype)), *outer), ctx.new_reg())
   upd = uop(Ops.ASSIGN, r.dtype, (acc, uop(op, r.dtype, (acc, x))))
   end = uop(Ops.END, dtypes.void, (upd, *ranges))
   return uop(Ops.AFTER, r.dtype, (acc, end))

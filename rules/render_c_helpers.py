@@ -10,11 +10,26 @@ _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsig
            dtypes.void: "void"}
 _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
+_SHORT = {dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.int32: "i32", dtypes.uint32: "u32",
+          dtypes.int64: "i64", dtypes.uint64: "u64", dtypes.float32: "f32", dtypes.float64: "f64"}
+
 def ctype(d: DType, unsigned: bool = False) -> str:
-  """The C type a value of d computes in. bfloat16 values are floats holding bf16 numbers (every op rounds its result)."""
+  """The C type a value of d computes in: a vector type (f32x16, a typedef of the kernel: vector_typedefs) for a vector;
+  bfloat16 values are floats holding bf16 numbers (every op rounds its result)."""
+  if d.count > 1: return f"{_SHORT[d.scalar]}x{d.count}"
   d = d.scalar
   if d is dtypes.bfloat16: return "float"
   return _CTYPES[_UNSIGNED.get(d, d) if unsigned else d]
+
+def mask_type(d: DType) -> DType:
+  """The int vector a comparison of d's vectors gives (GCC: -1 where true, 0 where false), of the same lane width."""
+  return {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[d.scalar.itemsize].vec(d.count)
+
+def vector_typedefs(d: DType) -> list[str]:
+  """The GCC vector types of d: the value (aligned to its size) and `_u`, its view of unaligned memory (aligned to a lane)."""
+  t, b = _CTYPES[d.scalar], d.itemsize
+  return [f"typedef {t} {ctype(d)} __attribute__((vector_size({b})));",
+          f"typedef {t} {ctype(d)}_u __attribute__((vector_size({b}), aligned({d.scalar.itemsize})));"]
 
 def storage_ctype(d: DType) -> str:
   """The C type of an element in memory: bfloat16 is stored as its 16 bits."""
@@ -45,3 +60,7 @@ def cconst(c: UOp) -> str:
   if d is dtypes.int64: return f"{v}ll" if v != -2**63 else "(-9223372036854775807ll-1)"
   if d is dtypes.int32: return str(v) if v >= 0 else f"({v})" if v != -2**31 else "(-2147483647-1)"
   return f"(({ctype(d)}){v})"
+
+def lanes_text(ctx, srcs) -> str:
+  """The lanes of a vector literal: {a, b, ...} ({} is all zeros)."""
+  return "{" + ", ".join(ctx[s] for s in srcs) + "}"

@@ -14,7 +14,9 @@ from runtime.helpers import NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
+from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize, range_nests
+from tensor.codegen.opt import Opt, apply_opts
 
 __all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "recomputed_reductions"]
 
@@ -111,21 +113,37 @@ def rangeify_simplified(ast: UOp) -> tuple[UOp, CodegenContext]:
   ctx.origins, ctx.reduces = done.origins, done.reduces
   return sink, ctx
 
-def lower_kernel(ast: UOp, opt: bool | None = None) -> tuple[UOp, list[tuple]]:
-  """The lowered kernel of a kernel AST, and the optimizations applied to it (("UPCAST", axis, amount), ...)."""
+def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, device: str = "CPU") -> tuple[UOp, list[Opt]]:
+  """The lowered kernel of a kernel AST for a device, and the Opt list applied to it: `opts` when given, else the heuristic's
+  (tensor/codegen/heuristic.py) unless opt is False or NOOPT=1 (opt=True forces it)."""
+  from rules.expand import expanded
   from rules.lower import lower
-  from rules.symbolic import symbolic
-  from tensor.codegen.opt import upcast
+  from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
   sink, ctx = rangeify_simplified(ast)
-  opts: list[tuple] = []
-  if opt if opt is not None else not NOOPT:
-    sink, opts = upcast(sink)
-    if opts: sink = graph_rewrite(sink, symbolic, name="symbolic after upcast")
+  caps = vector_caps(device)
+  optimize = opts is not None or (opt if opt is not None else not NOOPT)
+  if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
+  if opts:
+    # the optimizer numbers the loops it adds after every loop of the kernel
+    ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
+    sink, opts = apply_opts(sink, opts, ctx.new_range)
+    sink = graph_rewrite(sink, expanded, name="expand")
+  if optimize and caps is not None:
+    # exp2 and log2 as polynomials (rules/decompositions.rules): each lane's is plain arithmetic, which gcc vectorizes
+    # where a call of exp2f stays one call per element
+    from rules.decompositions import decompositions
+    sink = graph_rewrite(sink, decompositions, name="decompositions")
+  if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
-  # the optimizer numbers the loops it adds itself: new ones the lowering makes come after all of them
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   return graph_rewrite(sink, lower, ctx, name="lower"), opts
+
+def vector_caps(device: str):
+  """The vector ops a device's renderer has (None: scalars only, as the PYTHON interpreter)."""
+  if device == "PYTHON": return None
+  from tensor.renderer.cstyle import cpu_vector_caps
+  return cpu_vector_caps()
 
 def shared_outer(sink: UOp) -> dict[UOp, frozenset]:
   """For each reduce RANGE, the loops around every REDUCE over it. Upcast lanes share reduce loops (one loop updating
@@ -155,7 +173,7 @@ class Program:
   ops: int = 0
   mem: int = 0
   vars: list[UOp] = field(default_factory=list)
-  opts: list[tuple] = field(default_factory=list)
+  opts: list = field(default_factory=list)
 
 _names: dict[str, int] = {}
 

@@ -1,87 +1,101 @@
-"""Kernel optimizations chosen before lowering (NOOPT=1 keeps every loop as rangeify made it). Default heuristic:
-  UNROLL  a reduction over >= 64 consecutive elements runs as 16 interleaved partial reductions (one loop, 16 accumulators)
-  UPCAST  a short innermost output loop (<= 4) is unrolled: a kernel over 4 elements is straight-line code (the seeds' E_4n2)
-Both are graph substitutions on the rangeified kernel; symbolic cleans the index math after."""
+"""Kernel optimizations as an Opt list: each Opt names one loop of a rangeified kernel (its axis) and how to change it;
+the rule set of its kind in rules/opt.rules does the change. tensor/codegen/heuristic.py picks the list (a search could);
+NOOPT=1 is the empty list.
+
+  UPCAST axis n   an output loop as n lanes per iteration (n=0: all of it): one store per lane, vectors of consecutive ones
+  UNROLL axis n   a reduction loop as n interleaved partial accumulators (a vector accumulator), combined after it
+  TILE   axis n   a loop as an outer loop and an inner loop of n iterations (cache blocking)
+  SWAP   axis m   output loops axis and m change places (loops nest in order of their ids)
+
+Axes count the loops as they are when the Opt applies (`loops`): the output loops, outermost first, then the reduction
+loops. After the list: rules/expand.rules makes one copy per lane, rules/vectorize.rules vector ops of the lanes.
+"""
 from __future__ import annotations
+from typing import Callable, NamedTuple
 from runtime.ops import Ops
+from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
+from rules.opt_helpers import OptContext, lanes
 
-UPCAST_MAX = 4
+class Opt(NamedTuple):
+  op: str
+  axis: int
+  amount: int
+  def __repr__(self) -> str: return f"Opt({self.op}, {self.axis}, {self.amount})"
 
-def output_ranges(sink: UOp) -> list[UOp]:
-  """The RANGEs of the stores' indices (the output loops), outermost first."""
-  rngs = {r for st in sink.src if st.op is Ops.STORE for r in st.src[0].toposort() if r.op is Ops.RANGE}
-  return sorted(rngs, key=lambda r: r.arg)
+class OptError(ValueError):
+  """An Opt that does not apply to the kernel: no such loop, a loop of the wrong kind, or an amount that does not divide it."""
 
-def _c(r: UOp, v: int) -> UOp: return uop(Ops.CONST, r.dtype, (), v)
+KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP")
+MAX_LANES = 1024  # lanes of all UPCASTs and UNROLLs together: each lane is a copy of the kernel body until vectorized
 
-def split_upcast(sink: UOp, r: UOp, amount: int) -> UOp:
-  """Loop r (of n iterations) as n/amount iterations of `amount` lanes: r -> r'*amount + k, one store per lane k."""
-  n = r.src[0].arg
-  if amount == n: lanes = [_c(r, k) for k in range(n)]
-  else:
-    outer = uop(Ops.RANGE, r.dtype, (_c(r, n // amount),), r.arg)
-    base = uop(Ops.MUL, r.dtype, (outer, _c(r, amount)))
-    lanes = [uop(Ops.ADD, r.dtype, (base, _c(r, k))) if k else base for k in range(amount)]
-  stores = []
-  for st in sink.src:
-    if r in st.toposort(): stores += [st.substitute({r: lane}) for lane in lanes]
-    else: stores.append(st)
-  return uop(Ops.SINK, sink.dtype, tuple(stores))
+def reduce_loops(sink: UOp) -> list[UOp]:
+  return sorted({r for u in sink.toposort() if u.op is Ops.REDUCE for r in u.src[1:]}, key=lambda r: r.arg)
 
-SPLIT_BYTES = 64  # lanes of a split reduction: one 64-byte vector (16 floats)
-SPLIT_MIN = 64    # shorter reductions stay one loop
+def output_loops(sink: UOp) -> list[UOp]:
+  """The loops over the output, outermost first."""
+  red = set(reduce_loops(sink))
+  return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u not in red), key=lambda r: r.arg)
 
-def _terms(x: UOp) -> list[UOp]:
-  out, stack = [], [x]
-  while stack:
-    u = stack.pop()
-    if u.op is Ops.ADD: stack.extend(u.src)
-    else: out.append(u)
-  return out
+def loops(sink: UOp) -> list[UOp]:
+  """The loops an Opt's axis counts: output loops outermost first, then reduction loops."""
+  return output_loops(sink) + reduce_loops(sink)
 
-def _contiguous_in(q: UOp, r: UOp) -> bool:
-  """Every load in reduction q that moves with r reads consecutive elements as r counts (r is a term of its index)."""
-  loads = [u for u in q.src[0].toposort() if u.op is Ops.INDEX]
-  moving = [u for u in loads if r in u.src[1].toposort()]
-  return bool(moving) and all(sum(1 for t in _terms(u.src[1]) if r in t.toposort()) == 1 and r in _terms(u.src[1]) for u in moving)
+def lanes_of(sink: UOp) -> int:
+  """How many lanes the UPCASTs and UNROLLs applied so far make (the product of their amounts)."""
+  n = 1
+  for u in sink.toposort():
+    if u.op is Ops.UNROLL and not u.src[0].src: n *= u.arg[0][1]
+  return n
 
-def split_reduces(sink: UOp) -> tuple[UOp, list[tuple]]:
-  """A long reduction over consecutive elements as interleaved partial reductions over one loop, combined at the end:
-  independent accumulators instead of one serial chain of adds, which gcc turns into vector adds. Changes the order of a
-  float sum (as tinygrad's unroll does). Reductions with strided loads (matmul's k) stay: gcc vectorizes those better."""
-  topo = list(sink.toposort())
-  next_arg = 1 + max((u.arg for u in topo if u.op is Ops.RANGE), default=-1)
-  subs: dict[UOp, UOp] = {}
-  opts = []
-  for q in topo:
-    if q.op is not Ops.REDUCE or q.arg not in (Ops.ADD, Ops.MAX): continue
-    r = q.src[-1]
-    n = r.src[0].arg if r.src[0].op is Ops.CONST else 0
-    amount = max(4, min(16, SPLIT_BYTES // q.dtype.itemsize))
-    if n < SPLIT_MIN or n % amount or not _contiguous_in(q, r): continue
-    inner = uop(Ops.RANGE, r.dtype, (_c(r, n // amount),), next_arg)
-    next_arg += 1
-    base = uop(Ops.MUL, r.dtype, (inner, _c(r, amount)))
-    # reductions inside this one were split already (sources come first in topo order): use the split ones
-    body = q.src[0].substitute(subs) if subs else q.src[0]
-    parts = [uop(Ops.REDUCE, q.dtype, (body.substitute({r: uop(Ops.ADD, r.dtype, (base, _c(r, k))) if k else base}), *q.src[1:-1], inner), q.arg)
-             for k in range(amount)]
-    while len(parts) > 1:  # a balanced tree: short dependency chains (and short C expressions)
-      parts = [uop(q.arg, q.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    subs[q] = parts[0]
-    opts.append(("UNROLL", r.arg, amount))
-  return (sink.substitute(subs) if subs else sink), opts
+def trip_count(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
-def upcast(sink: UOp) -> tuple[UOp, list[tuple]]:
-  """Unroll the innermost output loop when it is short: one store per lane instead of a loop.
-  Returns the new sink and the optimizations applied, as ("UPCAST", axis, amount)."""
-  sink, opts0 = split_reduces(sink)
-  rngs = output_ranges(sink)
-  if not rngs: return sink, opts0
-  r = rngs[-1]
-  n = r.src[0].arg if r.src[0].op is Ops.CONST else None
-  if n is None or n > UPCAST_MAX: return sink, opts0
-  # measured on matmul: splitting a longer loop into lanes (4, 8 or 16, one or two axes) made gcc's code 1-6x slower,
-  # since gcc vectorizes the plain loop itself; lanes pay off once they are rendered as vector types
-  return split_upcast(sink, r, n), opts0 + [("UPCAST", len(rngs) - 1, n)]
+def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]:
+  """The kernel with one Opt applied, and the Opt with its amount resolved (0: the whole loop). Raises OptError when it
+  does not apply."""
+  from rules import opt as rules
+  kind, axis, amount = opt
+  if kind not in KINDS: raise OptError(f"unknown Opt kind {kind!r}: one of {', '.join(KINDS)}")
+  outs, reds = output_loops(sink), reduce_loops(sink)
+  every = outs + reds
+  if not 0 <= axis < len(every): raise OptError(f"{opt}: the kernel has {len(every)} loops (axes 0 to {len(every) - 1})")
+  r = every[axis]
+  if kind == "SWAP":
+    if r not in outs or not 0 <= amount < len(outs) or amount == axis:
+      raise OptError(f"{opt}: SWAP takes two different output loops (axes 0 to {len(outs) - 1})")
+    order = list(outs)
+    order[axis], order[amount] = order[amount], order[axis]
+    return graph_rewrite(sink, rules.swap, OptContext(None, None, ids={o: new_id() for o in order}), name="SWAP"), opt
+  if kind == "UPCAST" and r not in outs: raise OptError(f"{opt}: UPCAST takes an output loop (axes 0 to {len(outs) - 1})")
+  if kind == "UNROLL" and r in outs: raise OptError(f"{opt}: UNROLL takes a reduction loop (axes {len(outs)} to {len(every) - 1})")
+  n = trip_count(r)
+  if n is None: raise OptError(f"{opt}: the loop's length is not a constant")
+  if amount == 0 and kind != "TILE": amount = n
+  if amount < 2 or n % amount or (kind == "TILE" and amount == n):
+    raise OptError(f"{opt}: the amount must divide the loop's {n} iterations{' and be shorter' if kind == 'TILE' else ''} (and be at least 2)")
+  if kind == "UNROLL":
+    bad = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:] and (q.arg not in (Ops.ADD, Ops.MAX) or q.dtype.count != 1)]
+    if bad: raise OptError(f"{opt}: only a sum or a max of scalars is split into partial accumulators, not a {bad[0].arg} of {bad[0].dtype}")
+  if kind in ("UPCAST", "UNROLL") and lanes_of(sink) * amount > MAX_LANES:
+    raise OptError(f"{opt}: more than {MAX_LANES} lanes in all")
+  outer = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // amount),), r.arg) if amount < n else None
+  if kind == "TILE":
+    inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), amount),), new_id())
+    ctx = OptContext(r, _scaled(outer, amount, inner), outer, inner)  # type: ignore[arg-type]
+    return graph_rewrite(sink, rules.tile, ctx, name="TILE"), Opt(kind, axis, amount)
+  uid = new_id()
+  lane = lanes(r.dtype, uid, amount)
+  ctx = OptContext(r, lane if outer is None else _scaled(outer, amount, lane), outer, None, uid, amount)
+  return graph_rewrite(sink, rules.upcast if kind == "UPCAST" else rules.unroll, ctx, name=kind), Opt(kind, axis, amount)
+
+def _scaled(outer: UOp, amount: int, inner: UOp) -> UOp:
+  return uop(Ops.ADD, outer.dtype, (uop(Ops.MUL, outer.dtype, (outer, uop(Ops.CONST, outer.dtype, (), amount))), inner))
+
+def apply_opts(sink: UOp, opts: list, new_id: Callable[[], int]) -> tuple[UOp, list[Opt]]:
+  """The kernel with each Opt applied in order (each one's axis counts the loops as the ones before left them), and the
+  Opts as applied (amounts resolved)."""
+  done = []
+  for o in opts:
+    sink, o = apply_opt(sink, Opt(*o), new_id)
+    done.append(o)
+  return sink, done

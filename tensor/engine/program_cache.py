@@ -2,7 +2,7 @@
 cache (runtime/kernel_cache.py) under a key made from its AST, so a new process that meets a kernel an earlier one compiled
 skips lowering, linearizing and rendering as well as the compiler.
 
-The key covers everything the program depends on: the AST (written out node by node), the device, NOOPT, and the code
+The key covers everything the program depends on: the AST (written out node by node), the device, NOOPT and THREADS, and the code
 that lowers and renders (a digest of the sources of runtime/, rules/, tensor/codegen/ and tensor/renderer/, taken once
 per process), so changing any of them makes new entries instead of reading stale ones. Only devices whose programs are
 source text (not the PYTHON device's UOp lists) are kept.
@@ -39,7 +39,7 @@ def ast_text(ast: UOp) -> str:
     lines.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{u.tag!r}|{','.join(str(index[s]) for s in u.src)}")
   return "\n".join(lines)
 
-def program_key(ast: UOp, device: str, noopt: bool) -> str:
+def program_key(ast: UOp, device: str, noopt: object) -> str:
   return hashlib.sha256("\0".join([ast_text(ast), device, str(noopt), code_version()]).encode()).hexdigest()[:32]
 
 def encode(program) -> bytes | None:

@@ -13,6 +13,7 @@ from runtime.profile import kernel_run, scope
 from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
+from runtime.threads import THREADS
 from runtime.helpers import DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
@@ -69,7 +70,7 @@ def get_program(ast: UOp, device: str) -> Program:
   with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
 
 def _codegen(name: str, ast: UOp, device: str) -> Program:
-  sink, opts = lower_kernel(ast)
+  sink, opts = lower_kernel(ast, device=device)
   if DEBUG >= 3:
     print(f"--- {name} AST ---\n{ast}")
     print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
@@ -88,8 +89,9 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
   when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
   with its constants as parameters, and that program serves every later value."""
-  noopt = bool(NOOPT)  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
-  programs, templates = engine.programs, engine.templates  # compiled runners by (device, AST, NOOPT); first AST per template
+  # NOOPT and THREADS change the program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one
+  noopt = (bool(NOOPT), int(THREADS))
+  programs, templates = engine.programs, engine.templates  # compiled runners by (device, AST, NOOPT/THREADS); first AST per template
   key = (device, ast, noopt)
   if (r := programs.get(key)) is not None: return r
   if ast.op is Ops.COPY: r = CopyRunner()
@@ -114,7 +116,7 @@ def compile_ast(ast: UOp, device: str) -> CompiledRunner:
   """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
   lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
   watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
-  key = program_cache.program_key(ast, device, bool(NOOPT)) if PROGRAM_DISK_CACHE and device != "PYTHON" and not watched else None
+  key = program_cache.program_key(ast, device, (bool(NOOPT), int(THREADS))) if PROGRAM_DISK_CACHE and device != "PYTHON" and not watched else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
     p = get_program(ast, device)

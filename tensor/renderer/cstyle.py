@@ -2,30 +2,65 @@
 this driver only decides which values get a variable and which are inlined, and writes the loops and the preamble.
 """
 from __future__ import annotations
+import functools, subprocess
 from runtime.dtype import DType, PtrDType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from rules.render_c import render_c as render_rules
-from rules.render_c_helpers import ctype, storage_ctype
+from rules.render_c_helpers import ctype, mask_type, storage_ctype, vector_typedefs
+from rules.vectorize_helpers import VectorCaps
+from runtime.threads import parallel_pragma
+
+# what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
+# 256 bytes (wider than a register: gcc splits them), the ops C has on vectors, and max through a helper
+VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}),
+                         frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
+                                    dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
+
+@functools.cache
+def cpu_vector_caps() -> VectorCaps:
+  """VECTOR_CAPS with the vector registers of the CPU kernels compile for (-march=native): AVX-512 has 32 of 64 bytes,
+  AVX2 16 of 32, else (SSE, or a compiler that does not say) 16 of 16."""
+  from runtime.ops_cpu import find_compiler
+  try:
+    out = subprocess.run([find_compiler() or "cc", "-march=native", "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True,
+                         timeout=60).stdout
+  except (OSError, subprocess.TimeoutExpired): out = ""
+  size, count = (64, 32) if "__AVX512F__" in out else (32, 16) if "__AVX2__" in out else (16, 16)
+  # no vector wider than a register: gcc keeps a wider one in memory (a 4x16 matmul tile of 64-byte vectors ran at 1 GFLOP/s on AVX2)
+  return VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, min(VECTOR_CAPS.min_bytes, size), size, size, count)
 
 # small ints compute in C's int: wrap each result back to its type, as exec_alu does
 _NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
-_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER}
+_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
 
 class CContext:
   """What the rules see as ctx: the text of each UOp so far, and the helper functions the kernel needs."""
   def __init__(self):
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
+    self.typedefs: dict[str, str] = {}
     self.widen = False  # while an op with a bfloat16 result renders: its bfloat16 operands read as doubles
   def __getitem__(self, u: UOp) -> str:
     return f"((double){self.text[u]})" if self.widen and u.dtype.scalar is dtypes.bfloat16 else self.text[u]
+
+  def vector(self, d: DType) -> None:
+    """Declare the vector types of d (a kernel declares the ones it uses)."""
+    if d.count > 1 and ctype(d) not in self.typedefs: self.typedefs[ctype(d)] = "\n".join(vector_typedefs(d))
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
     """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
     t = ctype(d)
     name = f"{kind}_{t.replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
     if name in self.helpers: return name
+    if kind == "vmax":
+      # GCC's vector comparison gives -1 where true: pick a where a > b (or a is nan, for floats), b elsewhere
+      m = mask_type(d)
+      self.vector(m)
+      nan = " | (a != a)" if dtypes.is_float(d) else ""
+      self.helpers[name] = (f"static inline {t} {name}({t} a, {t} b) {{ {ctype(m)} m = (a > b){nan}; "
+                            f"return ({t})((m & ({ctype(m)})a) | (~m & ({ctype(m)})b)); }}")
+      return name
     signed = dtypes.is_int(d) and not dtypes.is_unsigned(d)
     u = ctype(d, unsigned=True) if dtypes.is_int(d) else t
     b = 8 * d.scalar.itemsize
@@ -68,8 +103,36 @@ _BF16 = {
             "return (unsigned short)(u >> 16); }}",
 }
 
+def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
+  """The outermost loops that may run on several threads, and how many each gets (runtime/threads.py's cost model on the
+  kernel's estimated work). A loop qualifies when every store inside it writes at an index using it (iterations write
+  apart) and no accumulator declared outside it is updated inside (it is not a reduction): each output is then computed
+  by one thread in the serial order, so results are bit for bit those of one thread."""
+  from runtime.threads import max_threads, threads_for
+  from tensor.codegen import estimate
+  if max_threads() <= 1: return {}
+  ops, mem = estimate(uops)
+  out: dict[UOp, int] = {}
+  depth, start, seen = 0, 0, set()
+  for i, u in enumerate(uops):
+    if u.op is Ops.RANGE:
+      if depth == 0: start = i
+      depth += 1
+    elif u.op is Ops.END:
+      depth -= 1
+      if depth: continue
+      r, inner = uops[start], uops[start + 1:i]
+      writes_apart = all(r in x.src[0].toposort() for x in inner if x.op is Ops.STORE)
+      own_accs = all(x.src[0] not in seen for x in inner if x.op is Ops.ASSIGN)
+      if writes_apart and own_accs:
+        n = threads_for(ops, mem, r.src[0].arg if r.src[0].op is Ops.CONST else None)
+        if n > 1: out[r] = n
+    if depth == 0: seen.add(u)
+  return out
+
 def render_c(name: str, uops: list[UOp]) -> str:
   ctx = CContext()
+  threads = parallel_loops(uops)
   uses: dict[UOp, int] = {}
   depth_of: dict[UOp, int] = {}
   user_depth: dict[UOp, int] = {}
@@ -105,6 +168,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
       continue
     if op is Ops.RANGE:
       r = ctx.text[u] = f"ridx{u.arg}"
+      if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
       body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
       depth += 1
       continue
@@ -113,6 +177,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
       body.append("  " * depth + "}")
       continue
     if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
+    ctx.vector(u.dtype if op is not Ops.STORE else u.src[1].dtype)
     bf16 = u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU
     ctx.widen = bf16
     text = render_rules.rewrite(u, ctx)
@@ -122,15 +187,15 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
       body.append("  " * depth + text)
       continue
-    if u.dtype.scalar in _NARROW and op in GroupOp.ALU and op not in GroupOp.Comparison: text = f"(({ctype(u.dtype)}){text})"
+    if u.dtype.scalar in _NARROW and u.dtype.count == 1 and op in GroupOp.ALU and op not in GroupOp.Comparison: text = f"(({ctype(u.dtype)}){text})"
     # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
     if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
       ctx.text[u] = text
       continue
-    var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "cast")
+    var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "vec" if op in (Ops.VECTORIZE, Ops.GEP) else "cast")
     body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
     ctx.text[u] = var
-  head = ["#include <math.h>", "#include <stdbool.h>", *ctx.helpers.values()]
+  head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
   return "\n".join(head + entry_points(name, bufs, ivars, fvars, body)) + "\n"
 
 # a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be

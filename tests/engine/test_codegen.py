@@ -76,16 +76,17 @@ def c_of(t: Tensor, opt: bool | None = None) -> str:
 
 def test_matmul_c_loads_inside_the_reduce_loop_only():
   A, B = Tensor(np.ones((16, 32), np.float32)).realize(), Tensor(np.ones((32, 8), np.float32)).realize()
-  src = c_of(A @ B)
+  src = c_of(A @ B, opt=False)
   inner = src.split("for (int ridx2 = 0; ridx2 < 32; ridx2++) {")[1].split("}")[0]
   assert inner.count("*(data1+") == 1 and inner.count("*(data2+") == 1 and "acc0 = " in inner
   assert "ridx0*32" not in inner  # the row offset is computed outside the reduce loop
 
 def test_softmax_c_one_kernel_three_loops_per_row():
   A = Tensor(np.ones((4, 16), np.float32)).realize()
-  src = c_of(A.softmax())
+  src = c_of(A.softmax(), opt=False)
   assert src.count("for (") == 4  # rows, then max, sum and output loops inside
   assert src.count("exp2f") == 2 and "acc0 = (-INFINITY);" in src
+  assert "exp2f" not in c_of(A.softmax())  # optimized: exp2 as a polynomial gcc vectorizes (rules/decompositions.rules)
 
 def test_padded_load_is_guarded():
   A = Tensor(np.ones((4,), np.float32)).realize()
@@ -107,7 +108,8 @@ def test_long_contiguous_reduction_splits_into_lanes():
   A = Tensor(a).realize()
   sink, opts = lower_kernel(ast_of(A.sum(1)))
   assert [o[0] for o in opts] == ["UNROLL"] and opts[0][2] == 16
-  assert sum(1 for u in sink.toposort() if u.op is Ops.DEFINE_REG) == 16  # 16 independent partial sums
+  # 16 independent partial sums, in vector accumulators of the CPU's vector width
+  assert sum(u.dtype.count for u in sink.toposort() if u.op is Ops.DEFINE_REG) == 16
   np.testing.assert_allclose(A.sum(1).numpy(), a.sum(1), rtol=1e-5)
   np.testing.assert_allclose(A.max(1).numpy(), a.max(1))
   # ints: the order of a wrapping sum does not matter
@@ -119,12 +121,13 @@ def test_split_reduction_inside_a_split_reduction_is_computed_once():
   A = Tensor(a).realize()
   ln = (A - A.mean(1, keepdim=True)) / (A.var(1, keepdim=True) + 1e-5).sqrt()
   src = c_of(ln)
-  assert src.count("for (") == 4 and src.count("float acc") == 32  # rows; mean, var (16 lanes each) and output loops
+  assert src.count("for (") == 4  # rows; mean, var and output loops
+  assert sum(int(n) for n in re.findall(r"f32x(\d+) acc", src)) == 32  # mean and var: 16 lanes each, in vector accumulators
   np.testing.assert_allclose(ln.numpy(), (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, ddof=1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
 
 def test_a_split_loop_encloses_the_reductions_inside_it():
-  # max over 64 columns of column sums: the split opens a new loop (4 iterations of 16 lanes) with a larger RANGE id than
-  # the sums' loop (5 rows) it holds; loops nest by what encloses what, not by id (this raised "depend on each other in a cycle")
+  # max over 64 columns of column sums: the split makes the max's loop 4 iterations of 16 lanes, holding
+  # the sums' loop (5 rows); loops nest by what encloses what, not by id (this raised "depend on each other in a cycle")
   from tensor.codegen.linearize import linearize
   A = Tensor(np.ones((5, 64), np.float32)).realize()
   sink, opts = lower_kernel(ast_of(A.sum(0).max(0)))
@@ -133,7 +136,7 @@ def test_a_split_loop_encloses_the_reductions_inside_it():
   for u in linearize(sink):
     if u.op is Ops.RANGE: loops.append((depth, u.src[0].arg, u.arg)); depth += 1  # noqa: E702
     elif u.op is Ops.END: depth -= 1
-  assert [(d, n) for d, n, _ in loops] == [(0, 4), (1, 5)] and loops[0][2] > loops[1][2]
+  assert [(d, n) for d, n, _ in loops] == [(0, 4), (1, 5)]
   assert A.sum(0).max(0).item() == 5.0
 
 def test_split_max_keeps_nan_and_inf():
@@ -144,7 +147,7 @@ def test_split_max_keeps_nan_and_inf():
 
 def test_strided_reduction_is_not_split():
   A = Tensor(np.ones((64, 64), np.float32)).realize()
-  assert lower_kernel(ast_of(A @ A))[1] == []
+  assert [o[0] for o in lower_kernel(ast_of(A @ A))[1]] == ["UPCAST", "UPCAST"]  # a register tile, the reduction kept whole
   assert lower_kernel(ast_of(A.sum(0)))[1] == []  # column sums read with stride 64
 
 def test_split_upcast_of_part_of_a_loop():
@@ -153,15 +156,18 @@ def test_split_upcast_of_part_of_a_loop():
   from runtime.ops_python import program
   from tensor.codegen import rangeify_simplified
   from tensor.codegen.linearize import linearize
-  from tensor.codegen.opt import output_ranges, split_upcast
+  from tensor.codegen.opt import Opt, apply_opts
+  from rules.expand import expanded
   from rules.lower import lower
-  from rules.symbolic import symbolic
+  from rules.vectorize import vectorized
   from runtime.rewrite import graph_rewrite
   a, b = (np.random.default_rng(i).standard_normal((6, 8)).astype(np.float32) for i in (2, 3))
   A, B = Tensor(a, device="PYTHON").realize(), Tensor(b, device="PYTHON").realize()
   ast = ast_of(A @ B.T)
   sink, ctx = rangeify_simplified(ast)
-  sink = graph_rewrite(split_upcast(sink, output_ranges(sink)[-1], 2), symbolic)
+  ctx.next_range = 1 + max(u.arg for u in sink.toposort() if u.op is Ops.RANGE)
+  sink = graph_rewrite(apply_opts(sink, [Opt("UPCAST", 1, 2)], ctx.new_range)[0], expanded)
+  sink = graph_rewrite(sink, vectorized(None))  # the PYTHON device runs scalars
   ctx.shared_outer = codegen.shared_outer(sink)
   uops = linearize(graph_rewrite(sink, lower, ctx))
   assert sum(1 for u in uops if u.op is Ops.DEFINE_REG) == 2 and sum(1 for u in uops if u.op is Ops.RANGE) == 3
@@ -200,7 +206,10 @@ def test_noopt_matches_default(device):
     outs = []
     for noopt in (0, 1):
       with Context(NOOPT=noopt): outs.append(apply_program(Tensor(a, device=device), ops).numpy())
-    np.testing.assert_array_equal(outs[0], outs[1])
+    # optimized CPU kernels compute exp2 as rules/decompositions.rules' polynomial (within 0.501 ulp), NOOPT ones call
+    # libm's exp2f: the two may differ by an ulp (and the ops after it carry that on); everything else is bit for bit
+    if device == "CPU" and any(k == 0 and u == 4 for k, u, _ in ops): np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    else: np.testing.assert_array_equal(outs[0], outs[1])
   check()
 
 # ---- padding and every movement op: guarded loads, no access out of bounds (the PYTHON device checks each one) ----

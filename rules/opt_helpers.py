@@ -1,0 +1,37 @@
+"""Helpers for rules/opt.rules: the context one kernel optimization (an Opt) is applied with (hand-written; runtime only).
+
+tensor/codegen/opt.py checks an Opt and builds its OptContext: the loop it changes, and what takes that loop's place.
+Lanes are UNROLL((CONST 0), ..., (CONST n-1)) with arg ((uid, n),): "this index is each of 0..n-1", one lane each,
+which rules/expand.rules later turns into one scalar copy of every node above it per lane.
+"""
+from __future__ import annotations
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+
+def lanes(dtype, uid: int, n: int) -> UOp:
+  """The lane index of a new lane axis `uid` of n lanes."""
+  return uop(Ops.UNROLL, dtype, tuple(uop(Ops.CONST, dtype, (), k) for k in range(n)), ((uid, n),))
+
+class OptContext:
+  """One Opt being applied: `rng` is the loop it changes and `index` the expression taking its place (rules/opt.rules).
+  `outer` and `inner` are the loops of that expression (None where it has none), `uid` the id of its lanes."""
+  def __init__(self, rng: UOp | None, index: UOp | None, outer: UOp | None = None, inner: UOp | None = None, uid: int = -1, amount: int = 1,
+               ids: dict[UOp, int] | None = None):
+    self.rng, self.index, self.outer, self.inner, self.uid, self.amount = rng, index, outer, inner, uid, amount
+    self.ids = ids or {}  # SWAP: loop -> its new id (loops nest by id, tensor/codegen/linearize.py)
+
+def loops_of(ctx: OptContext) -> tuple[UOp, ...]:
+  """The loops that take the place of ctx.rng in a reduction's list of loops (outer first)."""
+  return tuple(r for r in (ctx.outer, ctx.inner) if r is not None)
+
+def with_loops(ctx: OptContext, ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
+  """A reduction's loops with the replaced one (now ctx.index) swapped for the loops of ctx.index."""
+  out: list[UOp] = []
+  for r in ranges: out.extend(loops_of(ctx) if r is ctx.index else (r,))
+  return tuple(out)
+
+def combined(op: Ops, parts: UOp) -> UOp:
+  """The lanes of a vector of partial reductions combined by op, as a balanced tree (short dependency chains)."""
+  xs = [uop(Ops.GEP, parts.dtype.scalar, (parts,), (k,)) for k in range(parts.dtype.count)]
+  while len(xs) > 1: xs = [uop(op, xs[i].dtype, (xs[i], xs[i + 1])) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+  return xs[0]

@@ -1,0 +1,115 @@
+"""The default Opt list of a kernel, picked by its shape (tensor/codegen/opt.py applies it; NOOPT=1 skips this).
+
+  matmul-like  a sum of products of two loads whose indices move with different output loops: a register tile of two
+               output loops (rows x one or two vectors of columns), the reduction loop innermost
+  reductions   over >= 64 consecutive elements: partial accumulators (one vector) instead of one serial chain
+  elementwise  the output loop that is consecutive in memory, as vectors of the SIMD width
+  small        an innermost output loop of at most 4 iterations is unrolled (the seeds' E_4n2)
+"""
+from __future__ import annotations
+from runtime.ops import Ops
+from runtime.uop import UOp
+from rules.vectorize_helpers import VectorCaps
+from tensor.codegen.opt import MAX_LANES, Opt, output_loops, reduce_loops, trip_count
+
+UPCAST_MAX = 4     # a short innermost output loop, unrolled whole
+SPLIT_MIN = 64     # shorter reductions stay one loop
+SPLIT_BYTES = 64   # lanes of a split reduction: 64 bytes (16 floats: one AVX-512 register, two AVX2 ones)
+# a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
+VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
+
+def terms(x: UOp) -> list[UOp]:
+  """The terms of a sum."""
+  out, stack = [], [x]
+  while stack:
+    u = stack.pop()
+    if u.op is Ops.ADD: stack.extend(u.src)
+    else: out.append(u)
+  return out
+
+def stride(idx: UOp, r: UOp) -> int | None:
+  """How far an index moves per iteration of loop r: 0 when it does not use r, its factor when r is a term (r or r*c)
+  and appears nowhere else, else None (a division, a modulo, ...)."""
+  if r not in idx.toposort(): return 0
+  ts = [t for t in terms(idx) if r in t.toposort()]
+  if len(ts) != 1: return None
+  t = ts[0]
+  if t is r: return 1
+  if t.op is Ops.MUL and r in t.src and (c := t.src[1] if t.src[0] is r else t.src[0]).op is Ops.CONST: return c.arg
+  return None
+
+def loads(x: UOp) -> list[UOp]: return [u for u in x.toposort() if u.op is Ops.LOAD]
+
+def store_index(sink: UOp) -> UOp | None:
+  """The index of the kernel's one store (None: several stores)."""
+  return sink.src[0].src[0].src[1] if len(sink.src) == 1 and sink.src[0].op is Ops.STORE else None
+
+def matmul_opts(sink: UOp, caps: VectorCaps | None) -> list[Opt] | None:
+  """A register tile for a sum of products whose loads move with different output loops: ROWS output rows (a loop some
+  load does not move with) times a vector of COLS consecutive columns (the loop the store and a load are consecutive
+  in), the reduction loop innermost. Lanes are applied rows first, so the columns are the innermost lane axis (a vector)."""
+  outs = output_loops(sink)
+  qs = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+  st = store_index(sink)
+  if st is None or len(qs) != 1 or qs[0].arg is not Ops.ADD or qs[0].dtype.count != 1 or len(outs) < 2: return None
+  q = qs[0]
+  lds = loads(q.src[0])
+  if len(lds) < 2 or q.src[0].op is not Ops.MUL: return None
+  if caps is None: caps = VECTOR_CAPS
+  width = max(1, caps.register_bytes // q.dtype.itemsize)
+  def fits(r: UOp, n: int) -> bool: return (trip_count(r) or 0) % n == 0 and (trip_count(r) or 0) >= n
+  cols = [r for r in outs if stride(st, r) == 1 and fits(r, width) and any(stride(ld.src[0].src[1], r) == 1 for ld in lds)]
+  if not cols: return gathered_tile(outs, st, lds, width, caps)
+  col = cols[-1]
+  # rows: an output loop that some load does not move with (that load is shared by the tile's rows)
+  rows = [r for r in outs if r is not col and any(stride(ld.src[0].src[1], r) == 0 for ld in lds) and
+          all(stride(ld.src[0].src[1], r) is not None for ld in lds)]
+  if not rows: return None
+  row = rows[-1]
+  # half the vector registers hold accumulators (the rest: the column vectors loaded and a broadcast row value)
+  col_vectors = 2 if fits(col, 2 * width) else 1
+  want_rows = max(1, caps.registers // 2 // col_vectors)
+  n_rows = next((k for k in (want_rows, 8, 4, 2) if k <= want_rows and fits(row, k)), None)
+  if n_rows is None: return None
+  n_cols = width * col_vectors
+  # the row UPCAST first; when it takes the whole loop, the loop is gone and a column loop after it shifts down
+  col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
+  return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, n_cols)]
+
+def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: VectorCaps) -> list[Opt] | None:
+  """A register tile when no consecutive loop divides into vectors (a convolution's 54 columns): vectors over an output
+  loop some load does not move with (a conv's output channels: the input value is broadcast, the weights gathered), times
+  a few lanes of the innermost output loop the store is consecutive in (the weights shared by them). 3.5x the plain loops
+  on conv2d (8,64,56,56) x (64,64,3,3) on AVX2; far from an implicit GEMM with packed weights."""
+  inner = [r for r in outs if stride(st, r) == 1]
+  if not inner: return None
+  row = inner[-1]
+  n_rows = next((k for k in (6, 4, 3, 2) if (trip_count(row) or 0) % k == 0 and k <= caps.registers // 2), None)
+  vec = [r for r in outs if r is not row and (trip_count(r) or 0) % width == 0 and any(stride(ld.src[0].src[1], r) == 0 for ld in lds)
+         and any(stride(ld.src[0].src[1], row) == 0 for ld in lds)]
+  if n_rows is None or not vec: return None
+  col = vec[-1]
+  col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
+  return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, width)]
+
+def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
+  outs, reds = output_loops(sink), reduce_loops(sink)
+  if (mm := matmul_opts(sink, caps)) is not None: return mm
+  opts: list[Opt] = []
+  lanes = 1
+  # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
+  for k, r in enumerate(reds):
+    n = trip_count(r) or 0
+    qs = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+    if not qs or n < SPLIT_MIN or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs): continue
+    amount = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
+    moving = [ld for q in qs for ld in loads(q.src[0]) if r in ld.src[0].toposort()]
+    if n % amount or not moving or any(stride(ld.src[0].src[1], r) != 1 for ld in moving): continue
+    # nested reductions multiply their lanes: stay within what apply_opts takes
+    if lanes * amount > MAX_LANES: continue
+    lanes *= amount
+    opts.append(Opt("UNROLL", len(outs) + k, amount))
+  if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
+    # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
+    opts.append(Opt("UPCAST", len(outs) - 1, 0))
+  return opts

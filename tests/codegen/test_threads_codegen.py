@@ -1,0 +1,52 @@
+"""Threads in generated CPU kernels (tensor/renderer/cstyle.parallel_loops, runtime/threads.py): the outermost output loop
+of a big enough kernel carries an OpenMP pragma, reductions and small kernels stay serial, and results on two threads
+equal one thread's bit for bit (each output is computed by one thread in the serial order)."""
+from __future__ import annotations
+import numpy as np
+import pytest
+from runtime.helpers import Context
+from runtime.ops import Ops
+from runtime.ops_cpu import openmp_flags
+from tensor import Tensor
+from tensor.engine.realize import get_program
+
+def ast_of(t: Tensor):
+  t.kernelize()
+  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  return u.src[1].arg.ast
+
+rng = np.random.default_rng(0)
+
+def kernels():
+  x, w = rng.standard_normal((256, 192)).astype(np.float32), rng.standard_normal((192, 128)).astype(np.float32)
+  s = rng.standard_normal((512, 256)).astype(np.float32)
+  img, f = rng.standard_normal((4, 8, 18, 18)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+  a, b = (rng.standard_normal(1 << 21).astype(np.float32) for _ in range(2))
+  big = rng.standard_normal((2048, 512)).astype(np.float32)
+  return {"matmul": lambda: Tensor(x) @ Tensor(w), "softmax": lambda: Tensor(s).softmax(1), "layernorm": lambda: Tensor(s).layernorm(),
+          "conv": lambda: Tensor(img).conv2d(Tensor(f)), "a*b+1": lambda: Tensor(a) * Tensor(b) + 1,
+          "row sums": lambda: Tensor(big).sum(1), "column max": lambda: Tensor(big).max(0)}
+
+KERNELS = kernels()
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_two_threads_equal_one_bit_for_bit(name):
+  with Context(THREADS=1): one = KERNELS[name]().numpy()
+  with Context(THREADS=2):
+    two = KERNELS[name]().numpy()
+    assert "#pragma omp parallel for" in get_program(ast_of(KERNELS[name]()), "CPU").src  # the comparison compares something
+  assert one.tobytes() == two.tobytes()
+
+def test_big_kernels_get_a_pragma_small_and_reductions_do_not():
+  with Context(THREADS=2):
+    x = Tensor(rng.standard_normal((256, 256)).astype(np.float32)).realize()
+    assert "#pragma omp parallel for" in get_program(ast_of(x @ x), "CPU").src
+    assert "#pragma omp" not in get_program(ast_of(x[:4, :4] + 1), "CPU").src  # a few ns of work: one thread
+    assert "#pragma omp" not in get_program(ast_of(x.sum()), "CPU").src  # the loop is the reduction's
+  with Context(THREADS=1): assert "#pragma omp" not in get_program(ast_of(x @ x), "CPU").src
+
+def test_threads_run_when_openmp_links():
+  if not openmp_flags(): pytest.skip("this compiler can't build OpenMP code: kernels run serial")
+  with Context(THREADS=2):
+    x = rng.standard_normal((512, 256)).astype(np.float32)
+    np.testing.assert_allclose((Tensor(x) @ Tensor(x.T)).numpy(), x @ x.T, rtol=1e-4, atol=1e-3)
