@@ -393,6 +393,11 @@ def unbind_shape(shape: tuple) -> tuple:
 
 def dim_str(d: Any) -> str: return str(d) if d.__class__ is not UOp else d.unbind_name()
 
+def shape_str(shape: tuple) -> str:
+  """A shape for messages: (3, n=5) for a bound Variable, (3, n) for an unbound one."""
+  parts = [dim_str(d) + (f"={d.src[1].arg}" if d.__class__ is UOp and d.op is Ops.BIND else "") for d in shape]
+  return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
 # ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
 
 def _compute_bounds(root: UOp) -> tuple:

@@ -10,7 +10,7 @@ import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import Ops, cast_value
-from runtime.uop import UOp, uop, dim_value, is_symbolic
+from runtime.uop import UOp, uop, dim_value, is_symbolic, shape_str
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
@@ -185,9 +185,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
     buf, base = self._buffer()
-    if any(is_symbolic(d) for d in self.shape):  # storage sized for the Variables' maxima: the first numel() elements are the data
-      return buf.numpy()[:self.numel()].reshape(tuple(dim_value(d) for d in self.shape))
-    return buf.numpy().reshape(self.shape)
+    arr = buf.numpy()
+    # a symbolic shape's storage is sized for the Variables' maxima: the first numel() elements are the data
+    if arr.size > (n := self.numel()): arr = arr[:n]
+    return arr.reshape(tuple(dim_value(d) for d in self.shape))
   def __array__(self, dtype=None, copy=None) -> np.ndarray:
     a = self.numpy()
     return a if dtype is None else a.astype(dtype)
@@ -234,7 +235,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if -1 in shape: raise ArgumentValueError(f"reshape {given!r}: -1 can't be used with a symbolic size")
     if any(dim_value(s) < 0 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0")
     if math.prod(dim_value(s) for s in shape) != self.numel():
-      raise ShapeError(f"can't reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape} "
+      raise ShapeError(f"can't reshape a tensor of shape {shape_str(self.shape)} ({self.numel()} elements) to {shape_str(shape)} "
                        f"({math.prod(dim_value(s) for s in shape)} elements at the bound values)")
     return self if shape == self.shape else self._mv(Ops.RESHAPE, shape)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
