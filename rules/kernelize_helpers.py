@@ -23,6 +23,10 @@ class Params:
     if param_index(v) is not None: raise ValueError(f"the Variable name {v.arg[0]!r} is reserved for kernel parameters; rename it")
     self.bound[v.arg[0]] = b.src[1].arg
     return v
+  def has_bound_size(self, u: UOp) -> bool: return any(d.__class__ is UOp and d.op is Ops.BIND for d in u.arg)
+  def unbind_sizes(self, u: UOp) -> UOp:
+    """A movement op whose sizes hold bound Variables, with the Variables unbound (their values kept for this run)."""
+    return u.replace(arg=tuple(self.unbind(d) if d.__class__ is UOp and d.op is Ops.BIND else d for d in u.arg))
   def param(self, c: UOp) -> UOp:
     lo, hi = (dtypes.min(c.dtype), dtypes.max(c.dtype))
     self.values.append(c.arg)

@@ -10,7 +10,10 @@ from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
 # index arithmetic is in the kernel's index type, ctx.index: int32, or int64 when a size reaches 2**31 (tensor/codegen)
-def _c(ctx, v: int) -> UOp: return uop(Ops.CONST, ctx.index, (), v)
+def _c(ctx, v) -> UOp:
+  # a size may be a Variable (a symbolic shape): its value, in the index type
+  if v.__class__ is int: return uop(Ops.CONST, ctx.index, (), v)
+  return v if v.dtype is ctx.index else uop(Ops.CAST, ctx.index, (v,))
 def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, a.dtype, (a, b))
 def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, a.dtype, (a, b))
 # the value's dtype: a parameter's AT is an element, not the pointer
@@ -51,6 +54,7 @@ def at_reshape(ctx, a: UOp) -> UOp:
   out_shape, in_shape = a.src[0].shape, x.shape
   # an empty tensor has no element to read: any index, never valid
   if 0 in in_shape or 0 in out_shape: return _at(x, uop(Ops.CONST, dtypes.bool, (), False), [_c(ctx, 0)] * len(in_shape))
+  if any(d.__class__ is UOp for d in out_shape + in_shape): return _at(x, valid, _symbolic_reshape(ctx, idx, out_shape, in_shape))
   new: list[UOp] = []
   i = j = 0
   while i < len(out_shape) or j < len(in_shape):
@@ -75,6 +79,23 @@ def at_reshape(ctx, a: UOp) -> UOp:
       stride *= out_shape[k]
     new.extend(_unflatten(ctx, linear, tuple(in_shape[k] for k in gj)))
   return _at(x, valid, new)
+
+def _symbolic_reshape(ctx, idx, out_shape: tuple, in_shape: tuple) -> list[UOp]:
+  """A reshape where a size is a Variable: sizes can't be grouped by value, so the flat index over all the output's dims is
+  split over all the input's (the outermost input index needs no modulo: the flat index stays below the element count)."""
+  linear, stride = _c(ctx, 0), _c(ctx, 1)
+  for k in reversed(range(len(out_shape))):
+    if not (out_shape[k].__class__ is int and out_shape[k] == 1): linear = _add(_mul(idx[k], stride), linear)
+    stride = _mul(stride, _c(ctx, out_shape[k]))
+  new, stride = [], _c(ctx, 1)
+  for k in reversed(range(len(in_shape))):
+    d = in_shape[k]
+    if d.__class__ is int and d == 1: new.append(_c(ctx, 0))
+    else:
+      q = uop(Ops.IDIV, ctx.index, (linear, stride))
+      new.append(q if k == 0 else uop(Ops.MOD, ctx.index, (q, _c(ctx, d))))
+    stride = _mul(stride, _c(ctx, d))
+  return new[::-1]
 
 def at_permute(a: UOp) -> UOp:
   p = a.src[0]

@@ -88,6 +88,9 @@ class UOp(metaclass=UOpMetaClass):
   def expr(self) -> str:
     if self.op is not Ops.DEFINE_VAR: raise AttributeError(f"only a DEFINE_VAR has a name, not {self.op}")
     return self.arg[0]
+  def unbind_name(self) -> str:
+    """The name of a Variable, bound or not."""
+    return (self.src[0] if self.op is Ops.BIND else self).arg[0]
   def bind(self, value: int) -> UOp:
     if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a variable can be bound, not {self.op}")
     if not self.arg[1] <= value <= self.arg[2]: raise ValueError(f"{value} is outside {self.arg[0]}'s range [{self.arg[1]}, {self.arg[2]}]")
@@ -195,8 +198,9 @@ class UOp(metaclass=UOpMetaClass):
     return _compute_shape(self) if s is _UNSET else s
   @property
   def size(self) -> int:
+    """The number of elements storage for this node needs: a symbolic dim (a Variable) counts at its maximum."""
     n = 1
-    for d in self.shape or (): n *= d
+    for d in self.shape or (): n *= d if d.__class__ is int else dim_max(d)
     return n
   @property
   def device(self) -> str | None:
@@ -369,6 +373,30 @@ def _shape_of(u: UOp):
   if op is Ops.GATHER: return None if u.src[1]._shape is None else u.src[1]._shape + s[1:]
   if op in GroupOp.ALU: return s
   return None
+
+# ---- symbolic sizes: a dim is an int, or a Variable (a BIND in a tensor graph, its DEFINE_VAR in a kernel AST) ----
+
+def is_symbolic(d: Any) -> bool: return d.__class__ is UOp
+
+def dim_value(d: Any) -> int:
+  """The size a dim has now: an int, a bound Variable's value (an unbound Variable has none: its maximum is taken)."""
+  if d.__class__ is not UOp: return d
+  return d.src[1].arg if d.op is Ops.BIND else d.vmax
+
+def dim_max(d: Any) -> int:
+  """The largest size a dim can take (what storage is allocated for)."""
+  return d if d.__class__ is not UOp else d.vmax
+
+def unbind_shape(shape: tuple) -> tuple:
+  """A shape with its bound Variables unbound: one shape for every value (what TinyJit compares inputs by)."""
+  return tuple(d.src[0] if d.__class__ is UOp and d.op is Ops.BIND else d for d in shape)
+
+def dim_str(d: Any) -> str: return str(d) if d.__class__ is not UOp else d.unbind_name()
+
+def shape_str(shape: tuple) -> str:
+  """A shape for messages: (3, n=5) for a bound Variable, (3, n) for an unbound one."""
+  parts = [dim_str(d) + (f"={d.src[1].arg}" if d.__class__ is UOp and d.op is Ops.BIND else "") for d in shape]
+  return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
 
 # ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
 

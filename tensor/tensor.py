@@ -10,7 +10,7 @@ import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import Ops, cast_value
-from runtime.uop import UOp, uop
+from runtime.uop import UOp, uop, dim_value, is_symbolic, shape_str
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
@@ -19,6 +19,12 @@ from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, Argum
 __all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
 
 _unique = [0]
+def _size_arg(s: Any, what: str) -> Any:
+  """A size: an integer, or a bound Variable (Variable("n", 1, 64).bind(8): a symbolic size, one TinyJit capture for every value)."""
+  if s.__class__ is UOp and s.op is Ops.BIND and dtypes.is_int(s.dtype): return s
+  if s.__class__ is UOp: raise ArgumentTypeError(f"{what} must be an integer or a bound Variable, got {s.op} (bind the Variable first)")
+  return as_int(s, what)
+
 def _new_unique() -> UOp:
   _unique[0] += 1
   return uop(Ops.UNIQUE, dtypes.void, (), _unique[0])
@@ -90,7 +96,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def device(self) -> str: return self.uop.device  # type: ignore[return-value]
   @property
   def ndim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return math.prod(self.shape)
+  def numel(self) -> int: return math.prod(dim_value(d) for d in self.shape)  # a symbolic size counts at its bound value
   def element_size(self) -> int: return self.dtype.itemsize
   def size(self, dim: int | None = None):
     if dim is None: return self.shape
@@ -179,7 +185,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
     buf, base = self._buffer()
-    return buf.numpy().reshape(self.shape)
+    arr = buf.numpy()
+    # a symbolic shape's storage is sized for the Variables' maxima: the first numel() elements are the data
+    if arr.size > (n := self.numel()): arr = arr[:n]
+    return arr.reshape(tuple(dim_value(d) for d in self.shape))
   def __array__(self, dtype=None, copy=None) -> np.ndarray:
     a = self.numpy()
     return a if dtype is None else a.astype(dtype)
@@ -211,7 +220,8 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def reshape(self, *shape) -> Tensor:
     """A new shape with the same elements; one size may be -1 (inferred), None keeps that dimension."""
     given = flat_args(shape)
-    shape = tuple(self.shape[i] if s is None and i < self.ndim else as_int(s, f"reshape {given!r}: each size") for i, s in enumerate(given))
+    shape = tuple(self.shape[i] if s is None and i < self.ndim else _size_arg(s, f"reshape {given!r}: each size") for i, s in enumerate(given))
+    if any(is_symbolic(s) for s in shape + self.shape): return self._symbolic_reshape(shape, given)
     if any(s < -1 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0, or -1 for one inferred size")
     if shape.count(-1) > 1: raise ArgumentValueError(f"reshape to {shape}: only one dimension can be -1")
     if -1 in shape:
@@ -219,6 +229,14 @@ class Tensor(AutogradMixin, FunctionalMixin):
       if rest == 0 or self.numel() % rest: raise ShapeError(f"can't reshape {self.shape} to {shape}")
       shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
     if math.prod(shape) != self.numel(): raise ShapeError(f"can't reshape a tensor of shape {self.shape} ({self.numel()} elements) to {shape}")
+    return self if shape == self.shape else self._mv(Ops.RESHAPE, shape)
+  def _symbolic_reshape(self, shape: tuple, given) -> Tensor:
+    # a bound Variable among the sizes (one TinyJit capture for every value): the sizes are checked at the bound values
+    if -1 in shape: raise ArgumentValueError(f"reshape {given!r}: -1 can't be used with a symbolic size")
+    if any(dim_value(s) < 0 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0")
+    if math.prod(dim_value(s) for s in shape) != self.numel():
+      raise ShapeError(f"can't reshape a tensor of shape {shape_str(self.shape)} ({self.numel()} elements) to {shape_str(shape)} "
+                       f"({math.prod(dim_value(s) for s in shape)} elements at the bound values)")
     return self if shape == self.shape else self._mv(Ops.RESHAPE, shape)
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
   def permute(self, *order) -> Tensor:
@@ -236,12 +254,12 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 dimensions (and new leading ones) to `shape`; -1 keeps a dimension."""
     given = flat_args(shape)
-    sizes = tuple(as_int(s, f"expand {given!r}: each size") for s in given)
-    if any(s < -1 for s in sizes): raise ArgumentValueError(f"expand {given!r}: sizes must be >= 0, or -1 to keep one")
+    sizes = tuple(_size_arg(s, f"expand {given!r}: each size") for s in given)
+    if any(not is_symbolic(s) and s < -1 for s in sizes): raise ArgumentValueError(f"expand {given!r}: sizes must be >= 0, or -1 to keep one")
     if len(sizes) < self.ndim: raise ShapeError(f"can't expand shape {self.shape} to fewer dimensions {sizes}")
     lead = len(sizes) - self.ndim
     if any(s == -1 for s in sizes[:lead]): raise ArgumentValueError(f"expand {given!r}: a new leading dimension can't be -1")
-    shape = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    shape = tuple(self.shape[i - lead] if not is_symbolic(s) and s == -1 else s for i, s in enumerate(sizes))
     x = self.reshape((1,) * lead + self.shape) if lead else self
     for d, s in zip(x.shape, shape):
       if d != s and d != 1: raise ShapeError(f"can't expand shape {self.shape} to {shape}: only size-1 dimensions expand")

@@ -13,7 +13,7 @@ from runtime.dtype import DType, PtrDType, dtypes
 from runtime.helpers import NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
-from runtime.uop import UOp, uop
+from runtime.uop import UOp, uop, dim_max, dim_str
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize, range_nests
 from tensor.codegen.opt import Opt, apply_opts
@@ -48,12 +48,14 @@ def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
     for d in shape: idx.append(uop(Ops.RANGE, ix, (_c(ix, d),), ctx.new_range()) if d != 1 else _c(ix, 0))
     for i, d in reversed(list(zip(idx, shape))):
       if d != 1: linear = uop(Ops.ADD, ix, (uop(Ops.MUL, ix, (i, _c(ix, stride))), linear))
-      stride *= d
+      stride = stride * d if stride.__class__ is int and d.__class__ is int else uop(Ops.MUL, ix, (_c(ix, stride), _c(ix, d)))
     at = uop(Ops.AT, value.dtype, (value, uop(Ops.CONST, dtypes.bool, (), True), *idx))
     stores.append(uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g.dtype, (g, linear)), at)))
   return graph_rewrite(uop(Ops.SINK, dtypes.void, tuple(stores)), rangeify_rules, ctx, name="rangeify")
 
-def _c(dtype: DType, v: int) -> UOp: return uop(Ops.CONST, dtype, (), v)
+def _c(dtype: DType, v) -> UOp:
+  # a size is an int or a Variable (a symbolic shape: the loop ends at the kernel's argument)
+  return uop(Ops.CONST, dtype, (), v) if v.__class__ is int else v if v.dtype is dtype else uop(Ops.CAST, dtype, (v,))
 
 # index math in int32 while every value it can take stays well inside int32 (loop counters and offsets are cheaper, and
 # gcc vectorizes int32 index math better); from a tensor of 2**30 elements on, int64
@@ -179,7 +181,7 @@ _names: dict[str, int] = {}
 
 def global_size(ast: UOp) -> tuple[int, ...]:
   """The output loop sizes of a kernel (its output shape without size-1 dims), as DEBUG=2 prints them."""
-  return tuple(d for d in ast.src[0].src[1].shape if d != 1) or (1,)
+  return tuple(dim_max(d) for d in ast.src[0].src[1].shape if d != 1) or (1,)  # a symbolic size at its maximum
 
 def kernel_name(ast: UOp) -> str:
   """E_4 for an elementwise kernel over shape (4,), r_4_8 for one reducing 8 values into each of 4: as in tinygrad."""
@@ -187,7 +189,7 @@ def kernel_name(ast: UOp) -> str:
   out = [d for d in value.shape if d != 1] or [1]
   red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
   dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
-  base = ("r_" if red else "E_") + "_".join(str(d) for d in dims)
+  base = ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
   n = _names.get(base, 0) + 1
   _names[base] = n
   return base if n == 1 else f"{base}n{n}"

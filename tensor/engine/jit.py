@@ -13,7 +13,7 @@ from runtime.device import Buffer, Device
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
-from runtime.uop import UOp
+from runtime.uop import UOp, dim_value, shape_str, unbind_shape
 from tensor.engine import realize as engine
 from tensor.engine.memory import NO_MEMORY_PLANNER, plan_memory
 from tensor.engine.schedule import ENGINE_LOCK, live_tensors
@@ -76,6 +76,8 @@ class CapturedJit(Generic[ReturnType]):
     self.ret_inputs = ret_inputs or []
     self._ret_tensors = _returned_tensors(ret) if self.ret_inputs else []
     self.expected_names, self.expected_info, self.var_names = expected_names, expected_info, var_names
+    # returned tensors with a symbolic shape: each replay binds their Variables to the call's values
+    self._symbolic_ret = [t for t in _returned_tensors(ret) if any(d.__class__ is UOp for d in t.shape)] if var_names else []
     self._native: native.NativeReplay | None | bool = None  # built on the first replay; False: not possible here
     self._ops, self._mem = sum(s.ops for s in steps), sum(s.mem for s in steps)
     self._clear_inputs()
@@ -89,6 +91,7 @@ class CapturedJit(Generic[ReturnType]):
         if input_uops is None: raise JitError("this capture returns one of its inputs: call it through TinyJit")
         t = self._ret_tensors[r]
         t.uop = input_uops[k] if t.shape == input_uops[k].shape else UOp(Ops.RESHAPE, t.dtype, (input_uops[k],), t.shape)
+      if self._symbolic_ret: _rebind(self._symbolic_ret, var_vals)
       if self._native is None: self._native = self._build_native()
       if self._native is not False and DEBUG.value < 2 and JIT.value < 2:
         nat: native.NativeReplay = self._native  # type: ignore[assignment]
@@ -149,6 +152,12 @@ class CapturedJit(Generic[ReturnType]):
 
   def __reduce__(self): return _load_captured, (_dump_captured(self),)
 
+def _rebind(tensors: list, var_vals: dict[str, int]) -> None:
+  for t in tensors:
+    u = t.uop
+    shape = tuple(d.src[0].bind(var_vals[d.unbind_name()]) if d.__class__ is UOp and d.unbind_name() in var_vals else d for d in u.shape)
+    t.uop = u.replace(arg=shape) if u.op is Ops.RESHAPE else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
+
 # ---- inputs ----
 
 def _base(u: UOp) -> UOp: return u.src[0] if u.op is Ops.RESHAPE else u
@@ -172,14 +181,20 @@ def _jit_inputs(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Buffer
     pending[0].realize(*pending[1:])
     bases = [_base(t.uop) for t in tensors]
   bufs = [_buffer_table[_ref(u)] for u in bases]  # buffers[u] without the method call: a third of this function's time
+  info = [(u.shape, u.dtype, u.device) for u in (t.uop for t in tensors)]
+  for k, (shape, dt, dev) in enumerate(info):
+    if any(d.__class__ is UOp for d in shape):  # a symbolic shape: its Variables are bound by this call, compared unbound
+      for d in shape:
+        if d.__class__ is UOp: var_vals[d.unbind_name()] = dim_value(d)
+      info[k] = (unbind_shape(shape), dt, dev)
   if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
     seen: dict[int, int | str] = {}
     for n, b in zip(names, bufs):
       if id(b) in seen: raise JitError(f"duplicate inputs to JIT: arguments {seen[id(b)]!r} and {n!r} are the same tensor storage; pass it once")
       seen[id(b)] = n
-  return names, bufs, bases, [(u.shape, u.dtype, u.device) for u in (t.uop for t in tensors)], var_vals
+  return names, bufs, bases, info, var_vals
 
-def _describe(info: tuple) -> str: return f"shape {info[0]} {info[1].name} on {info[2]}"
+def _describe(info: tuple) -> str: return f"shape {shape_str(info[0])} {info[1].name} on {info[2]}"
 
 def _check_inputs(c: CapturedJit, names: list, info: list, var_vals: dict[str, int]) -> None:
   if names != c.expected_names:

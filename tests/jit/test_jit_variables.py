@@ -1,12 +1,13 @@
 """Bound Variables (`Variable("n", 1, 64).bind(8)`) as kernel arguments: eager values, one TinyJit capture replayed with
 each call's value (batched native replay and kernel by kernel), values bound inside the function kept from the capture,
-mismatches, pickling. Symbolic shapes are not supported yet (the strict xfail at the end says what fails)."""
+mismatches, pickling. Symbolic shapes: a bound Variable as a size (reshape/expand), one capture for every size."""
 import pickle
 import numpy as np
 import pytest
 from tensor import Tensor, TinyJit, Context, Variable
 from tensor.engine import realize
 from tensor.engine.jit import JitError
+from tensor.errors import ArgumentTypeError, ShapeError
 
 def _n(value: int, name: str = "n"): return Variable(name, 1, 64).bind(value)
 
@@ -87,13 +88,66 @@ def test_pickled_capture_replays_new_values():
   g = pickle.loads(pickle.dumps(f))
   for n in (3, 30): np.testing.assert_allclose(g(Tensor(x), _n(n)).numpy(), _want(x, n), rtol=1e-6)
 
-@pytest.mark.xfail(strict=True, reason="symbolic shapes: Tensor shapes hold only ints (the frontend's shape checks, UOp shapes, "
-                   "rangeify's loop ends and index strides, the upcast opts and buffer sizes would all take a bound Variable)")
+# ---- symbolic shapes: a bound Variable as a size ----
+
 def test_symbolic_shape_one_capture_several_sizes():
+  calls = []
   @TinyJit
-  def f(a, b): return (a + b).realize()
-  for i in range(1, 5):
+  def f(a, b):
+    calls.append(1)
+    return (a + b).realize()
+  rng = np.random.default_rng(1)
+  for i in range(1, 6):
     v = Variable("i", 1, 10).bind(i)
-    a, b = np.random.rand(3, i).astype(np.float32), np.random.rand(3, i).astype(np.float32)
+    a, b = rng.random((3, i), dtype=np.float32), rng.random((3, i), dtype=np.float32)
     out = f(Tensor(a).reshape(3, v), Tensor(b).reshape(3, v)).reshape(3, i)
     np.testing.assert_allclose(out.numpy(), a + b)
+  assert len(calls) == 2 and f.cnt == 5
+
+def _sym_step():
+  calls = []
+  @TinyJit
+  def f(x, y):
+    calls.append(1)
+    z = (x * 2.0 + y).contiguous()
+    return z.sum(axis=1).realize(), (z * y).sum().realize(), (z - 1.0).realize()
+  return f, calls
+
+@pytest.mark.parametrize("jit_mode", [1, 2])
+def test_symbolic_shape_replays_sums_over_the_symbolic_axis(jit_mode):
+  f, calls = _sym_step()
+  rng = np.random.default_rng(2)
+  with Context(JIT=jit_mode):
+    for n in (5, 8, 3, 17, 64, 1, 3):  # captured at 8, replayed at the rest (64 is the Variable's max)
+      x, y = rng.standard_normal((4, n)).astype(np.float32), rng.standard_normal((4, n)).astype(np.float32)
+      s, total, d = f(Tensor(x).reshape(4, _n(n)), Tensor(y).reshape(4, _n(n)))
+      z = x * 2 + y
+      np.testing.assert_allclose(s.numpy(), z.sum(axis=1), rtol=1e-5, atol=1e-5)
+      np.testing.assert_allclose(total.numpy(), (z * y).sum(), rtol=1e-5, atol=1e-4)
+      assert d.shape[1].src[1].arg == n  # the returned tensor's Variable is bound to this call's value
+      np.testing.assert_allclose(d.numpy(), z - 1, rtol=1e-6, atol=1e-6)
+      np.testing.assert_allclose(d.reshape(4 * n).numpy(), (z - 1).reshape(-1), rtol=1e-6, atol=1e-6)
+  assert len(calls) == 2 and f.cnt == 7
+
+def test_symbolic_shape_mismatch_is_args_mismatch():
+  f, _ = _sym_step()
+  for n in (2, 3): f(Tensor.ones(4, n).reshape(4, _n(n)), Tensor.ones(4, n).reshape(4, _n(n)))
+  with pytest.raises(JitError, match="args mismatch in JIT"): f(Tensor.ones(5, 3).reshape(5, _n(3)), Tensor.ones(5, 3).reshape(5, _n(3)))
+  with pytest.raises(JitError, match="args mismatch in JIT"): f(Tensor.ones(4, 3), Tensor.ones(4, 3))
+
+@pytest.mark.parametrize("n", [1, 7, 64])
+def test_symbolic_shape_eager(n):
+  x = np.arange(3 * n, dtype=np.float32).reshape(3, n) - 20
+  t = Tensor(x).reshape(3, _n(n))
+  assert t.numel() == 3 * n and t.shape[0] == 3 and t.shape[1].src[1].arg == n
+  np.testing.assert_allclose((t * 3.0 + 1.0).numpy(), x * 3 + 1)
+  np.testing.assert_allclose(t.sum(axis=1).numpy(), x.sum(axis=1))
+  np.testing.assert_allclose(t.max(axis=0).numpy(), x.max(axis=0))
+  np.testing.assert_allclose((t + Tensor(np.ones((3, 1), dtype=np.float32))).numpy(), x + 1)  # a size-1 dim broadcast to n
+  np.testing.assert_allclose(t.sum().numpy(), x.sum())
+
+def test_symbolic_reshape_errors():
+  t = Tensor(np.zeros((3, 4), dtype=np.float32))
+  with pytest.raises(ShapeError, match=r"can't reshape a tensor of shape \(3, 4\) \(12 elements\) to \(3, n=5\) \(15 elements at the bound values"):
+    t.reshape(3, _n(5))
+  with pytest.raises(ArgumentTypeError, match="must be an integer or a bound Variable, got Ops.DEFINE_VAR"): t.reshape(3, Variable("n", 1, 64))
