@@ -138,20 +138,11 @@ def parametrize_BIND(_u: UOp, ctx):
     if (_r := ctx.unbind(b)) is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def parametrize_RESHAPE(_u: UOp, ctx):
+  # also for EXPAND: their rules compile to the same code
   # r87d81e: u@(RESHAPE|EXPAND) if ctx.has_bound_size(u) -> ctx.unbind_sizes(u)
   u = _u
   if ctx.has_bound_size(u):
-    _r = ctx.unbind_sizes(u)
-    if _r is not None: return (r87d81e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
-
-def parametrize_EXPAND(_u: UOp, ctx):
-  # r87d81e: u@(RESHAPE|EXPAND) if ctx.has_bound_size(u) -> ctx.unbind_sizes(u)
-  u = _u
-  if ctx.has_bound_size(u):
-    _r = ctx.unbind_sizes(u)
-    if _r is not None: return (r87d81e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  return None
+    if (_r := ctx.unbind_sizes(u)) is not None: return (r87d81e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def parametrize_CONST(_u: UOp, ctx):
   # r2da913: c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)
@@ -265,9 +256,7 @@ def rcdb0d7_alone(_u: UOp, ctx):
 def r87d81e_alone(_u: UOp, ctx):
   u = _u
   if ctx.has_bound_size(u):
-    _r = ctx.unbind_sizes(u)
-    if _r is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  return None
+    if (_r := ctx.unbind_sizes(u)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
 # ---- rule table: id, file, line, text, root ops ----
 r7799d0 = Rule('r7799d0', 'rules/kernelize.rules', 11, 'u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x', (Ops.RESHAPE, Ops.EXPAND, ), r7799d0_alone)
@@ -291,4 +280,4 @@ r87d81e = Rule('r87d81e', 'rules/kernelize.rules', 47, 'u@(RESHAPE|EXPAND) if ct
 
 tensor_cleanup = Matcher('tensor_cleanup', {Ops.COPY: tensor_cleanup_COPY, Ops.CONTIGUOUS_BACKWARD: tensor_cleanup_CONTIGUOUS_BACKWARD, Ops.DETACH: tensor_cleanup_DETACH, Ops.RESHAPE: tensor_cleanup_RESHAPE, Ops.PERMUTE: tensor_cleanup_PERMUTE, Ops.EXPAND: tensor_cleanup_EXPAND, Ops.PAD: tensor_cleanup_PAD, Ops.SHRINK: tensor_cleanup_SHRINK, Ops.FLIP: tensor_cleanup_FLIP, Ops.CAST: tensor_cleanup_CAST}, [r7799d0, rcf2ffd, ra9ffc3, rc0125d, r6624d2, raa4be3, r680105, rcc4640, r6dc0ff, r9a9393, r3d1044, r0b2c4f])
 to_kernel_ast = Matcher('to_kernel_ast', {**{o: to_kernel_ast_any for o in Ops}, Ops.CONTIGUOUS: to_kernel_ast_CONTIGUOUS, Ops.CONST: to_kernel_ast_CONST}, [r9849b8, r9c3287, r85e27e])
-parametrize = Matcher('parametrize', {Ops.BIND: parametrize_BIND, Ops.RESHAPE: parametrize_RESHAPE, Ops.EXPAND: parametrize_EXPAND, Ops.CONST: parametrize_CONST}, [r2da913, rcdb0d7, r87d81e])
+parametrize = Matcher('parametrize', {Ops.BIND: parametrize_BIND, Ops.RESHAPE: parametrize_RESHAPE, Ops.EXPAND: parametrize_RESHAPE, Ops.CONST: parametrize_CONST}, [r2da913, rcdb0d7, r87d81e])
