@@ -62,9 +62,9 @@ def render(device: str, name: str, uops: list[UOp]):
   from tensor.renderer.cstyle import render_c
   return render_c(name, uops)
 
-def get_program(ast: UOp, device: str) -> Program:
-  """Lower, linearize and render a kernel AST for a device."""
-  name = kernel_name(ast)
+def get_program(ast: UOp, device: str, name: str | None = None) -> Program:
+  """Lower, linearize and render a kernel AST for a device (named `name`, by default this process's next name for its shape)."""
+  name = name or kernel_name(ast)
   graph_out(ast, f"kernel_{name}")
   # PROFILE: a span per stage (each graph_rewrite is one too); VIZ: the rewrites inside belong to this kernel
   with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
@@ -116,10 +116,13 @@ def compile_ast(ast: UOp, device: str) -> CompiledRunner:
   """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
   lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
   watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
-  key = program_cache.program_key(ast, device, (bool(NOOPT), int(THREADS))) if PROGRAM_DISK_CACHE and device != "PYTHON" and not watched else None
+  # the name is this process's (E_4n2 for its second E_4): part of the key, so a program from disk never renames a kernel
+  name = kernel_name(ast)
+  use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
+  key = program_cache.program_key(ast, device, (bool(NOOPT), int(THREADS), name)) if use_disk else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
-    p = get_program(ast, device)
+    p = get_program(ast, device, name)
     if key is not None: program_cache.store(key, p)
   return CompiledRunner(p, Device[device].program(p.src, p.name))
 

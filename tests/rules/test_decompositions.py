@@ -125,7 +125,10 @@ def test_python_device_gives_the_cpu_values_bit_for_bit(seed):
                       rng.uniform(-160, 140, 96).astype(np.float32)])
   for fn in ("exp2", "log2"):
     py, cpu = run(fn, x, dtypes.float32, "PYTHON"), run(fn, x, dtypes.float32, "CPU")
-    assert py.view(np.uint32).tolist() == cpu.view(np.uint32).tolist()
+    # NaN inputs carry random payloads, which C and Python propagate differently: a NaN must stay a NaN, its bits are free
+    nan = np.isnan(py)
+    assert nan.tolist() == np.isnan(cpu).tolist()
+    assert py[~nan].view(np.uint32).tolist() == cpu[~nan].view(np.uint32).tolist()
     assert ulps(py, x, fn).max() <= MAX_ULPS
 
 # ---- float16 and bfloat16: computed in float64, rounded once to the dtype ----
