@@ -14,7 +14,15 @@ PARAM_PREFIX = "cvar"
 class Params:
   """The context of the parametrize rule set: each tensor constant of a kernel AST becomes DEFINE_VAR cvar<i> (the same
   constant node, the same parameter), and values[i] is what the kernel computed with."""
-  def __init__(self): self.values: list = []
+  def __init__(self):
+    self.values: list = []
+    self.bound: dict[str, int] = {}  # the bound Variables (x * Variable("n", 1, 64).bind(8)): name -> value
+  def unbind(self, b: UOp) -> UOp:
+    """A bound Variable is its variable in the kernel (one program for every value); its value is kept for this run."""
+    v = b.src[0]
+    if param_index(v) is not None: raise ValueError(f"the Variable name {v.arg[0]!r} is reserved for kernel parameters; rename it")
+    self.bound[v.arg[0]] = b.src[1].arg
+    return v
   def param(self, c: UOp) -> UOp:
     lo, hi = (dtypes.min(c.dtype), dtypes.max(c.dtype))
     self.values.append(c.arg)

@@ -1,9 +1,11 @@
-"""The on-disk cache of compiled kernels (used by runtime/ops_cpu.py): one shared object per key, verified before it is loaded.
+"""The on-disk cache of compiled kernels (used by runtime/ops_cpu.py): one shared object per key, verified before it is loaded;
+and of lowered programs (tensor/engine/program_cache.py): a kernel's rendered source and facts by its AST, so a new process
+skips lowering and rendering too.
 
 An entry is `k_<key>.so`: the compiler's ELF output followed by a trailer (magic, the key, the SHA-256 of the ELF bytes and
-their length). Loading checks the trailer against the file and the key it was looked up by, so a truncated, corrupt or
-swapped file is rebuilt instead of crashing the process (SIGBUS) or running another kernel. Writers build beside the entry
-and rename, so readers see a whole entry or none.
+their length); or `p_<key>.bin`: any bytes (a lowered program), with the same trailer. Loading checks the trailer against
+the file and the key it was looked up by, so a truncated, corrupt or swapped file is rebuilt instead of crashing the
+process (SIGBUS) or running another kernel. Writers build beside the entry and rename, so readers see a whole entry or none.
 
 CACHE_DIR picks the folder (default ~/.cache/rulegrad); a folder that is not writable or full falls back to a temporary one
 with one warning; a folder deleted while kernels compile is made again. CACHE_MAX_MB (default 1024) caps its size: the
@@ -57,10 +59,14 @@ def max_bytes() -> int:
 
 def entry_path(d: str, key: str) -> str: return os.path.join(d, f"k_{key}.so")
 
+def data_path(d: str, key: str) -> str: return os.path.join(d, f"p_{key}.bin")
+
 def _key_of(path: str) -> str:
   name = os.path.basename(path)
   if not (name.startswith("k_") and name.endswith(".so")): raise CacheError(f"{path} is not a kernel cache entry (k_<key>.so)")
   return name[2:-3]
+
+def _is_entry(name: str) -> bool: return (name.startswith("k_") and name.endswith(".so")) or (name.startswith("p_") and name.endswith(".bin"))
 
 # ---- reading ----
 
@@ -70,19 +76,42 @@ def open_verified(path: str, key: str | None = None) -> int:
   key = _key_of(path) if key is None else key
   fd = os.open(path, os.O_RDONLY)
   try:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20): chunks.append(chunk)
-    data = b"".join(chunks)
-    if len(data) < _TRAILER.size: raise CacheError(f"{path}: {len(data)} bytes, too short for a cache entry")
-    magic, stored_key, digest, n = _TRAILER.unpack(data[-_TRAILER.size:])
-    if magic != MAGIC: raise CacheError(f"{path}: no cache trailer (a truncated or foreign file)")
-    if stored_key.rstrip(b"\0") != key.encode(): raise CacheError(f"{path}: holds the kernel {stored_key.decode(errors='replace')}, not {key}")
-    if n != len(data) - _TRAILER.size or hashlib.sha256(data[:n]).digest() != digest or not data.startswith(ELF):
-      raise CacheError(f"{path}: the contents do not match their digest (truncated or corrupt)")
+    _check(path, _read_all(fd), key, elf=True)
     return fd
   except BaseException:
     os.close(fd)
     raise
+
+def _read_all(fd: int) -> bytes:
+  chunks = []
+  while chunk := os.read(fd, 1 << 20): chunks.append(chunk)
+  return b"".join(chunks)
+
+def _check(path: str, data: bytes, key: str, elf: bool) -> bytes:
+  """The payload of entry data read from path, after checking its trailer (and that it is ELF, for a shared object)."""
+  if len(data) < _TRAILER.size: raise CacheError(f"{path}: {len(data)} bytes, too short for a cache entry")
+  magic, stored_key, digest, n = _TRAILER.unpack(data[-_TRAILER.size:])
+  if magic != MAGIC: raise CacheError(f"{path}: no cache trailer (a truncated or foreign file)")
+  if stored_key.rstrip(b"\0") != key.encode():
+    raise CacheError(f"{path}: holds the {'kernel' if elf else 'entry'} {stored_key.decode(errors='replace')}, not {key}")
+  if n != len(data) - _TRAILER.size or hashlib.sha256(data[:n]).digest() != digest or (elf and not data.startswith(ELF)):
+    raise CacheError(f"{path}: the contents do not match their digest (truncated or corrupt)")
+  return data[:n]
+
+def load_data(key: str) -> bytes | None:
+  """The bytes stored under `key` by store_data, or None when there is no entry (or only a damaged one, which is deleted)."""
+  for d in dict.fromkeys((cache_dir(), fallback_dir())):
+    path = data_path(d, key)
+    try:
+      with open(path, "rb") as f: data = _check(path, f.read(), key, elf=False)
+    except FileNotFoundError: continue
+    except OSError as e:
+      print(f"warning: the cached program {path} is not usable ({e}); deleting it", file=sys.stderr)
+      remove(path)
+      continue
+    _touch(path)
+    return data
+  return None
 
 def load_verified(path: str, loader: Callable[[str], T], key: str | None = None) -> T:
   """loader(path) once the entry at path passes open_verified. (The loader opens the path again: it is replaced only by
@@ -153,6 +182,25 @@ def _build_into(d: str, key: str, out: str, build: Callable[[str], None]) -> Non
     os.replace(tmp, out)
   finally: remove(tmp)
 
+def store_data(key: str, data: bytes) -> None:
+  """Keep `data` under `key` (written beside the entry and renamed, with the trailer). Failing to write is not an error:
+  the entry is only a shortcut (told once per folder)."""
+  d = cache_dir()
+  fd, tmp = -1, ""
+  try:
+    fd, tmp = tempfile.mkstemp(prefix=f"p_{key}.", suffix=".tmp.bin", dir=d)
+    os.write(fd, data + _TRAILER.pack(MAGIC, key.encode(), hashlib.sha256(data).digest(), len(data)))
+    os.close(fd)
+    fd = -1
+    os.replace(tmp, out := data_path(d, key))
+  except OSError as e:
+    _warn_once("data", d, f"could not write a lowered program into the kernel cache folder {d}: {e}")
+    return
+  finally:
+    if fd >= 0: os.close(fd)
+    if tmp: remove(tmp)
+  _added(d, out)
+
 # ---- size cap ----
 
 SIZE_FILE = "size"  # the folder's total bytes as last counted plus what writers added since (approximate: writers race)
@@ -197,9 +245,9 @@ def _entries(d: str) -> list[tuple[int, str, int]]:
     p = os.path.join(d, n)
     try: st = os.stat(p)
     except OSError: continue
-    if n.endswith(".tmp.so"):
+    if n.endswith((".tmp.so", ".tmp.bin")):
       if now - st.st_mtime > 3600: remove(p)
-    elif n.startswith("k_") and n.endswith(".so"): out.append((max(st.st_atime_ns, st.st_mtime_ns), p, st.st_size))
+    elif _is_entry(n): out.append((max(st.st_atime_ns, st.st_mtime_ns), p, st.st_size))
   return out
 
 def evict(d: str, target: float = 0.8, counted: int | None = None) -> int:

@@ -5,7 +5,7 @@ hashing is by identity. The cache holds weak references: a graph no longer used 
 Also here: operator sugar for ALU nodes, toposort, substitute, range analysis (vmin/vmax), sym_infer and render.
 """
 from __future__ import annotations
-import math, weakref
+import math, numbers, weakref
 from typing import Any, Callable, Iterator
 from runtime.dtype import DType, PtrDType, dtypes, least_upper_dtype
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
@@ -102,12 +102,16 @@ class UOp(metaclass=UOpMetaClass):
       raise TypeError(f"can't combine the {self.dtype} expression {self.render()} with the float constant {x}")
     return self.const_like(x)
   def alu(self, op: Ops, *others) -> UOp:
+    # another type's operand (a Tensor: v * x with v a bound Variable) is its business: Python then tries its reflected op
+    if any(not isinstance(x, (UOp, int, float)) and not isinstance(x, numbers.Number) for x in others): return NotImplemented
     src = (self, *(self._operand(x) for x in others)) if op is not Ops.WHERE else (self, *others)
     if op in GroupOp.Comparison: dt = dtypes.bool.vec(self.dtype.count)
     elif op is Ops.WHERE: dt = src[1].dtype
     else: dt = self.dtype
     return uop(op, dt, src)
-  def _ralu(self, op: Ops, x) -> UOp: return uop(op, self.dtype, (self._operand(x), self))
+  def _ralu(self, op: Ops, x) -> UOp:
+    if not isinstance(x, (UOp, int, float)) and not isinstance(x, numbers.Number): return NotImplemented
+    return uop(op, self.dtype, (self._operand(x), self))
   def __add__(self, x): return self.alu(Ops.ADD, x)
   def __radd__(self, x): return self._ralu(Ops.ADD, x)
   def __sub__(self, x): return self.alu(Ops.SUB, x)
@@ -309,7 +313,13 @@ def _device_step(u: UOp) -> UOp | None:
   """The node u's device is read from (None: u has none of its own)."""
   if u.op is Ops.COPY or u.op is Ops.BUFFER: return u.src[1]
   if u.op is Ops.KERNEL or not u.src: return None
+  # `Variable(...).bind(8) - t`: a bound variable (broadcast) has no device, the other operand has it
+  if len(u.src) > 1 and _is_bound_variable(u.src[0]): return u.src[1]
   return u.src[0]
+
+def _is_bound_variable(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE or u.op is Ops.EXPAND or u.op is Ops.CAST: u = u.src[0]
+  return u.op is Ops.BIND or u.op is Ops.DEFINE_VAR
 
 def _compute_device(root: UOp) -> str | None:
   path, u = [], root

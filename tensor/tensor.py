@@ -310,7 +310,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
       dt = least_upper_dtype(self.dtype, other.dtype)
       a, b = self.cast(dt), other.cast(dt)
     else:
-      if isinstance(other, UOp): raise ArgumentTypeError("a Tensor op takes Tensors or Python numbers, not UOps")
+      if isinstance(other, UOp): return self._bound_variable_operands(other, reverse)
       if not isinstance(other, (bool, int, float, np.generic)): raise ArgumentTypeError(f"can't combine a Tensor with {type(other).__name__}")
       other = other.item() if isinstance(other, np.generic) else other
       # a Python number adapts to the tensor, except that a float meeting an int tensor makes it float (as in torch);
@@ -329,6 +329,17 @@ class Tensor(AutogradMixin, FunctionalMixin):
       return (Tensor(c), a) if reverse else (a, Tensor(c))
     a, b = _broadcast(a, b)
     return (b, a) if reverse else (a, b)
+  def _bound_variable_operands(self, v: UOp, reverse: bool) -> tuple[Tensor, Tensor]:
+    """`x * Variable("n", 1, 64).bind(8)`: the variable's value, broadcast; kernels read it as an argument (TinyJit replays
+    them with each call's value)."""
+    if v.op is not Ops.BIND: raise ArgumentTypeError(f"a Tensor op takes Tensors, Python numbers or bound Variables, not a UOp {v.op}")
+    dt = self.dtype if self.dtype is not dtypes.bool else v.dtype
+    a, shape = self, self.shape
+    c = v if dt is v.dtype else uop(Ops.CAST, dt, (v,))
+    if shape:
+      c = uop(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+      if any(d != 1 for d in shape): c = uop(Ops.EXPAND, dt, (c,), shape)
+    return (Tensor(c), a) if reverse else (a, Tensor(c))
   def _alu(self, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
     return Tensor(uop(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
   def _binop(self, op: Ops, other: Any, reverse: bool = False, out: DType | None = None) -> Tensor:

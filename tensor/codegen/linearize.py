@@ -5,8 +5,8 @@ so loop-invariant work stays outside loops. Inside one loop body, nodes and nest
 dependencies, loads first. Not a rewrite: an instruction schedule, the one place no rule applies.
 """
 from __future__ import annotations
-import heapq
 from runtime.dtype import dtypes
+from runtime.kahn import dependency_order
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 from rules.lower_helpers import scope
@@ -98,22 +98,13 @@ def linearize(sink: UOp) -> list[UOp]:
       for s in srcs:
         j = owner.get(s)
         if j is not None and j != k: deps[k].add(j)
-    users: dict[int, list[int]] = {k: [] for k in deps}
-    for k, ds in deps.items():
-      for j in ds: users[j].append(k)
-    indeg = {k: len(ds) for k, ds in deps.items()}
-    heap = [(key[k], k) for k, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    while heap:
-      _, k = heapq.heappop(heap)
+    sequence = dependency_order(deps, key.__getitem__)
+    # an internal invariant: a cycle between the items of one loop would silently drop code
+    if len(sequence) != len(items): raise RuntimeError(f"linearize: the items of loop {lp.rng} depend on each other in a cycle")
+    for k in sequence:
       it = items[k]
       if isinstance(it, _Loop): emit(it)
       else: out.append(it)
-      for j in users[k]:
-        indeg[j] -= 1
-        if indeg[j] == 0: heapq.heappush(heap, (key[j], j))
-    # an internal invariant: a cycle between the items of one loop would silently drop code
-    if any(indeg.values()): raise RuntimeError(f"linearize: the items of loop {lp.rng} depend on each other in a cycle")
     if lp.rng is not None: out.append(uop(Ops.END, dtypes.void, (lp.rng,)))
   emit(loops[()])
   return out

@@ -32,8 +32,6 @@ class MemoryPlan:
     n = self.n_buffers or len(self.placement)
     return f"<MemoryPlan {n} buffers in {len(self.blocks)} blocks: {self.planned_bytes} bytes for {self.unplanned_bytes}>"
 
-last_plan = MemoryPlan()  # the most recent plan (tests and DEBUG read it)
-
 def plan_memory(steps: list[list[UOp]], plannable: set[UOp], device_of, nbytes_of) -> MemoryPlan:
   """steps: each kernel's BUFFER nodes in schedule order, output first. plannable: the outputs that may share storage.
   Returns which block each plannable buffer gets (blocks are per device)."""
@@ -80,4 +78,4 @@ def _block_devices(plan: MemoryPlan, device_of) -> list[str]:
   for b, k in plan.placement.items(): devs[k] = device_of(b)
   return devs
 
-__all__ = ["plan_memory", "apply_plan", "MemoryPlan", "last_plan"]
+__all__ = ["plan_memory", "apply_plan", "MemoryPlan"]

@@ -10,9 +10,10 @@ import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
 from runtime.profile import kernel_run, scope
-from runtime.trace import group
+from runtime.graph import GRAPH
+from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
-from runtime.helpers import DEBUG, LRU, NOOPT, GlobalCounters, getenv
+from runtime.helpers import DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -20,9 +21,11 @@ from rules.kernelize import parametrize
 from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
 from tensor.codegen.linearize import linearize
+from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
-from tensor.engine.schedule import ENGINE_LOCK, apply_becomes, fresh_buffers, is_kernelized, kernelize_map, live_tensors, target_buffer
+from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, target_buffer
+from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
 class Runner:
@@ -38,12 +41,13 @@ class CompiledRunner(Runner):
 
 class BoundRunner(Runner):
   """A kernel compiled with its constants as parameters (rules/kernelize.rules `parametrize`), bound to one AST's values;
-  var_vals give the other variables, in order."""
-  def __init__(self, base: CompiledRunner, values: list):
+  var_vals give the other variables (bound Variables), in order, by default the values the AST bound them to."""
+  def __init__(self, base: CompiledRunner, values: list, bound: dict[str, int] | None = None):
     self.base, self.program, self.name = base, base.program, base.name
     self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
+    self.var_vals = tuple((bound or {})[v.arg[0]] for v, s in zip(base.program.vars, self.slots) if s is None) if bound else ()
   def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None:
-    rest = iter(var_vals)
+    rest = iter(var_vals or self.var_vals)
     self.base.fn(bufs, tuple(next(rest) if v is None else v for v in self.slots))
 
 class CopyRunner(Runner):
@@ -56,12 +60,6 @@ def render(device: str, name: str, uops: list[UOp]):
   if device == "PYTHON": return uops
   from tensor.renderer.cstyle import render_c
   return render_c(name, uops)
-
-# compiled programs by (device, AST, NOOPT); and for each parametrized AST (its constants as DEFINE_VARs) the first AST seen
-# with it. Both keep the PROGRAM_CACHE entries used last (the disk cache keeps more: runtime/kernel_cache.py)
-PROGRAM_CACHE = getenv("PROGRAM_CACHE", 4096)
-_programs: LRU = LRU(PROGRAM_CACHE)
-_templates: LRU = LRU(PROGRAM_CACHE)
 
 def get_program(ast: UOp, device: str) -> Program:
   """Lower, linearize and render a kernel AST for a device."""
@@ -86,30 +84,41 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
-def get_runner(ast: UOp, device: str) -> Runner:
+def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
   when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
   with its constants as parameters, and that program serves every later value."""
   noopt = bool(NOOPT)  # NOOPT changes the program: Context(NOOPT=1) must not reuse an optimized one
+  programs, templates = engine.programs, engine.templates  # compiled runners by (device, AST, NOOPT); first AST per template
   key = (device, ast, noopt)
-  if (r := _programs.get(key)) is not None: return r
+  if (r := programs.get(key)) is not None: return r
   if ast.op is Ops.COPY: r = CopyRunner()
   else:
     params = Params()
     template = graph_rewrite(ast, parametrize, params, name="parametrize")
     tkey = (device, template, noopt)
-    first = _templates.get(tkey) if params.values else None
-    if first is None or first is ast:
-      if params.values: _templates[tkey] = ast
+    first = templates.get(tkey) if params.values else None
+    if not params.bound and (first is None or first is ast):  # a kernel reading bound Variables is always a template
+      if params.values: templates[tkey] = ast
       r = compile_ast(ast, device)
     else:
-      if (base := _programs.get(tkey)) is None: base = _programs[tkey] = compile_ast(template, device)
-      r = BoundRunner(base, params.values)  # type: ignore[arg-type]
-  _programs[key] = r
+      if (base := programs.get(tkey)) is None: base = programs[tkey] = compile_ast(template, device)
+      r = BoundRunner(base, params.values, params.bound)  # type: ignore[arg-type]
+  programs[key] = r
   return r
 
+# PROGRAM_DISK_CACHE=0: lower and render every kernel in each process (the compiled object still comes from the kernel cache)
+PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
+
 def compile_ast(ast: UOp, device: str) -> CompiledRunner:
-  p = get_program(ast, device)
+  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
+  lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
+  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
+  key = program_cache.program_key(ast, device, bool(NOOPT)) if PROGRAM_DISK_CACHE and device != "PYTHON" and not watched else None
+  p = program_cache.load(key) if key is not None else None
+  if p is None:
+    p = get_program(ast, device)
+    if key is not None: program_cache.store(key, p)
   return CompiledRunner(p, Device[device].program(p.src, p.name))
 
 def _buffer_of(u: UOp) -> UOp:
@@ -120,15 +129,16 @@ def kernel_buffers(k: UOp) -> list[UOp]:
   """The BUFFER nodes a KERNEL runs on, output first (its other sources are kernels it only waits for)."""
   return [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
 
-# ---- TinyJit's capture hook (tensor/engine/jit.py): while a call is captured, its recorder is here and sees every kernel
-# and copy run, before the buffers are allocated (an output not yet allocated is one the captured call made) ----
-capturing: list = []
+# ---- TinyJit's capture hook (tensor/engine/jit.py): while a call is captured, its recorder is in engine.capturing (this
+# name is the process engine's list) and sees every kernel and copy run, before the buffers are allocated (an output not
+# yet allocated is one the captured call made) ----
+capturing: list = ENGINE.capturing
 
-def run_kernel(k: UOp) -> None:
+def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
   bufs = [buffers[b] for b in kernel_buffers(k)]
   device = bufs[0].device
-  runner = get_runner(k.arg.ast, device)
-  if capturing: capturing[0].add(runner, bufs)
+  runner = get_runner(k.arg.ast, device, engine)
+  if engine.capturing: engine.capturing[0].add(runner, bufs)
   for b in bufs: b.ensure_allocated()
   t0 = time.perf_counter()
   runner(bufs)
@@ -167,39 +177,38 @@ def _held_buffers(among: set[UOp], becomes: dict[UOp, UOp]) -> set[UOp]:
       elif is_kernelized(n): held.add(n.src[0])
   return held & among
 
-def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None = None) -> MemoryPlan:
+def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None = None, engine: Engine = ENGINE) -> MemoryPlan:
   """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks. `outputs`
   are buffers the tensors being realized hold: when no other buffer is a candidate, live tensors need not be looked at."""
   if NO_MEMORY_PLANNER: return MemoryPlan()
   steps = [kernel_buffers(k) for k in schedule]
-  candidates = {s[0] for s in steps if s[0] in fresh_buffers and not buffers[s[0]].is_allocated()} - outputs
+  candidates = {s[0] for s in steps if s[0] in engine.fresh_buffers and not buffers[s[0]].is_allocated()} - outputs
   plannable = candidates - _held_buffers(candidates, becomes or {}) if candidates else set()
   if not plannable: return MemoryPlan()
   p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
   apply_plan(p, buffers, lambda b: buffers[b].device)
   return p
 
-def realize(tensors: list[Tensor]) -> None:
+def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   """Schedule, compile and run what these tensors need, then point them (and every live tensor sharing the work) at the
-  results. One thread at a time (ENGINE_LOCK)."""
-  with ENGINE_LOCK: _realize(tensors)
+  results. One thread at a time (engine.lock)."""
+  with engine.lock: _realize(tensors, engine)
 
-def _realize(tensors: list[Tensor]) -> None:
-  from tensor.engine import memory
+def _realize(tensors: list[Tensor], engine: Engine) -> None:
   pending = [t for t in tensors if not _is_done(t.uop)]
   if not pending: return
   graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's
-  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): pending, becomes = kernelize_map(pending)
+  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): pending, becomes = kernelize_map(pending, engine)
   roots = [becomes.get(t.uop, t.uop) for t in pending]
   schedule = schedule_of(roots)
-  p = plan(schedule, {target_buffer(r) for r in roots} - {None}, becomes)
-  memory.last_plan = p.summary()
+  p = plan(schedule, {target_buffer(r) for r in roots} - {None}, becomes, engine)  # type: ignore[arg-type]
+  engine.last_plan = p.summary()
   if DEBUG >= 1 and p.placement:
     print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
           f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
   del p
-  for k in schedule: run_kernel(k)
+  for k in schedule: run_kernel(k, engine)
   # every kernel output is its buffer now: point live tensors from their graphs straight at the buffers, in one pass
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):

@@ -11,14 +11,17 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
-import heapq, threading, weakref
 from runtime.device import Buffer
-from runtime.dtype import dtypes
-from runtime.helpers import DEBUG
+from runtime.dtype import DType, dtypes
+from runtime.helpers import DEBUG, getenv
+from runtime.kahn import dependency_order
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
+from runtime.trace import COVERAGE_FILE, VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from tensor.engine.schedule_cache import graph_shape, record, replay
+from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
 class ScheduleError(Exception):
@@ -33,12 +36,14 @@ class Kernel:
   def __eq__(self, other) -> bool: return isinstance(other, Kernel) and other.ast is self.ast and other.nbufs == self.nbufs
   def __repr__(self) -> str: return f"<Kernel {'COPY' if self.ast.op is Ops.COPY else 'SINK'}>"
 
-# BUFFERs the scheduler made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
-fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
-
 # held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
-# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice)
-ENGINE_LOCK = threading.RLock()
+# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice). The engine's lock,
+# under the name TinyJit uses
+ENGINE_LOCK = ENGINE.lock
+
+# SCHEDULE_CACHE=0 schedules every graph afresh; otherwise the schedules of the SCHEDULE_CACHE graph shapes used last are
+# kept (in the engine's `schedules`)
+SCHEDULE_CACHE = getenv("SCHEDULE_CACHE", 1024)
 
 def live_tensors() -> list[Tensor]:
   """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
@@ -239,28 +244,17 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
     if prev in points or is_kernelized(prev): extra[w].add(prev)
     extra[w].update(r for r in readers.get(prev, ()) if r is not w)
   for x in points: deps[x] |= extra[x] & points
-  # Kahn's algorithm, ties broken by graph order so the schedule is deterministic
+  # ties broken by graph order so the schedule is deterministic
   pos = {u: i for i, u in enumerate(topo)}
-  users: dict[UOp, list[UOp]] = {x: [] for x in points}
-  for x, ds in deps.items():
-    for d in ds: users[d].append(x)
-  indeg = {x: len(ds) for x, ds in deps.items()}
-  heap = [(pos[x], x) for x, n in indeg.items() if n == 0]
-  heapq.heapify(heap)
-  order: list[UOp] = []
-  while heap:
-    _, x = heapq.heappop(heap)
-    order.append(x)
-    for u in users[x]:
-      indeg[u] -= 1
-      if indeg[u] == 0: heapq.heappush(heap, (pos[u], u))
+  order = dependency_order(deps, pos.__getitem__)
   if len(order) != len(points):
     raise ScheduleError("an assign's target is read, in its old version, by a computation that also needs the assign's result: "
                         "realize the tensor that reads the old value before assigning")
   return order, extra
 
-def build_kernels(sink: UOp) -> dict[UOp, UOp]:
-  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back)."""
+def build_kernels(sink: UOp, engine: Engine = ENGINE, made: list[UOp] | None = None) -> dict[UOp, UOp]:
+  """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back).
+  The BUFFERs made for kernel outputs are appended to `made`."""
   topo = list(sink.toposort(gate=_gate))
   points, regions = realize_points(sink, topo)
   order, extra = _order(points, regions, topo)
@@ -276,7 +270,7 @@ def build_kernels(sink: UOp) -> dict[UOp, UOp]:
       b = resolve(value)
       becomes[x] = b if b.shape == x.shape else uop(Ops.RESHAPE, x.dtype, (b,), x.shape)
       continue
-    out = _output_buffer(x)
+    out = _output_buffer(x, engine, made)
     ast, ctx = kernel_ast(x, points)
     srcs = [out] + [resolve(p) for p in ctx.params]
     waits = [resolve(d) for d in extra[x]]
@@ -286,15 +280,21 @@ def build_kernels(sink: UOp) -> dict[UOp, UOp]:
     becomes[x] = done if x.shape == done.shape else uop(Ops.RESHAPE, x.dtype, (done,), x.shape)
   return becomes
 
-def _output_buffer(x: UOp) -> UOp:
+def _output_buffer(x: UOp, engine: Engine, made: list[UOp] | None) -> UOp:
   if x.op is Ops.ASSIGN:
     base = target_buffer(x.src[0])
     if base is None:
       raise NotImplementedError("assign into a tensor that is not a whole realized buffer: realize it first, or assign to the whole tensor")
     return base
-  b = uop(Ops.BUFFER, x.dtype, (_new_unique(), _device(x.device)), x.size)  # type: ignore[arg-type]
-  buffers[b] = Buffer(x.device, x.size, x.dtype)  # type: ignore[arg-type]
-  fresh_buffers.add(b)
+  b = new_output_buffer(engine, x.dtype, x.size, x.device)  # type: ignore[arg-type]
+  if made is not None: made.append(b)
+  return b
+
+def new_output_buffer(engine: Engine, dtype: DType, size: int, device: str) -> UOp:
+  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner)."""
+  b = uop(Ops.BUFFER, dtype, (_new_unique(), _device(device)), size)
+  buffers[b] = Buffer(device, size, dtype)
+  engine.fresh_buffers.add(b)
   return b
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:
@@ -336,21 +336,44 @@ def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
     if _reads(t.uop) & targets: out.append(t)
   return out
 
-def kernelize(tensors: list[Tensor]) -> list[Tensor]:
+def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
   """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
   any pending tensors that read the old value of a buffer they assign into."""
-  with ENGINE_LOCK:
-    tensors, becomes = kernelize_map(tensors)
+  with engine.lock:
+    tensors, becomes = kernelize_map(tensors, engine)
     apply_becomes(becomes)
     return tensors
 
-def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
+def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
-  becomes, without pointing live tensors at it (realize does that once, after running). Hold ENGINE_LOCK."""
-  tensors = tensors + pending_readers(tensors)
+  becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock."""
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  # VIZ and RULECOVERAGE record the scheduler's rewrites: each realize schedules afresh
+  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not (VIZ or COVERAGE_FILE) else None
+  readers = pending_readers(tensors) if shape is None or shape.assigns else []
+  if readers:
+    tensors = tensors + readers
+    sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
+  if shape is not None and not readers:
+    if (recipe := engine.schedules.get(shape)) is not None:
+      becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))
+      if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
+      return tensors, becomes
+    made: list[UOp] = []
+    becomes = _kernelize_graph(sink, engine, made)
+    engine.schedules.put(shape, record(shape, becomes, made))
+  else: becomes = _kernelize_graph(sink, engine, None)
+  if DEBUG >= 1:
+    ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+    copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
+    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
+  return tensors, becomes
+
+def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
+  """What each node of sink's graph becomes (kernelize_map without the cache)."""
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
-  becomes = build_kernels(clean)
+  becomes = build_kernels(clean, engine, made)
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
     if new not in becomes and strip(new) in becomes:
@@ -359,10 +382,6 @@ def kernelize_map(tensors: list[Tensor]) -> tuple[list[Tensor], dict[UOp, UOp]]:
     if orig is not new:
       if new in becomes: becomes[orig] = becomes[new]
       elif is_stored(new): becomes[orig] = new
-  if DEBUG >= 1:
-    ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
-    copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
-    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
-  return tensors, becomes
+  return becomes
 
 __all__ = ["kernelize", "Kernel", "ScheduleError"]

@@ -6,15 +6,15 @@ import pytest
 import tensor.engine.realize as realize_mod
 from runtime.helpers import Context
 from tensor import GlobalCounters, Tensor, dtypes
-from tensor.engine import memory
 from tensor.engine.memory import plan_memory
+from tensor.engine.state import ENGINE
 
 def peak_during(fn) -> int:
   """The largest GlobalCounters.mem_used seen after any kernel ran inside fn(), minus the value before."""
   base, peak = GlobalCounters.mem_used, [GlobalCounters.mem_used]
   orig = realize_mod.run_kernel
-  def spy(k):
-    orig(k)
+  def spy(k, *engine):
+    orig(k, *engine)
     peak.append(GlobalCounters.mem_used)
   realize_mod.run_kernel = spy
   try: fn()
@@ -35,7 +35,7 @@ def test_contiguous_chain_reuses_two_blocks(device):
   x = Tensor(a, device=device).realize()
   y = chain(x, 20)
   used = peak_during(y.realize)
-  plan = memory.last_plan
+  plan = ENGINE.last_plan
   assert plan.n_buffers == 19 and len(plan.blocks) == 2  # ping-pong: each step reads one block and writes the other
   assert plan.planned_bytes == 2 * 1024 and plan.unplanned_bytes == 19 * 1024
   assert used <= 3 * 1024  # the two blocks and the output
@@ -59,7 +59,7 @@ def test_buffers_live_tensors_hold_are_not_reused():
   for _ in range(8): steps.append((steps[-1] + 1).contiguous())
   steps[-1].realize()
   # every step is held by a live tensor: nothing was planned, every value is its own
-  assert memory.last_plan.n_buffers == 0
+  assert ENGINE.last_plan.n_buffers == 0
   for i, t in enumerate(steps): np.testing.assert_array_equal(t.numpy(), a + i)
 
 def test_pending_tensor_keeps_the_buffer_it_reads():
@@ -80,7 +80,7 @@ def test_reduce_expand_chain_of_different_sizes():
     z = (z - z.sum(0, keepdim=True)).contiguous().T
     ref = (ref - ref.sum(0, keepdims=True)).T
   z.realize()
-  plan = memory.last_plan
+  plan = ENGINE.last_plan
   assert plan.n_buffers >= 8 and len(plan.blocks) <= 3 and plan.planned_bytes < plan.unplanned_bytes / 2
   np.testing.assert_allclose(z.numpy(), ref, rtol=1e-4, atol=1e-3)
 
@@ -90,7 +90,7 @@ def test_blocks_are_shared_across_dtypes():
   y = x
   for _ in range(4): y = ((y + 1).contiguous().cast(dtypes.int32) * 3).contiguous().cast(dtypes.float32)
   y.realize()
-  assert len(memory.last_plan.blocks) <= 3 and memory.last_plan.n_buffers >= 6
+  assert len(ENGINE.last_plan.blocks) <= 3 and ENGINE.last_plan.n_buffers >= 6
   ref = a
   for _ in range(4): ref = ((ref + 1).astype(np.int32) * 3).astype(np.float32)
   np.testing.assert_array_equal(y.numpy(), ref)

@@ -19,7 +19,8 @@ def test_pickled_capture_replays_in_a_new_process(tmp_path):
   def forward(x, bias):
     h = layer(x).relu()
     return (h.sum(axis=1) + bias).realize(), (h * 2).realize()  # a reduction of 70 (split) and an elementwise output
-  for _ in range(3): forward(Tensor(rng.standard_normal((4, 100)).astype(np.float32)).realize(), Tensor(rng.standard_normal(4).astype(np.float32)).realize())
+  for _ in range(3):
+    forward(Tensor(rng.standard_normal((4, 100)).astype(np.float32)).realize(), Tensor(rng.standard_normal(4).astype(np.float32)).realize())
   path = tmp_path / "forward.pkl"
   path.write_bytes(pickle.dumps(forward))
   x, b = rng.standard_normal((4, 100)).astype(np.float32), rng.standard_normal(4).astype(np.float32)

@@ -130,9 +130,9 @@ def compiles(monkeypatch):
   """The sources compiled for the CPU while the test runs (from empty in-memory program tables)."""
   from runtime import ops_cpu
   from runtime.helpers import LRU
-  from tensor.engine import realize
-  monkeypatch.setattr(realize, "_programs", LRU(64))
-  monkeypatch.setattr(realize, "_templates", LRU(64))
+  from tensor.engine.state import ENGINE
+  monkeypatch.setattr(ENGINE, "programs", LRU(64))
+  monkeypatch.setattr(ENGINE, "templates", LRU(64))
   seen, real = [], ops_cpu.compile_c
   def spy(src, *a, **k):
     seen.append(src)
@@ -167,12 +167,12 @@ def test_the_first_kernel_of_a_kind_keeps_its_constants(compiles):
 
 def test_program_tables_are_bounded(monkeypatch):
   from runtime.helpers import LRU
-  from tensor.engine import realize
-  monkeypatch.setattr(realize, "_programs", LRU(8))
-  monkeypatch.setattr(realize, "_templates", LRU(8))
+  from tensor.engine.state import ENGINE
+  monkeypatch.setattr(ENGINE, "programs", LRU(8))
+  monkeypatch.setattr(ENGINE, "templates", LRU(8))
   t = Tensor(np.arange(5, dtype=np.float32)).realize()
   for n in range(1, 30): assert (t.reshape(5, 1).expand(5, n).sum(1)).tolist() == (np.arange(5) * n).tolist()
-  assert len(realize._programs) <= 8 and len(realize._templates) <= 8
+  assert len(ENGINE.programs) <= 8 and len(ENGINE.templates) <= 8
 
 # ---- devices agree ----
 
