@@ -302,12 +302,16 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
   BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
-  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
-    if (t := r()) is None: continue
+  live = [t for r in Tensor._live.data.copy() if (t := r()) is not None]  # a snapshot, as live_tensors() takes
+  # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
+  # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
+  roots = {t.uop for t in live}
+  inner = {k: v for k, v in becomes.items() if k in roots or is_kernelized(k)}
+  for t in live:
     u = t.uop
     if (n := becomes.get(u)) is not None: t.uop = n
     elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
-    elif any(x in becomes for x in u.toposort(gate=_gate)): t.uop = u.substitute(becomes)
+    elif inner and any(x in inner for x in u.toposort(gate=_gate)): t.uop = u.substitute(inner)
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""

@@ -120,14 +120,23 @@ def test_reading_values_keeps_the_graph():
   with pytest.raises(GradientError, match="not in the graph"):
     y.sum().gradient(x)
 
-@pytest.mark.xfail(strict=True, reason="engine: realizing a tensor puts the buffers of the reductions it computed as kernels of their own "
-                   "into every live tensor's graph (tensor/engine/schedule.py apply_becomes), so a gradient taken afterwards misses them")
 def test_reading_values_keeps_the_graph_when_a_reduction_is_its_own_kernel():
   x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
   y = (x - x.mean(0)) * x  # the column mean, broadcast over rows, is a kernel of its own
   y.numpy()
+  # the mean's buffer is not put into y's graph (no tensor holds the mean): d/dx sum((x - m) x) = 2 (x - m), not 2x - m
   g, = y.sum().gradient(x)
   np.testing.assert_allclose(g.numpy(), 2 * (x.numpy() - x.numpy().mean(0)))
+  np.testing.assert_allclose(y.numpy(), (x.numpy() - x.numpy().mean(0)) * x.numpy())  # and y still computes right
+
+def test_a_held_intermediate_is_shared_after_realize():
+  # an intermediate a tensor holds is replaced by its buffer in the graphs that use it (computed once), so gradients
+  # through it stop there, as through any realized tensor
+  x = Tensor([1.0, 2.0, 3.0])
+  m = x.mean()
+  y = (x - m) * x
+  m.realize()
+  assert m.is_realized() and m.uop in y.uop.toposort()
 
 def test_gradients_on_the_gradient_graph():
   # several targets at once, one of them computed from another: each gets its total derivative

@@ -1,0 +1,172 @@
+"""Training throughput (issue 11): steps/s of the MLP 784-128-10 + Adam at batch 512 and of examples/beautiful_mnist.py's CNN
+at batch 128, ours and torch (when importable) side by side in one run, tinygrad too when given a Python that has it; and
+the time of our first training step in a new process with an empty kernel cache.
+
+  python bench/train.py                                # table and JSON lines on stdout
+  python bench/train.py --models mlp --json out.json
+  python bench/train.py --tinygrad-python /path/to/venv/bin/python   # runs ../shared/bench/anchors/bench_train.py there
+
+Method (as the anchors' bench_train.py): random data, K=4 batches made before the timer and cycled; one step = zero_grad,
+forward, mean softmax cross-entropy, backward, Adam(lr=1e-3). Ours is a TinyJit'd step under Tensor.train(): its first
+two calls (eager, capture) are timed apart, then `samples` timers of `steps` calls each, ending with a device synchronize,
+alternating with torch's samples (eager, its default thread count). tinygrad runs afterwards in its own process.
+Medians are reported; the loss must fall (the 4 batches are memorised).
+"""
+from __future__ import annotations
+import argparse, importlib.util, json, os, statistics, subprocess, sys, tempfile, time
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+K = 4
+BATCH = {"mlp": 512, "cnn": 128}
+ANCHORS = os.path.join(ROOT, "..", "..", "shared", "bench", "anchors", "bench_train.py")
+
+def _example_cnn():
+  spec = importlib.util.spec_from_file_location("beautiful_mnist", os.path.join(ROOT, "examples", "beautiful_mnist.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.Model()
+
+def ours_setup(model: str):
+  """(the TinyJit'd step taking (x, y), the K batches) for our MLP or CNN."""
+  from tensor import Tensor, TinyJit, nn
+  Tensor.manual_seed(0)
+  if model == "mlp":
+    layers = [nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10)]
+    net, shape = (lambda x: x.sequential(layers)), (784,)
+    params = nn.state.get_parameters(layers)
+  else:
+    net, shape = _example_cnn(), (1, 28, 28)
+    params = nn.state.get_parameters(net)
+  optim = nn.optim.Adam(params, lr=1e-3)
+  batches = [(Tensor.rand(BATCH[model], *shape).realize(), Tensor.randint(BATCH[model], high=10).realize()) for _ in range(K)]
+
+  @TinyJit
+  @Tensor.train()
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    optim.zero_grad()
+    loss = net(x).sparse_categorical_crossentropy(y).backward()
+    return loss.realize(*optim.schedule_step())
+  return step, batches
+
+class Timed:
+  """One library's training step, warmed up: sample(steps) times `steps` calls and returns seconds per step."""
+  def __init__(self, step, batches, sync, info: dict):
+    self.step, self.batches, self.sync, self.info, self.i, self.times = step, batches, sync, info, 0, []
+  def sample(self, steps: int) -> None:
+    t0 = time.perf_counter()
+    for _ in range(steps):
+      self.loss = self.step(*self.batches[self.i % K]); self.i += 1
+    self.sync()
+    self.times.append((time.perf_counter() - t0) / steps)
+  def result(self) -> dict:
+    return dict(self.info, s_per_step=statistics.median(self.times), s_per_step_min=min(self.times), loss_end=float(self.loss.item()))
+
+def ours_timed(model: str) -> Timed:
+  from tensor import Device, GlobalCounters
+  step, batches = ours_setup(model)
+  t0 = time.perf_counter(); loss_start = step(*batches[0]).item(); first = time.perf_counter() - t0
+  t0 = time.perf_counter(); step(*batches[1]).item(); capture = time.perf_counter() - t0
+  GlobalCounters.reset(); step(*batches[2]).item(); kernels = GlobalCounters.kernel_count
+  timed = Timed(step, batches, Device[Device.DEFAULT].synchronize,
+                {"first_step_s": first, "capture_step_s": capture, "kernels_per_replay": kernels, "loss_start": loss_start})
+  timed.i = 3
+  return timed
+
+def torch_timed(model: str) -> Timed:
+  import torch, torch.nn as tnn, torch.nn.functional as F
+  torch.manual_seed(0)
+  if model == "mlp": net, shape = tnn.Sequential(tnn.Linear(784, 128), tnn.ReLU(), tnn.Linear(128, 10)), (784,)
+  else:
+    net = tnn.Sequential(tnn.Conv2d(1, 32, 5), tnn.ReLU(), tnn.Conv2d(32, 32, 5), tnn.ReLU(), tnn.BatchNorm2d(32), tnn.MaxPool2d(2),
+                         tnn.Conv2d(32, 64, 3), tnn.ReLU(), tnn.Conv2d(64, 64, 3), tnn.ReLU(), tnn.BatchNorm2d(64), tnn.MaxPool2d(2),
+                         tnn.Flatten(), tnn.Linear(576, 10))
+    shape = (1, 28, 28)
+  optim = torch.optim.Adam(net.parameters(), lr=1e-3)
+  batches = [(torch.rand(BATCH[model], *shape), torch.randint(0, 10, (BATCH[model],))) for _ in range(K)]
+  def step(x, y):
+    optim.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(net(x), y)
+    loss.backward()
+    optim.step()
+    return loss
+  net.train()
+  t0 = time.perf_counter(); loss_start = step(*batches[0]).item(); first = time.perf_counter() - t0
+  for i in range(1, 4): step(*batches[i % K])
+  timed = Timed(step, batches, lambda: None, {"first_step_s": first, "loss_start": loss_start, "threads": torch.get_num_threads()})
+  timed.i = 4
+  return timed
+
+def tinygrad_run(python: str, model: str, steps: int, samples: int) -> dict:
+  """The anchors' script in the given Python, with an empty tinygrad disk cache (its first step includes compiling)."""
+  with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "r.json")
+    env = dict(os.environ, CACHEDB=os.path.join(d, "cache.db"))
+    subprocess.run([python, ANCHORS, "--lib", "tinygrad", "--model", model, "--steps", str(steps), "--samples", str(samples), "--out", out],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    with open(out) as f: r = json.loads(f.read().strip().splitlines()[-1])
+  return {"s_per_step": r["s_per_step"]["median"], "s_per_step_min": r["s_per_step"]["min"], "first_step_s": r["first_step_s"],
+          "loss_start": r["loss_start"], "loss_end": r["loss_end"]}
+
+def cold_child() -> None:
+  """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first MLP step, as JSON."""
+  t0 = time.perf_counter()
+  import tensor  # noqa: F401
+  imported = time.perf_counter() - t0
+  from tensor import GlobalCounters
+  step, batches = ours_setup("mlp")
+  GlobalCounters.reset()
+  t0 = time.perf_counter(); step(*batches[0]).item(); first = time.perf_counter() - t0
+  print(json.dumps({"import_s": imported, "first_step_s": first, "kernels": GlobalCounters.kernel_count}))
+
+def cold_run() -> dict:
+  with tempfile.TemporaryDirectory() as d:
+    env = dict(os.environ, CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child"], check=True, env=env, capture_output=True, text=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp, cnn (default both)")
+  ap.add_argument("--steps", type=int, default=20, help="MLP steps per timed sample (default 20; the CNN takes a tenth, at least 1)")
+  ap.add_argument("--samples", type=int, default=5, help="timed samples per library and model (default 5)")
+  ap.add_argument("--tinygrad-python", default=None, help="a Python with tinygrad 0.14 installed: adds its rows")
+  ap.add_argument("--json", default=None, help="also write the records to this file")
+  ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache first step")
+  ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
+  args = ap.parse_args()
+  if args.cold_child: return cold_child()
+  try: import torch  # noqa: F401
+  except ImportError: torch = None
+  records = []
+  for model in args.models.split(","):
+    if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
+    steps = args.steps if model == "mlp" else max(1, args.steps // 10)
+    timed = {"ours": ours_timed(model)}
+    if torch is not None: timed["torch"] = torch_timed(model)
+    for _ in range(args.samples):  # alternate the libraries' samples: the machine's load drifts
+      for t in timed.values(): t.sample(steps)
+    results = {lib: t.result() for lib, t in timed.items()}
+    if args.tinygrad_python: results["tinygrad"] = tinygrad_run(args.tinygrad_python, model, steps, args.samples)
+    for lib, r in results.items():
+      r.update(bench="train", lib=lib, model=model, batch=BATCH[model], steps_per_sample=steps, steps_per_s=1 / r["s_per_step"])
+      records.append(r)
+      print(json.dumps(r), flush=True)
+  if not args.no_cold:
+    r = cold_run()
+    r.update(bench="train_cold", lib="ours", model="mlp", batch=BATCH["mlp"])
+    records.append(r)
+    print(json.dumps(r), flush=True)
+  print(f"\n{'model':5s} {'batch':>5s} {'lib':9s} {'steps/s':>9s} {'ms/step':>9s} {'vs torch':>9s} {'first step':>11s} {'loss':>15s}")
+  torch_rate = {r["model"]: r["steps_per_s"] for r in records if r.get("lib") == "torch" and r["bench"] == "train"}
+  for r in records:
+    if r["bench"] != "train": continue
+    ratio = f"{r['steps_per_s'] / torch_rate[r['model']]:.2f}x" if r["model"] in torch_rate else "-"
+    print(f"{r['model']:5s} {r['batch']:5d} {r['lib']:9s} {r['steps_per_s']:9.2f} {1e3 * r['s_per_step']:9.1f} {ratio:>9s} "
+          f"{r['first_step_s']:10.2f}s {r['loss_start']:6.3f} -> {r['loss_end']:.3f}")
+  for r in records:
+    if r["bench"] == "train_cold":
+      print(f"cold cache, new process: import {r['import_s']:.2f} s, first MLP step {r['first_step_s']:.2f} s ({r['kernels']} kernels)")
+  if args.json:
+    with open(args.json, "w") as f: json.dump(records, f, indent=1)
+
+if __name__ == "__main__": main()
