@@ -25,6 +25,7 @@ class GraphShape:
   topo: list[UOp]
   slots: list[UOp]
   assigns: bool
+  pending: bool  # a kernel output not run yet is among the slots
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
@@ -39,7 +40,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       slots.append(u)
     return s
   key: list = [extra_key]
-  assigns = False
+  assigns = pending = False
   BUFFER, ASSIGN, KERNEL, UNIQUE = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE
   for u in sink.toposort(gate=lambda u: u.op is not BUFFER and not (u.op is ASSIGN and u.src[1].op is KERNEL)):
     index[u] = len(topo)
@@ -47,41 +48,50 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
     op = u.op
     if op is BUFFER: key.append((BUFFER, u.dtype, u.arg, u.src[1].arg, slot(u)))
     elif op is ASSIGN and u.src[1].op is KERNEL:  # a kernel output not run yet: its buffer and the value it will hold
-      b = u.src[0]
+      b, pending = u.src[0], True
       key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, slot(b), slot(u)))
     elif op is UNIQUE: key.append((UNIQUE, slot(u)))
     else:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
-  return GraphShape(tuple(key), topo, slots, assigns)
+  return GraphShape(tuple(key), topo, slots, assigns, pending)
 
 @dataclass(frozen=True)
-class Recipe:
-  """A cached result as a small program: values start as the graph's slots, then the outputs' new buffers, then the nodes
-  that don't depend on either (kept as they are); each step builds one node from earlier values. positions[i] (a place
-  in the graph's walk) becomes values[results[i]]."""
-  outputs: tuple[tuple[DType, int, str], ...]  # (dtype, size, device) of each output buffer to make
+class Build:
+  """A small program building nodes from a value list that starts with the graph's slots and the outputs' new buffers:
+  then come the nodes that depend on neither (kept as they are), then one node per step from earlier values.
+  positions[i] (a place in the graph's walk) becomes values[results[i]]."""
   fixed: tuple[UOp, ...]
   steps: tuple[tuple, ...]  # (op, dtype, source value numbers, arg, tag)
   positions: tuple[int, ...]
   results: tuple[int, ...]
 
-def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
-  """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
-  when it names a node the slots don't cover (then it can't be replayed for another graph)."""
-  at = {u: i for i, u in enumerate(shape.topo)}
+  def run(self, start: list, topo: list[UOp]) -> dict[UOp, UOp]:
+    values = [*start, *self.fixed]
+    for op, dtype, srcs, arg, tag in self.steps: values.append(uop(op, dtype, tuple([values[i] for i in srcs]), arg, tag))
+    return {topo[p]: values[r] for p, r in zip(self.positions, self.results)}
+
+@dataclass(frozen=True)
+class Recipe:
+  """A cached result: the (dtype, size, device) of each output buffer to make, the kernelize result as a Build, and when
+  the graph has no kernels of its own pending and no intermediate buffers to plan, what realize needs without building
+  the kernel nodes: each kernel to launch as (AST, value numbers of its buffers), in order, and what each node is once
+  they have run (`after`: their buffers)."""
+  outputs: tuple[tuple[DType, int, str], ...]
+  kernelized: Build
+  launches: tuple[tuple[UOp, tuple[int, ...]], ...] | None = None
+  after: Build | None = None
+
+def _build(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], at: dict[UOp, int]) -> Build | None:
   positions = tuple(at[k] for k in becomes if k in at)
   if not positions: return None
-  number = {u: i for i, u in enumerate(shape.slots)}
-  number.update((b, len(shape.slots) + j) for j, b in enumerate(made))
-  if len(number) != len(shape.slots) + len(made): return None  # an output buffer that is also an input: not this scheduler's
+  number = dict(number)
   roots = uop(Ops.SINK, dtypes.void, tuple(becomes[shape.topo[i]] for i in positions))
   depends: set[UOp] = set(number)
   order = list(roots.toposort(gate=lambda u: u not in number))
   for u in order:
     if u not in number and any(s in depends for s in u.src): depends.add(u)
   fixed: list[UOp] = []
-  steps: list[tuple] = []
   later: list[UOp] = []
   for u in order:
     if u in number or u is roots: continue
@@ -94,19 +104,56 @@ def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recip
   fixed = [u for u in fixed if u in used]
   base = len(number)
   for j, u in enumerate(fixed): number[u] = base + j
+  steps: list[tuple] = []
   for u in later:
     steps.append((u.op, u.dtype, tuple(number[s] for s in u.src), u.arg, u.tag))
     number[u] = len(number)
-  outputs = tuple((b.dtype, b.arg, b.src[1].arg) for b in made)
-  return Recipe(outputs, tuple(fixed), tuple(steps), positions, tuple(number[r] for r in roots.src))
+  return Build(tuple(fixed), tuple(steps), positions, tuple(number[r] for r in roots.src))
+
+def _buffer_of(u: UOp) -> UOp:
+  while u.op is not Ops.BUFFER: u = u.src[0]
+  return u
+
+def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]):
+  """(launches, after) for a graph whose kernels all come from this kernelize, or (None, None)."""
+  if shape.pending: return None, None
+  roots = [becomes.get(r, r) for r in shape.topo[-1].src]
+  kernels = [u for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+  targets = set()
+  for r in roots:
+    while r.op in (Ops.RESHAPE, Ops.ASSIGN): r = r.src[0]
+    targets.add(r)
+  if not set(made) <= targets: return None, None  # intermediates: the memory planner looks at them
+  launches = []
+  for k in kernels:
+    bufs = [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
+    if any(b not in number for b in bufs): return None, None
+    launches.append((k.arg.ast, tuple(number[b] for b in bufs)))
+  done: dict[UOp, UOp] = {}
+  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
+    if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
+  after = _build(shape, number, {orig: new.substitute(done) for orig, new in becomes.items()}, at)
+  return (tuple(launches), after) if after is not None else (None, None)
+
+def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
+  """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
+  when it names a node the slots don't cover (then it can't be replayed for another graph)."""
+  number = {u: i for i, u in enumerate(shape.slots)}
+  number.update((b, len(shape.slots) + j) for j, b in enumerate(made))
+  if len(number) != len(shape.slots) + len(made): return None  # an output buffer that is also an input: not this scheduler's
+  at = {u: i for i, u in enumerate(shape.topo)}
+  if (kernelized := _build(shape, number, becomes, at)) is None: return None
+  launches, after = _after_run(shape, number, becomes, made, at)
+  return Recipe(tuple((b.dtype, b.arg, b.src[1].arg) for b in made), kernelized, launches, after)
+
+def new_buffers(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, str], UOp]) -> list:
+  """The start of a replay's values: shape's slots, then a new buffer for each output."""
+  return [*shape.slots, *(new_buffer(*spec) for spec in recipe.outputs)]
 
 def replay(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, str], UOp]) -> dict[UOp, UOp]:
   """The kernelize result for shape's graph from a recipe recorded for a graph with the same key; new_buffer makes each
   output buffer."""
-  values = [*shape.slots, *(new_buffer(*spec) for spec in recipe.outputs), *recipe.fixed]
-  for op, dtype, srcs, arg, tag in recipe.steps: values.append(uop(op, dtype, tuple([values[i] for i in srcs]), arg, tag))
-  topo = shape.topo
-  return {topo[p]: values[r] for p, r in zip(recipe.positions, recipe.results)}
+  return recipe.kernelized.run(new_buffers(recipe, shape, new_buffer), shape.topo)
 
 class ScheduleCache:
   """Recipes by graph key, the `size` used last kept; hits and misses counted (tests and DEBUG read them)."""
@@ -124,4 +171,4 @@ class ScheduleCache:
     self.recipes.clear()
     self.hits = self.misses = 0
 
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "graph_shape", "record", "replay"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "graph_shape", "record", "replay", "new_buffers"]
