@@ -25,7 +25,7 @@ from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
-from tensor.engine.schedule_cache import new_buffers
+from tensor.engine.schedule_cache import Launcher, new_buffers
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
@@ -205,15 +205,17 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's
   with scope("schedule", "schedule", gap="tensor graph"), group("schedule"):
     found = lookup(pending, engine)
-    if (recipe := found.recipe) is not None and recipe.launches is not None and DEBUG < 1:
+    if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG < 1:
       # seen before, nothing to plan: launch the recorded kernels on new output buffers, no kernel nodes built
       values = new_buffers(recipe, found.shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))  # type: ignore[arg-type]
       engine.last_plan = _NO_PLAN
     else: values, (pending, becomes) = None, kernelize_map(pending, engine, found)
   if values is not None:
-    for ast, at in recipe.launches:  # type: ignore[union-attr]
-      kbufs = [buffers[values[i]] for i in at]
-      launch(get_runner(ast, kbufs[0].device, engine), kbufs, engine)
+    if recipe.__class__ is Launcher: _launch_form(recipe, values, found.shape.consts, engine)  # type: ignore[union-attr]
+    else:
+      for ast, at in recipe.launches:  # type: ignore[union-attr]
+        kbufs = [buffers[values[i]] for i in at]
+        launch(get_runner(ast, kbufs[0].device, engine), kbufs, engine)
     apply_becomes(recipe.after.run(values, found.shape.topo))  # type: ignore[union-attr]
     return
   roots = [becomes.get(t.uop, t.uop) for t in pending]
@@ -232,6 +234,18 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
 
 _NO_PLAN = MemoryPlan().summary()
+
+def _launch_form(launcher: Launcher, values: list, consts: tuple[UOp, ...], engine: Engine) -> None:
+  """Run a launcher's kernels, each compiled once with its constants as parameters, with this graph's constant values."""
+  noopt = bool(NOOPT)
+  for ast, at, sources, bound in launcher.launches:
+    bufs = [buffers[values[i]] for i in at]
+    device = bufs[0].device
+    if sources is None: runner = get_runner(ast, device, engine)
+    else:
+      if (base := engine.programs.get(key := (device, ast, noopt))) is None: base = engine.programs[key] = compile_ast(ast, device)
+      runner = BoundRunner(base, [consts[s].arg if s.__class__ is int else s[0] for s in sources], bound)
+    launch(runner, bufs, engine)
 
 def _is_done(u: UOp) -> bool:
   return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)

@@ -21,7 +21,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import COVERAGE_FILE, VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
-from tensor.engine.schedule_cache import GraphShape, Recipe, graph_shape, record, replay
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -347,7 +347,7 @@ class Lookup(NamedTuple):
   tensors: list[Tensor]
   sink: UOp
   shape: GraphShape | None
-  recipe: Recipe | None
+  recipe: Recipe | Launcher | None
 
 def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
   """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
@@ -367,7 +367,7 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup 
   lookup of these tensors made already."""
   tensors, sink, shape, recipe = found if found is not None else lookup(tensors, engine)
   if shape is not None:
-    if recipe is not None:
+    if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))
       if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
       return tensors, becomes

@@ -15,6 +15,7 @@ from typing import Callable
 from runtime.dtype import DType, dtypes
 from runtime.helpers import LRU
 from runtime.ops import Ops
+from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class GraphShape:
   slots: list[UOp]
   assigns: bool
   pending: bool  # a kernel output not run yet is among the slots
+  form: tuple = ()  # the key without the values of the tensor constants
+  consts: tuple[UOp, ...] = ()  # the tensor constants (CONST on a DEVICE), in walk order
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
@@ -41,7 +44,8 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
     return s
   key: list = [extra_key]
   assigns = pending = False
-  BUFFER, ASSIGN, KERNEL, UNIQUE = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE
+  consts: list[UOp] = []
+  BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
   for u in sink.toposort(gate=lambda u: u.op is not BUFFER and not (u.op is ASSIGN and u.src[1].op is KERNEL)):
     index[u] = len(topo)
     topo.append(u)
@@ -51,10 +55,16 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       b, pending = u.src[0], True
       key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, slot(b), slot(u)))
     elif op is UNIQUE: key.append((UNIQUE, slot(u)))
+    elif op is CONST and u.src and (u.dtype in _NUMBERS):  # hash-consed: one node per (dtype, value, device), so equal values share
+      key.append((CONST, u.dtype, index[u.src[0]]))
+      consts.append(u)
     else:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
-  return GraphShape(tuple(key), topo, slots, assigns, pending)
+  form = tuple(key)
+  return GraphShape((form, *[c._key[3] for c in consts]), topo, slots, assigns, pending, form, tuple(consts))
+
+_NUMBERS = frozenset(t for t in vars(dtypes).values() if isinstance(t, DType) and t.count == 1 and (dtypes.is_float(t) or dtypes.is_int(t)))
 
 @dataclass(frozen=True)
 class Build:
@@ -155,20 +165,75 @@ def replay(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, 
   output buffer."""
   return recipe.kernelized.run(new_buffers(recipe, shape, new_buffer), shape.topo)
 
+@dataclass(frozen=True)
+class Launcher:
+  """What realize needs for a graph form with any values of its tensor constants (`t * float(i)` in a loop): each kernel as
+  (its AST with the constants as parameters, its buffers' value numbers, where each parameter comes from: the form's
+  constant number j, or (value,) for one the scheduler made, the bound Variables' values), then outputs and after as in a
+  Recipe. COPY kernels have no parameters: (AST, buffers, None, None)."""
+  outputs: tuple[tuple[DType, int, str], ...]
+  launches: tuple[tuple, ...]
+  after: Build
+
+def _parametrized(recipe: Recipe) -> list[tuple]:
+  from rules.kernelize import parametrize
+  from rules.kernelize_helpers import Params
+  out = []
+  for ast, at in recipe.launches or ():
+    if ast.op is Ops.COPY:
+      out.append((ast, at, None, None))
+      continue
+    params = Params()
+    out.append((graph_rewrite(ast, parametrize, params, name="parametrize"), at, tuple(params.values), params.bound))
+  return out
+
+def _param_dtypes(template: UOp) -> dict[int, DType]:
+  from rules.kernelize_helpers import param_index
+  return {i: u.dtype for u in template.toposort() if u.op is Ops.DEFINE_VAR and (i := param_index(u)) is not None}
+
+def _launcher(first: tuple, second: tuple) -> Launcher | None:
+  """The launcher two kernelized samples of one form agree on, or None: each parameter of the first is the one constant of
+  its dtype and value in the graph, and the second's is that constant's new value (or both are the same value the
+  scheduler made)."""
+  (k1, after1, out1, consts1), (k2, after2, out2, consts2) = first, second
+  if after1 != after2 or out1 != out2 or len(k1) != len(k2): return None
+  launches = []
+  for (t1, at1, v1, b1), (t2, at2, v2, b2) in zip(k1, k2):
+    if t1 is not t2 or at1 != at2 or b1 != b2: return None
+    if v1 is None:
+      launches.append((t1, at1, None, None))
+      continue
+    dtype_of, sources = _param_dtypes(t1), []
+    for i, (a, b) in enumerate(zip(v1, v2)):
+      at = [j for j, c in enumerate(consts1) if c.dtype is dtype_of.get(i) and repr(c.arg) == repr(a)]
+      if len(at) == 1 and repr(consts2[at[0]].arg) == repr(b): sources.append(at[0])
+      elif not at and repr(a) == repr(b): sources.append((a,))
+      else: return None
+    launches.append((t1, at1, tuple(sources), b1))
+  return Launcher(out1, tuple(launches), after1)
+
 class ScheduleCache:
-  """Recipes by graph key, the `size` used last kept; hits and misses counted (tests and DEBUG read them)."""
+  """Recipes by graph key and launchers by graph form, the `size` used last kept; hits and misses counted (tests and DEBUG
+  read them). A form gets a launcher after two kernelized graphs with other constant values agree on one."""
   def __init__(self, size: int):
     self.recipes: LRU = LRU(size)
+    self.forms: LRU = LRU(size)  # form -> the first sample, a Launcher, or False (its constants are not all parameters)
     self.hits = self.misses = 0
-  def get(self, shape: GraphShape) -> Recipe | None:
+  def get(self, shape: GraphShape) -> Recipe | Launcher | None:
     r = self.recipes.get(shape.key)
+    if r is None and shape.consts and (f := self.forms.get(shape.form)).__class__ is Launcher: r = f
     if r is None: self.misses += 1
     else: self.hits += 1
     return r
   def put(self, shape: GraphShape, recipe: Recipe | None) -> None:
-    if recipe is not None: self.recipes[shape.key] = recipe
+    if recipe is None: return
+    self.recipes[shape.key] = recipe
+    if not shape.consts or recipe.launches is None or recipe.after is None: return
+    if (first := self.forms.get(shape.form)) is False or first.__class__ is Launcher: return
+    sample = (_parametrized(recipe), recipe.after, recipe.outputs, shape.consts)
+    self.forms[shape.form] = sample if first is None else (_launcher(first, sample) or False)
   def clear(self) -> None:
     self.recipes.clear()
+    self.forms.clear()
     self.hits = self.misses = 0
-
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "graph_shape", "record", "replay", "new_buffers"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers"]
