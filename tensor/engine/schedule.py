@@ -11,6 +11,7 @@ buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must 
 assign waits for the kernels that read the old value). The graph rewrites themselves are rules/kernelize.rules.
 """
 from __future__ import annotations
+from typing import NamedTuple
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
 from runtime.helpers import DEBUG, getenv
@@ -20,7 +21,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import COVERAGE_FILE, VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
-from tensor.engine.schedule_cache import graph_shape, record, replay
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -344,19 +345,33 @@ def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
     apply_becomes(becomes)
     return tensors
 
-def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE) -> tuple[list[Tensor], dict[UOp, UOp]]:
-  """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
-  becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock."""
+class Lookup(NamedTuple):
+  """What the schedule cache says about some tensors: the tensors to kernelize (these and the pending readers of what they
+  assign), their SINK, the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
+  tensors: list[Tensor]
+  sink: UOp
+  shape: GraphShape | None
+  recipe: Recipe | Launcher | None
+
+def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
+  """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   # VIZ and RULECOVERAGE record the scheduler's rewrites: each realize schedules afresh
   shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not (VIZ or COVERAGE_FILE) else None
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
+    # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
     tensors = tensors + readers
-    sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
-  # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
-  if shape is not None and not readers:
-    if (recipe := engine.schedules.get(shape)) is not None:
+    return Lookup(tensors, uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors)), None, None)
+  return Lookup(tensors, sink, shape, engine.schedules.get(shape) if shape is not None else None)
+
+def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[Tensor], dict[UOp, UOp]]:
+  """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
+  becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock. `found`: the
+  lookup of these tensors made already."""
+  tensors, sink, shape, recipe = found if found is not None else lookup(tensors, engine)
+  if shape is not None:
+    if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))
       if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
       return tensors, becomes

@@ -15,6 +15,7 @@ from typing import Callable
 from runtime.dtype import DType, dtypes
 from runtime.helpers import LRU
 from runtime.ops import Ops
+from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class GraphShape:
   topo: list[UOp]
   slots: list[UOp]
   assigns: bool
+  pending: bool  # a kernel output not run yet is among the slots
+  form: tuple = ()  # the key without the values of the tensor constants
+  consts: tuple[UOp, ...] = ()  # the tensor constants (CONST on a DEVICE), in walk order
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
@@ -39,49 +43,65 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       slots.append(u)
     return s
   key: list = [extra_key]
-  assigns = False
-  BUFFER, ASSIGN, KERNEL, UNIQUE = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE
+  assigns = pending = False
+  consts: list[UOp] = []
+  BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
   for u in sink.toposort(gate=lambda u: u.op is not BUFFER and not (u.op is ASSIGN and u.src[1].op is KERNEL)):
     index[u] = len(topo)
     topo.append(u)
     op = u.op
     if op is BUFFER: key.append((BUFFER, u.dtype, u.arg, u.src[1].arg, slot(u)))
     elif op is ASSIGN and u.src[1].op is KERNEL:  # a kernel output not run yet: its buffer and the value it will hold
-      b = u.src[0]
+      b, pending = u.src[0], True
       key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, slot(b), slot(u)))
     elif op is UNIQUE: key.append((UNIQUE, slot(u)))
+    elif op is CONST and u.src and (u.dtype in _NUMBERS):  # hash-consed: one node per (dtype, value, device), so equal values share
+      key.append((CONST, u.dtype, index[u.src[0]]))
+      consts.append(u)
     else:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
-  return GraphShape(tuple(key), topo, slots, assigns)
+  form = tuple(key)
+  return GraphShape((form, *[c._key[3] for c in consts]), topo, slots, assigns, pending, form, tuple(consts))
+
+_NUMBERS = frozenset(t for t in vars(dtypes).values() if isinstance(t, DType) and t.count == 1 and (dtypes.is_float(t) or dtypes.is_int(t)))
 
 @dataclass(frozen=True)
-class Recipe:
-  """A cached result as a small program: values start as the graph's slots, then the outputs' new buffers, then the nodes
-  that don't depend on either (kept as they are); each step builds one node from earlier values. positions[i] (a place
-  in the graph's walk) becomes values[results[i]]."""
-  outputs: tuple[tuple[DType, int, str], ...]  # (dtype, size, device) of each output buffer to make
+class Build:
+  """A small program building nodes from a value list that starts with the graph's slots and the outputs' new buffers:
+  then come the nodes that depend on neither (kept as they are), then one node per step from earlier values.
+  positions[i] (a place in the graph's walk) becomes values[results[i]]."""
   fixed: tuple[UOp, ...]
   steps: tuple[tuple, ...]  # (op, dtype, source value numbers, arg, tag)
   positions: tuple[int, ...]
   results: tuple[int, ...]
 
-def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
-  """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
-  when it names a node the slots don't cover (then it can't be replayed for another graph)."""
-  at = {u: i for i, u in enumerate(shape.topo)}
+  def run(self, start: list, topo: list[UOp]) -> dict[UOp, UOp]:
+    values = [*start, *self.fixed]
+    for op, dtype, srcs, arg, tag in self.steps: values.append(uop(op, dtype, tuple([values[i] for i in srcs]), arg, tag))
+    return {topo[p]: values[r] for p, r in zip(self.positions, self.results)}
+
+@dataclass(frozen=True)
+class Recipe:
+  """A cached result: the (dtype, size, device) of each output buffer to make, the kernelize result as a Build, and when
+  the graph has no kernels of its own pending and no intermediate buffers to plan, what realize needs without building
+  the kernel nodes: each kernel to launch as (AST, value numbers of its buffers), in order, and what each node is once
+  they have run (`after`: their buffers)."""
+  outputs: tuple[tuple[DType, int, str], ...]
+  kernelized: Build
+  launches: tuple[tuple[UOp, tuple[int, ...]], ...] | None = None
+  after: Build | None = None
+
+def _build(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], at: dict[UOp, int]) -> Build | None:
   positions = tuple(at[k] for k in becomes if k in at)
   if not positions: return None
-  number = {u: i for i, u in enumerate(shape.slots)}
-  number.update((b, len(shape.slots) + j) for j, b in enumerate(made))
-  if len(number) != len(shape.slots) + len(made): return None  # an output buffer that is also an input: not this scheduler's
+  number = dict(number)
   roots = uop(Ops.SINK, dtypes.void, tuple(becomes[shape.topo[i]] for i in positions))
   depends: set[UOp] = set(number)
   order = list(roots.toposort(gate=lambda u: u not in number))
   for u in order:
     if u not in number and any(s in depends for s in u.src): depends.add(u)
   fixed: list[UOp] = []
-  steps: list[tuple] = []
   later: list[UOp] = []
   for u in order:
     if u in number or u is roots: continue
@@ -94,34 +114,126 @@ def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recip
   fixed = [u for u in fixed if u in used]
   base = len(number)
   for j, u in enumerate(fixed): number[u] = base + j
+  steps: list[tuple] = []
   for u in later:
     steps.append((u.op, u.dtype, tuple(number[s] for s in u.src), u.arg, u.tag))
     number[u] = len(number)
-  outputs = tuple((b.dtype, b.arg, b.src[1].arg) for b in made)
-  return Recipe(outputs, tuple(fixed), tuple(steps), positions, tuple(number[r] for r in roots.src))
+  return Build(tuple(fixed), tuple(steps), positions, tuple(number[r] for r in roots.src))
+
+def _buffer_of(u: UOp) -> UOp:
+  while u.op is not Ops.BUFFER: u = u.src[0]
+  return u
+
+def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]):
+  """(launches, after) for a graph whose kernels all come from this kernelize, or (None, None)."""
+  if shape.pending: return None, None
+  roots = [becomes.get(r, r) for r in shape.topo[-1].src]
+  kernels = [u for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
+  targets = set()
+  for r in roots:
+    while r.op in (Ops.RESHAPE, Ops.ASSIGN): r = r.src[0]
+    targets.add(r)
+  if not set(made) <= targets: return None, None  # intermediates: the memory planner looks at them
+  launches = []
+  for k in kernels:
+    bufs = [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
+    if any(b not in number for b in bufs): return None, None
+    launches.append((k.arg.ast, tuple(number[b] for b in bufs)))
+  done: dict[UOp, UOp] = {}
+  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
+    if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
+  after = _build(shape, number, {orig: new.substitute(done) for orig, new in becomes.items()}, at)
+  return (tuple(launches), after) if after is not None else (None, None)
+
+def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
+  """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
+  when it names a node the slots don't cover (then it can't be replayed for another graph)."""
+  number = {u: i for i, u in enumerate(shape.slots)}
+  number.update((b, len(shape.slots) + j) for j, b in enumerate(made))
+  if len(number) != len(shape.slots) + len(made): return None  # an output buffer that is also an input: not this scheduler's
+  at = {u: i for i, u in enumerate(shape.topo)}
+  if (kernelized := _build(shape, number, becomes, at)) is None: return None
+  launches, after = _after_run(shape, number, becomes, made, at)
+  return Recipe(tuple((b.dtype, b.arg, b.src[1].arg) for b in made), kernelized, launches, after)
+
+def new_buffers(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, str], UOp]) -> list:
+  """The start of a replay's values: shape's slots, then a new buffer for each output."""
+  return [*shape.slots, *(new_buffer(*spec) for spec in recipe.outputs)]
 
 def replay(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, str], UOp]) -> dict[UOp, UOp]:
   """The kernelize result for shape's graph from a recipe recorded for a graph with the same key; new_buffer makes each
   output buffer."""
-  values = [*shape.slots, *(new_buffer(*spec) for spec in recipe.outputs), *recipe.fixed]
-  for op, dtype, srcs, arg, tag in recipe.steps: values.append(uop(op, dtype, tuple([values[i] for i in srcs]), arg, tag))
-  topo = shape.topo
-  return {topo[p]: values[r] for p, r in zip(recipe.positions, recipe.results)}
+  return recipe.kernelized.run(new_buffers(recipe, shape, new_buffer), shape.topo)
+
+@dataclass(frozen=True)
+class Launcher:
+  """What realize needs for a graph form with any values of its tensor constants (`t * float(i)` in a loop): each kernel as
+  (its AST with the constants as parameters, its buffers' value numbers, where each parameter comes from: the form's
+  constant number j, or (value,) for one the scheduler made, the bound Variables' values), then outputs and after as in a
+  Recipe. COPY kernels have no parameters: (AST, buffers, None, None)."""
+  outputs: tuple[tuple[DType, int, str], ...]
+  launches: tuple[tuple, ...]
+  after: Build
+
+def _parametrized(recipe: Recipe) -> list[tuple]:
+  from rules.kernelize import parametrize
+  from rules.kernelize_helpers import Params
+  out = []
+  for ast, at in recipe.launches or ():
+    if ast.op is Ops.COPY:
+      out.append((ast, at, None, None))
+      continue
+    params = Params()
+    out.append((graph_rewrite(ast, parametrize, params, name="parametrize"), at, tuple(params.values), params.bound))
+  return out
+
+def _param_dtypes(template: UOp) -> dict[int, DType]:
+  from rules.kernelize_helpers import param_index
+  return {i: u.dtype for u in template.toposort() if u.op is Ops.DEFINE_VAR and (i := param_index(u)) is not None}
+
+def _launcher(first: tuple, second: tuple) -> Launcher | None:
+  """The launcher two kernelized samples of one form agree on, or None: each parameter of the first is the one constant of
+  its dtype and value in the graph, and the second's is that constant's new value (or both are the same value the
+  scheduler made)."""
+  (k1, after1, out1, consts1), (k2, after2, out2, consts2) = first, second
+  if after1 != after2 or out1 != out2 or len(k1) != len(k2): return None
+  launches = []
+  for (t1, at1, v1, b1), (t2, at2, v2, b2) in zip(k1, k2):
+    if t1 is not t2 or at1 != at2 or b1 != b2: return None
+    if v1 is None:
+      launches.append((t1, at1, None, None))
+      continue
+    dtype_of, sources = _param_dtypes(t1), []
+    for i, (a, b) in enumerate(zip(v1, v2)):
+      at = [j for j, c in enumerate(consts1) if c.dtype is dtype_of.get(i) and repr(c.arg) == repr(a)]
+      if len(at) == 1 and repr(consts2[at[0]].arg) == repr(b): sources.append(at[0])
+      elif not at and repr(a) == repr(b): sources.append((a,))
+      else: return None
+    launches.append((t1, at1, tuple(sources), b1))
+  return Launcher(out1, tuple(launches), after1)
 
 class ScheduleCache:
-  """Recipes by graph key, the `size` used last kept; hits and misses counted (tests and DEBUG read them)."""
+  """Recipes by graph key and launchers by graph form, the `size` used last kept; hits and misses counted (tests and DEBUG
+  read them). A form gets a launcher after two kernelized graphs with other constant values agree on one."""
   def __init__(self, size: int):
     self.recipes: LRU = LRU(size)
+    self.forms: LRU = LRU(size)  # form -> the first sample, a Launcher, or False (its constants are not all parameters)
     self.hits = self.misses = 0
-  def get(self, shape: GraphShape) -> Recipe | None:
+  def get(self, shape: GraphShape) -> Recipe | Launcher | None:
     r = self.recipes.get(shape.key)
+    if r is None and shape.consts and (f := self.forms.get(shape.form)).__class__ is Launcher: r = f
     if r is None: self.misses += 1
     else: self.hits += 1
     return r
   def put(self, shape: GraphShape, recipe: Recipe | None) -> None:
-    if recipe is not None: self.recipes[shape.key] = recipe
+    if recipe is None: return
+    self.recipes[shape.key] = recipe
+    if not shape.consts or recipe.launches is None or recipe.after is None: return
+    if (first := self.forms.get(shape.form)) is False or first.__class__ is Launcher: return
+    sample = (_parametrized(recipe), recipe.after, recipe.outputs, shape.consts)
+    self.forms[shape.form] = sample if first is None else (_launcher(first, sample) or False)
   def clear(self) -> None:
     self.recipes.clear()
+    self.forms.clear()
     self.hits = self.misses = 0
-
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "graph_shape", "record", "replay"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers"]
