@@ -18,7 +18,7 @@ from runtime.helpers import DEBUG, getenv
 from runtime.kahn import dependency_order
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
-from runtime.trace import COVERAGE_FILE, VIZ
+from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
@@ -356,8 +356,8 @@ class Lookup(NamedTuple):
 def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
   """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
-  # VIZ and RULECOVERAGE record the scheduler's rewrites: each realize schedules afresh
-  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not (VIZ or COVERAGE_FILE) else None
+  # VIZ records each realize's rewrites: it schedules afresh (RULECOVERAGE counts rules that ever fired: a hit changes nothing)
+  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not VIZ else None
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
     # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
