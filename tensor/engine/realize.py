@@ -86,12 +86,15 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
+def program_variant() -> tuple[bool, int]:
+  """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one."""
+  return bool(NOOPT), int(THREADS)
+
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
   when another AST differing only in its constants comes (`t * float(i) + 1` in a loop), the kind is compiled once more
   with its constants as parameters, and that program serves every later value."""
-  # NOOPT and THREADS change the program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one
-  noopt = (bool(NOOPT), int(THREADS))
+  noopt = program_variant()
   programs, templates = engine.programs, engine.templates  # compiled runners by (device, AST, NOOPT/THREADS); first AST per template
   key = (device, ast, noopt)
   if (r := programs.get(key)) is not None: return r
@@ -120,7 +123,7 @@ def compile_ast(ast: UOp, device: str) -> CompiledRunner:
   # the name is this process's (E_4n2 for its second E_4): part of the key, so a program from disk never renames a kernel
   name = kernel_name(ast)
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
-  key = program_cache.program_key(ast, device, (bool(NOOPT), int(THREADS), name)) if use_disk else None
+  key = program_cache.program_key(ast, device, (*program_variant(), name)) if use_disk else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
     p = get_program(ast, device, name)
@@ -242,7 +245,7 @@ _NO_PLAN = MemoryPlan().summary()
 
 def _launch_form(launcher: Launcher, values: list, consts: tuple[UOp, ...], engine: Engine) -> None:
   """Run a launcher's kernels, each compiled once with its constants as parameters, with this graph's constant values."""
-  noopt = bool(NOOPT)
+  noopt = program_variant()
   for ast, at, sources, bound in launcher.launches:
     bufs = [buffers[values[i]] for i in at]
     device = bufs[0].device
