@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 K = 4
 BATCH = {"mlp": 512, "cnn": 128}
-ANCHORS = os.path.join(ROOT, "..", "..", "shared", "bench", "anchors", "bench_train.py")
+ANCHORS = os.path.join(ROOT, "..", "shared", "bench", "anchors", "bench_train.py")  # the workspace's ../shared beside the checkout
 
 def _example_cnn():
   spec = importlib.util.spec_from_file_location("beautiful_mnist", os.path.join(ROOT, "examples", "beautiful_mnist.py"))
