@@ -46,12 +46,13 @@ class Buffer:
     elif self._array is None:
       if _SANITIZE:  # exactly the buffer's bytes, so AddressSanitizer sees any access past either end
         self._array = np.empty(self.nbytes, dtype=np.uint8).view(_storage(self.dtype))
+        self._ptr = self._array.ctypes.data
       else:
         # 64-byte aligned, so vector loads in kernels never straddle cache lines
         raw = np.empty(self.nbytes + 64, dtype=np.uint8)
-        off = (-raw.ctypes.data) % 64
+        off = (-(p := raw.ctypes.data)) % 64
         self._array = raw[off:off + self.nbytes].view(_storage(self.dtype))
-      self._ptr = self._array.ctypes.data
+        self._ptr = p + off  # ctypes.data costs a microsecond and a half: read once
       GlobalCounters.mem_used += self.nbytes
     return self
 

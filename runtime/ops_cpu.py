@@ -156,9 +156,11 @@ def load(name: str, lib_path: str) -> Callable:
   if arrays:
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     def prog(bufs: list[Buffer], vals: tuple = ()) -> None:
+      ptrs = (ctypes.c_void_p * len(bufs))(*[b._ptr or b.ptr for b in bufs])
+      if not vals: return fn(ptrs, None, None)  # no values: the kernel reads neither array (the common eager call)
       ints = [v if v < 2**63 else v - 2**64 for v in vals if not isinstance(v, float)]  # uint64 values pass as their bits
       floats = [v for v in vals if isinstance(v, float)]
-      fn((ctypes.c_void_p * len(bufs))(*[b.ptr for b in bufs]), (ctypes.c_longlong * len(ints))(*ints), (ctypes.c_double * len(floats))(*floats))
+      fn(ptrs, (ctypes.c_longlong * len(ints))(*ints), (ctypes.c_double * len(floats))(*floats))
   else:
     def prog(bufs: list[Buffer], vals: tuple = ()) -> None: fn(*[ctypes.c_void_p(b.ptr) for b in bufs], *[ctypes.c_longlong(v) for v in vals])
   prog.lib = lib  # type: ignore[attr-defined]  # keep the library loaded while the program lives

@@ -150,7 +150,8 @@ def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
 def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
   """Run a kernel's runner on its buffers (output first), counting and reporting it."""
   if engine.capturing: engine.capturing[0].add(runner, bufs)
-  for b in bufs: b.ensure_allocated()
+  for b in bufs:
+    if b._array is None: b.ensure_allocated()
   t0 = time.perf_counter()
   runner(bufs)
   dt = time.perf_counter() - t0
@@ -215,7 +216,7 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
     found = lookup(pending, engine)
     if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG < 1:
       # seen before, nothing to plan: launch the recorded kernels on new output buffers, no kernel nodes built
-      values = new_buffers(recipe, found.shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))  # type: ignore[arg-type]
+      values = new_buffers(recipe, found.shape, _launched_buffer)
       engine.last_plan = _NO_PLAN
     else: values, (pending, becomes) = None, kernelize_map(pending, engine, found)
   if values is not None:
@@ -242,6 +243,9 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
 
 _NO_PLAN = MemoryPlan().summary()
+
+def _launched_buffer(dtype, size: int, device: str) -> UOp:
+  return new_output_buffer(None, dtype, size, device)  # its kernel runs at once: no plan to offer it to
 
 def _launch_form(launcher: Launcher, values: list, consts: tuple[UOp, ...], engine: Engine) -> None:
   """Run a launcher's kernels, each compiled once with its constants as parameters, with this graph's constant values."""

@@ -291,11 +291,12 @@ def _output_buffer(x: UOp, engine: Engine, made: list[UOp] | None) -> UOp:
   if made is not None: made.append(b)
   return b
 
-def new_output_buffer(engine: Engine, dtype: DType, size: int, device: str) -> UOp:
-  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner)."""
+def new_output_buffer(engine: Engine | None, dtype: DType, size: int, device: str) -> UOp:
+  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner). Without an
+  engine it is not offered to the planner (a schedule-cache hit launches its kernels at once: nothing to plan)."""
   b = uop(Ops.BUFFER, dtype, (_new_unique(), _device(device)), size)
   buffers[b] = Buffer(device, size, dtype)
-  engine.fresh_buffers.add(b)
+  if engine is not None: engine.fresh_buffers.add(b)
   return b
 
 def apply_becomes(becomes: dict[UOp, UOp]) -> None:

@@ -11,15 +11,14 @@ the old value of) is never cached.
 """
 from __future__ import annotations
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 from runtime.dtype import DType, dtypes
 from runtime.helpers import LRU
 from runtime.ops import Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 
-@dataclass(frozen=True)
-class GraphShape:
+class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a frozen dataclass takes a microsecond to build
   """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), its slot nodes, and whether it
   assigns (an assign not kernelized yet: pending readers of its target may join the schedule)."""
   key: tuple
@@ -33,28 +32,40 @@ class GraphShape:
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
   scheduler's decisions depend on."""
+  # on every realize, cache hit or not: one inlined walk (sources before users, not into a BUFFER or a pending kernel output)
   topo: list[UOp] = []
   index: dict[UOp, int] = {}
   slot_of: dict[UOp, int] = {}
   slots: list[UOp] = []
-  def slot(u: UOp) -> int:
-    if (s := slot_of.get(u)) is None:
-      s = slot_of[u] = len(slots)
-      slots.append(u)
-    return s
   key: list = [extra_key]
   assigns = pending = False
   consts: list[UOp] = []
   BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
-  for u in sink.toposort(gate=lambda u: u.op is not BUFFER and not (u.op is ASSIGN and u.src[1].op is KERNEL)):
+  stack: list = [sink]
+  visiting: set[UOp] = set()
+  while stack:
+    u = stack.pop()
+    if u in index: continue
+    op = u.op
+    if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
+      visiting.add(u)
+      stack.append(u)
+      stack.extend([s for s in reversed(u.src) if s not in index])
+      continue
     index[u] = len(topo)
     topo.append(u)
-    op = u.op
-    if op is BUFFER: key.append((BUFFER, u.dtype, u.arg, u.src[1].arg, slot(u)))
+    if op is BUFFER:
+      if (s := slot_of.get(u)) is None: s = slot_of[u] = len(slots); slots.append(u)  # noqa: E702
+      key.append((BUFFER, u.dtype, u.arg, u.src[1].arg, s))
     elif op is ASSIGN and u.src[1].op is KERNEL:  # a kernel output not run yet: its buffer and the value it will hold
       b, pending = u.src[0], True
-      key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, slot(b), slot(u)))
-    elif op is UNIQUE: key.append((UNIQUE, slot(u)))
+      if (sb := slot_of.get(b)) is None: sb = slot_of[b] = len(slots); slots.append(b)  # noqa: E702
+      su = slot_of[u] = len(slots)
+      slots.append(u)
+      key.append((KERNEL, u.dtype, b.dtype, b.arg, b.src[1].arg, sb, su))
+    elif op is UNIQUE:
+      if (s := slot_of.get(u)) is None: s = slot_of[u] = len(slots); slots.append(u)  # noqa: E702
+      key.append((UNIQUE, s))
     elif op is CONST and u.src and (u.dtype in _NUMBERS):  # hash-consed: one node per (dtype, value, device), so equal values share
       key.append((CONST, u.dtype, index[u.src[0]]))
       consts.append(u)
@@ -62,7 +73,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
   form = tuple(key)
-  return GraphShape((form, *[c._key[3] for c in consts]), topo, slots, assigns, pending, form, tuple(consts))
+  return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
 
 _NUMBERS = frozenset(t for t in vars(dtypes).values() if isinstance(t, DType) and t.count == 1 and (dtypes.is_float(t) or dtypes.is_int(t)))
 
@@ -220,7 +231,8 @@ class ScheduleCache:
     self.forms: LRU = LRU(size)  # form -> the first sample, a Launcher, or False (its constants are not all parameters)
     self.hits = self.misses = 0
   def get(self, shape: GraphShape) -> Recipe | Launcher | None:
-    r = self.recipes.get(shape.key)
+    recipes = self.recipes
+    if (r := dict.get(recipes, shape.key)) is not None: recipes.move_to_end(shape.key)  # LRU.get's work with one lookup
     if r is None and shape.consts and (f := self.forms.get(shape.form)).__class__ is Launcher: r = f
     if r is None: self.misses += 1
     else: self.hits += 1
