@@ -9,7 +9,7 @@ from __future__ import annotations
 import atexit, time
 from typing import Callable
 from runtime.device import Buffer, Device
-from runtime.profile import kernel_run, scope
+from runtime.profile import PROFILE, kernel_run, scope
 from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
@@ -208,17 +208,16 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   with engine.lock: _realize(tensors, engine)
 
 def _realize(tensors: list[Tensor], engine: Engine) -> None:
-  pending = [t for t in tensors if not _is_done(t.uop)]
+  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not _is_done
   if not pending: return
-  graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
-  # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's
-  with scope("schedule", "schedule", gap="tensor graph"), group("schedule"):
-    found = lookup(pending, engine)
-    if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG < 1:
-      # seen before, nothing to plan: launch the recorded kernels on new output buffers, no kernel nodes built
-      values = new_buffers(recipe, found.shape, _launched_buffer)
-      engine.last_plan = _NO_PLAN
-    else: values, (pending, becomes) = None, kernelize_map(pending, engine, found)
+  if GRAPH: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
+  # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's (off, as
+  # when eager: no scope objects)
+  if PROFILE.value or VIZ.value:
+    with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): found, values, pending, becomes = _schedule(pending, engine)
+  else: found, values, pending, becomes = _schedule(pending, engine)
+  recipe = found.recipe
   if values is not None:
     if recipe.__class__ is Launcher: _launch_form(recipe, values, found.shape.consts, engine)  # type: ignore[union-attr]
     else:
@@ -243,6 +242,15 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
 
 _NO_PLAN = MemoryPlan().summary()
+
+def _schedule(pending: list[Tensor], engine: Engine) -> tuple:
+  """(lookup, values, tensors, becomes): a schedule-cache hit with nothing to plan gives the replay's values (its kernels are
+  launched on new output buffers, no kernel nodes built), anything else the kernelize result."""
+  found = lookup(pending, engine)
+  if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG.value < 1:
+    engine.last_plan = _NO_PLAN
+    return found, new_buffers(recipe, found.shape, _launched_buffer), pending, None
+  return found, None, *kernelize_map(pending, engine, found)
 
 def _launched_buffer(dtype, size: int, device: str) -> UOp:
   return new_output_buffer(None, dtype, size, device)  # its kernel runs at once: no plan to offer it to

@@ -50,7 +50,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
     if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
       visiting.add(u)
       stack.append(u)
-      stack.extend([s for s in reversed(u.src) if s not in index])
+      stack.extend(reversed(u.src))  # a source walked already is passed over when popped
       continue
     index[u] = len(topo)
     topo.append(u)
@@ -71,7 +71,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       consts.append(u)
     else:
       if op is ASSIGN: assigns = True
-      key.append((op, u.dtype, u._key[3], u.tag, tuple([index[s] for s in u.src])))
+      key.append((op, u.dtype, u._key[3], u.tag, tuple(map(index.__getitem__, u.src))))
   form = tuple(key)
   return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
 
