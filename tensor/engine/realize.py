@@ -97,7 +97,9 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   noopt = program_variant()
   programs, templates = engine.programs, engine.templates  # compiled runners by (device, AST, NOOPT/THREADS); first AST per template
   key = (device, ast, noopt)
-  if (r := programs.get(key)) is not None: return r
+  if (r := dict.get(programs, key)) is not None:  # LRU.get's work with one lookup: this runs for every kernel launched
+    programs.move_to_end(key)
+    return r
   if ast.op is Ops.COPY: r = CopyRunner()
   else:
     params = Params()
