@@ -74,6 +74,19 @@ def sample(fn) -> float:
   fn()
   return time.perf_counter() - t0
 
+def measure(name: str, work: float, unit: str, t, ref, reps: int) -> dict:
+  """One workload, ours and torch's (ref, when there is one) sampled alternately: rates in units of `work` per ns, ours' spread."""
+  run, names = compiled(t)
+  run()
+  if ref is not None: ref()
+  ours, theirs = [], []
+  for _ in range(reps):
+    ours.append(sample(run))
+    if ref is not None: theirs.append(sample(ref))
+  r_t = work / statistics.median(theirs) / 1e9 if theirs else float("nan")
+  return {"workload": name, "unit": unit, "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
+          "ours_max": work / min(ours) / 1e9, "torch": r_t, "kernels": names}
+
 def main() -> None:
   ap = argparse.ArgumentParser()
   ap.add_argument("--reps", type=int, default=7)
@@ -84,18 +97,9 @@ def main() -> None:
   rows = []
   print(f"{'workload':28s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s}  kernels")
   for name, work, unit, t, ref in workloads(rng, args.only):
-    run, names = compiled(t)
-    run()
-    if ref is not None: ref()
-    ours, theirs = [], []
-    for _ in range(args.reps):
-      ours.append(sample(run))
-      if ref is not None: theirs.append(sample(ref))
-    r_ours = work / statistics.median(ours) / 1e9
-    r_t = work / statistics.median(theirs) / 1e9 if theirs else float("nan")
-    lo, hi = work / max(ours) / 1e9, work / min(ours) / 1e9
-    rows.append({"workload": name, "unit": unit, "ours": r_ours, "ours_min": lo, "ours_max": hi, "torch": r_t, "kernels": names})
-    print(f"{name:28s} {r_ours:9.2f} ({lo:6.1f}-{hi:6.1f}) {r_t:9.2f} {r_ours / r_t:6.2f}x  {' '.join(names)}  [{unit}]")
+    rows.append(r := measure(name, work, unit, t, ref, args.reps))
+    print(f"{name:28s} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} {r['ours'] / r['torch']:6.2f}x  "
+          f"{' '.join(r['kernels'])}  [{unit}]")
   if args.json:
     with open(args.json, "w") as f: json.dump(rows, f, indent=1)
 

@@ -4,10 +4,10 @@ at 2 threads (ours with THREADS=n, torch with set_num_threads(n)), one process, 
   python -m bench.kernels [--threads 1,2] [--reps 7] [--only matmul] [--json out.json]
 """
 from __future__ import annotations
-import argparse, json, statistics
+import argparse, json
 import numpy as np
 from runtime.helpers import Context
-from bench.bench_codegen import compiled, sample, torch, workloads
+from bench.bench_codegen import measure, torch, workloads
 
 def main() -> None:
   ap = argparse.ArgumentParser()
@@ -22,18 +22,9 @@ def main() -> None:
     if torch is not None: torch.set_num_threads(n)
     with Context(THREADS=n):
       for name, work, unit, t, ref in workloads(np.random.default_rng(0), args.only):
-        run, names = compiled(t)
-        run()
-        if ref is not None: ref()
-        ours, theirs = [], []
-        for _ in range(args.reps):
-          ours.append(sample(run))
-          if ref is not None: theirs.append(sample(ref))
-        r_ours = work / statistics.median(ours) / 1e9
-        r_t = work / statistics.median(theirs) / 1e9 if theirs else float("nan")
-        lo, hi = work / max(ours) / 1e9, work / min(ours) / 1e9
-        rows.append({"workload": name, "threads": n, "unit": unit, "ours": r_ours, "ours_min": lo, "ours_max": hi, "torch": r_t, "kernels": names})
-        print(f"{name:28s} {n:3d} {r_ours:9.2f} ({lo:6.1f}-{hi:6.1f}) {r_t:9.2f} {r_ours / r_t:6.2f}x  {' '.join(names)}  [{unit}]")
+        rows.append(r := {**measure(name, work, unit, t, ref, args.reps), "threads": n})
+        print(f"{name:28s} {n:3d} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} {r['ours'] / r['torch']:6.2f}x  "
+              f"{' '.join(r['kernels'])}  [{unit}]")
   if args.json:
     with open(args.json, "w") as f: json.dump(rows, f, indent=1)
 

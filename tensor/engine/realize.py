@@ -109,11 +109,16 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
     if not params.bound and (first is None or first is ast):  # a kernel reading bound Variables is always a template
       if params.values: templates[tkey] = ast
       r = compile_ast(ast, device)
-    else:
-      if (base := programs.get(tkey)) is None: base = programs[tkey] = compile_ast(template, device)
-      r = BoundRunner(base, params.values, params.bound)  # type: ignore[arg-type]
+    else: r = BoundRunner(template_program(template, device, engine), params.values, params.bound)  # type: ignore[arg-type]
   programs[key] = r
   return r
+
+def template_program(template: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunner:
+  """The program of a kernel compiled with its constants as parameters, compiled once per (device, template, variant): every
+  BoundRunner of it, from get_runner or from a schedule-cache launcher, shares it."""
+  key = (device, template, program_variant())
+  if (base := engine.programs.get(key)) is None: base = engine.programs[key] = compile_ast(template, device)
+  return base
 
 # PROGRAM_DISK_CACHE=0: lower and render every kernel in each process (the compiled object still comes from the kernel cache)
 PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
@@ -211,7 +216,7 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
 
 def _realize(tensors: list[Tensor], engine: Engine) -> None:
   BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
-  pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not _is_done
+  pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
   if not pending: return
   if GRAPH: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's (off, as
@@ -259,18 +264,13 @@ def _launched_buffer(dtype, size: int, device: str) -> UOp:
 
 def _launch_form(launcher: Launcher, values: list, consts: tuple[UOp, ...], engine: Engine) -> None:
   """Run a launcher's kernels, each compiled once with its constants as parameters, with this graph's constant values."""
-  noopt = program_variant()
   for ast, at, sources, bound in launcher.launches:
     bufs = [buffers[values[i]] for i in at]
     device = bufs[0].device
     if sources is None: runner = get_runner(ast, device, engine)
-    else:
-      if (base := engine.programs.get(key := (device, ast, noopt))) is None: base = engine.programs[key] = compile_ast(ast, device)
-      runner = BoundRunner(base, [consts[s].arg if s.__class__ is int else s[0] for s in sources], bound)
+    else: runner = BoundRunner(template_program(ast, device, engine), [consts[s].arg if s.__class__ is int else s[0] for s in sources], bound)
     launch(runner, bufs, engine)
 
-def _is_done(u: UOp) -> bool:
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 def _print_totals() -> None:
   if DEBUG >= 2 and GlobalCounters.kernel_count:
