@@ -64,3 +64,9 @@ def cconst(c: UOp) -> str:
 def lanes_text(ctx, srcs) -> str:
   """The lanes of a vector literal: {a, b, ...} ({} is all zeros)."""
   return "{" + ", ".join(ctx[s] for s in srcs) + "}"
+
+def without_negative_zero(d: DType, text: str) -> str:
+  """A float value converted from an int, as C text that gives +0.0 for 0 even where gcc turned the conversion of a
+  truncated float into trunc(x) (which keeps -0.0)."""
+  t = ctype(d)
+  return f"({{ {t} r_ = ({t}){text}; r_ == 0 ? ({t})0 : r_; }})"

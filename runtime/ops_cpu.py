@@ -4,8 +4,9 @@ hash of the source, the flags and the compiler's version.
 
 CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (default 300 s), CACHE_DIR the cache folder
 (default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
-(gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (no value changes: it only lets gcc
-assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes);
+(gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
+assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
+one value change, (float)(int)x folded into truncf(x) keeping -0.0, the C renderer writes around: rules/render_c.rules);
 never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked

@@ -309,6 +309,18 @@ def test_cast_out_of_range():
     assert t.cast(dtypes.uint8).tolist() == [44, 255, 255, 0, 0, 0, 127]
     assert t.cast(dtypes.bool).tolist() == [True] * 7
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fdt", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16])
+def test_cast_to_int_and_back_gives_positive_zero(device, fdt):
+  """-0.5 -> int -> float is +0.0, as numpy gives (gcc folds (float)(int)x into truncf(x), which keeps -0.0: the C renderer
+  writes these casts so it can't). 64 elements so the CPU kernel's vector loop runs too."""
+  a = np.array([-0.5, -0.0, 0.5, -1.5, 2.5, -0.9, 0.0, -3.0] * 8, np.float32)
+  for idt in (dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64):
+    got = Tensor(a, device=device).cast(fdt).cast(idt).cast(fdt).float().numpy()
+    expected = a.astype(np.int64).astype(np.float32)  # every value here fits each int type but uint8's negatives
+    if idt is dtypes.uint8: expected = np.where(a <= -1, np.float32(256) + np.trunc(a), np.trunc(a)) + np.float32(0)
+    assert got.tobytes() == expected.tobytes(), (fdt, idt, got, expected)
+
 BITCASTS = [(dtypes.int32, dtypes.float32), (dtypes.float32, dtypes.int32), (dtypes.uint8, dtypes.int8), (dtypes.int8, dtypes.bool),
             (dtypes.int64, dtypes.float64), (dtypes.float64, dtypes.int64), (dtypes.float16, dtypes.int16), (dtypes.uint16, dtypes.float16)]
 
