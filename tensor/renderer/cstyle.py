@@ -1,13 +1,14 @@
-"""The C renderer: a linear kernel program -> one C function. The text of every UOp comes from rules/render_c.rules;
-this driver only decides which values get a variable and which are inlined, and writes the loops and the preamble.
+"""The C renderer: a linear kernel program -> one C function. The C of every UOp comes from rules/render_c.rules as pieces
+(rules/render_c_helpers.py); this driver joins them, decides which values get a variable and which are inlined, and lays out
+the file: includes, vector types, helper functions, the kernel's header and its entry point.
 """
 from __future__ import annotations
 import functools, subprocess
-from runtime.dtype import DType, PtrDType, dtypes
+from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
-from rules.render_c import render_c as render_rules
-from rules.render_c_helpers import ctype, mask_type, storage_ctype, vector_typedefs
+from rules.render_c import render_c as render_rules, render_value
+from rules.render_c_helpers import Fn, Line, Param, ctype, mask_type, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
 from runtime.threads import parallel_pragma
 
@@ -30,23 +31,32 @@ def cpu_vector_caps() -> VectorCaps:
   # no vector wider than a register: gcc keeps a wider one in memory (a 4x16 matmul tile of 64-byte vectors ran at 1 GFLOP/s on AVX2)
   return VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, min(VECTOR_CAPS.min_bytes, size), size, size, count)
 
-# small ints compute in C's int: wrap each result back to its type, as exec_alu does
-_NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
-_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
-
 class CContext:
-  """What the rules see as ctx: the text of each UOp so far, and the helper functions the kernel needs."""
+  """The text of each UOp so far, and the vector types and helper functions the kernel needs."""
   def __init__(self):
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
     self.typedefs: dict[str, str] = {}
-    self.widen = False  # while an op with a bfloat16 result renders: its bfloat16 operands read as doubles
-  def __getitem__(self, u: UOp) -> str:
-    return f"((double){self.text[u]})" if self.widen and u.dtype.scalar is dtypes.bfloat16 else self.text[u]
 
-  def vector(self, d: DType) -> None:
-    """Declare the vector types of d (a kernel declares the ones it uses)."""
-    if d.count > 1 and ctype(d) not in self.typedefs: self.typedefs[ctype(d)] = "\n".join(vector_typedefs(d))
+  def join(self, pieces: tuple, widen: bool = False) -> str:
+    """The C text of a rule's pieces; widen: the result is a bfloat16 op's, which reads its bfloat16 operands as doubles."""
+    out = []
+    for p in pieces:
+      t = p.__class__
+      if t is str: out.append(p)
+      elif t is UOp:
+        x = self.text[p] if p in self.text else self.join(render_rules.rewrite(p))  # a node of no kernel line: a constant
+        out.append(f"((double){x})" if widen and p.dtype.scalar is dtypes.bfloat16 else x)
+      elif t is Fn: out.append(self.helper(*p))
+      elif t is tuple: out.append(self.join(p, widen))
+      elif isinstance(p, DType): out.append(self.ctype(p))
+      else: out.append(str(p))
+    return "".join(out)
+
+  def ctype(self, d: DType) -> str:
+    """The C type of d, declaring its vector types the first time (a kernel declares the ones it uses)."""
+    if d.count > 1 and (t := ctype(d)) not in self.typedefs: self.typedefs[t] = "\n".join(vector_typedefs(d))
+    return ctype(d)
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
     """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
@@ -56,7 +66,7 @@ class CContext:
     if kind == "vmax":
       # GCC's vector comparison gives -1 where true: pick a where a > b (or a is nan, for floats), b elsewhere
       m = mask_type(d)
-      self.vector(m)
+      self.ctype(m)
       nan = " | (a != a)" if dtypes.is_float(d) else ""
       self.helpers[name] = (f"static inline {t} {name}({t} a, {t} b) {{ {ctype(m)} m = (a > b){nan}; "
                             f"return ({t})((m & ({ctype(m)})a) | (~m & ({ctype(m)})b)); }}")
@@ -130,6 +140,9 @@ def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
     if depth == 0: seen.add(u)
   return out
 
+# the ops a value of which is written where it is used (once, in the same loop), not given a variable
+_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
+
 def render_c(name: str, uops: list[UOp]) -> str:
   ctx = CContext()
   threads = parallel_loops(uops)
@@ -146,70 +159,51 @@ def render_c(name: str, uops: list[UOp]) -> str:
       # variables and a chain of maximums stays linear in size
       uses[s] = uses.get(s, 0) + (3 if u.op is Ops.MAX and dtypes.is_float(u.dtype) else 1)
       user_depth[s] = depth
-  bufs: dict[int, str] = {}  # DEFINE_GLOBAL number -> element C type
-  ivars: list[tuple[str, str]] = []  # (name, C type) of the int scalars, in order; fvars: the float ones
-  fvars: list[tuple[str, str]] = []
+  params: dict[str, dict] = {"bufs": {}, "ivals": {}, "fvals": {}}  # entry-point array -> {slot: (name, C type)}
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
-  def fresh(prefix: str) -> str:
-    counters[prefix] = counters.get(prefix, 0) + 1
-    return f"{prefix}{counters[prefix] - 1}"
   for u in uops:
     op = u.op
-    if op is Ops.DEFINE_GLOBAL:
-      assert isinstance(u.dtype, PtrDType)
-      ctx.text[u] = f"data{u.arg}"
-      bufs[u.arg] = storage_ctype(u.dtype.base)
+    out = render_rules.rewrite(u)
+    if out is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
+    if out.__class__ is Param:
+      ctx.text[u] = name_ = ctx.join(out.name)
+      slots = params[out.array]
+      slots[len(slots) if out.slot is None else out.slot] = (name_, ctx.join(out.ctype))
       continue
-    if op is Ops.DEFINE_VAR:
-      ctx.text[u] = u.arg[0]
-      (fvars if dtypes.is_float(u.dtype) else ivars).append((u.arg[0], ctype(u.dtype)))
-      continue
-    if op is Ops.RANGE:
-      r = ctx.text[u] = f"ridx{u.arg}"
+    if out.__class__ is Line:
+      if out.name is not None: ctx.text[u] = ctx.join(out.name)
+      if out.indent < 0: depth += out.indent
       if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
-      body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
-      depth += 1
+      body.append("  " * depth + ctx.join(out.pieces))
+      if out.indent > 0: depth += out.indent
       continue
-    if op is Ops.END:
-      depth -= 1
-      body.append("  " * depth + "}")
-      continue
-    if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
-    ctx.vector(u.dtype if op is not Ops.STORE else u.src[1].dtype)
-    bf16 = u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU
-    ctx.widen = bf16
-    text = render_rules.rewrite(u, ctx)
-    ctx.widen = False
-    if text is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
-    if bf16: text = f"{ctx.helper('bf16r', u.dtype)}({text})"
-    if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
-      body.append("  " * depth + text)
-      continue
-    if u.dtype.scalar in _NARROW and u.dtype.count == 1 and op in GroupOp.ALU and op not in GroupOp.Comparison: text = f"(({ctype(u.dtype)}){text})"
+    text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
+    if (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
     # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
     if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
       ctx.text[u] = text
       continue
-    var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "vec" if op in (Ops.VECTORIZE, Ops.GEP) else "cast")
-    body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
-    ctx.text[u] = var
+    prefix = "val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "vec" if op in (Ops.VECTORIZE, Ops.GEP) else \
+      "acc" if op is Ops.DEFINE_REG else "cast"
+    counters[prefix] = counters.get(prefix, 0) + 1
+    var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
+    body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
-  return "\n".join(head + entry_points(name, bufs, ivars, fvars, body)) + "\n"
+  return "\n".join(head + entry_points(name, params, body)) + "\n"
 
 # a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
 # versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each
 MAX_DIRECT_PARAMS = 64
 
-def entry_points(name: str, bufs: dict[int, str], ivars: list[tuple[str, str]], fvars: list[tuple[str, str]], body: list[str]) -> list[str]:
+def entry_points(name: str, params: dict[str, dict], body: list[str]) -> list[str]:
   """The kernel as the seeds print it, `void name(T* restrict data0, ..., scalars)`, and the entry point the CPU device calls,
   `void name_call(void* const* bufs, const long long* ivals, const double* fvals)`: buffer i is bufs[i] (a buffer the kernel
   no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py)."""
   sig = "void* const* bufs, const long long* ivals, const double* fvals"
-  ptrs = [(f"{t}* restrict data{i}", f"({t}*)bufs[{i}]") for i, t in sorted(bufs.items())]
-  scalars = [(f"{t} {n}", f"({t})ivals[{k}]") for k, (n, t) in enumerate(ivars)]
-  scalars += [(f"{t} {n}", f"({t})fvals[{k}]") for k, (n, t) in enumerate(fvars)]
+  ptrs = [(f"{t}* restrict {n}", f"({t}*)bufs[{i}]") for i, (n, t) in sorted(params["bufs"].items())]
+  scalars = [(f"{t} {n}", f"({t}){a}[{k}]") for a in ("ivals", "fvals") for k, (n, t) in params[a].items()]
   if len(ptrs) + len(scalars) > MAX_DIRECT_PARAMS:
     return [f"void {name}_call({sig}) {{", *(f"  {d.replace(' restrict', '')} = {v};" for d, v in ptrs + scalars), *body, "}"]
   return [f"void {name}({', '.join(d for d, _ in ptrs + scalars)}) {{", *body, "}",
