@@ -6,9 +6,9 @@ from __future__ import annotations
 import functools, subprocess
 from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
-from runtime.uop import UOp
-from rules.render_c import render_c as render_rules, render_value
-from rules.render_c_helpers import Fn, Line, Param, ctype, mask_type, vector_typedefs
+from runtime.uop import UOp, uop
+from rules.render_c import render_c as render_rules, render_value, render_operand, c_function
+from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
 from runtime.threads import parallel_pragma
 
@@ -37,6 +37,7 @@ class CContext:
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
     self.typedefs: dict[str, str] = {}
+    self.types: dict[DType, str] = {}
 
   def join(self, pieces: tuple, widen: bool = False) -> str:
     """The C text of a rule's pieces; widen: the result is a bfloat16 op's, which reads its bfloat16 operands as doubles."""
@@ -46,7 +47,7 @@ class CContext:
       if t is str: out.append(p)
       elif t is UOp:
         x = self.text[p] if p in self.text else self.join(render_rules.rewrite(p))  # a node of no kernel line: a constant
-        out.append(f"((double){x})" if widen and p.dtype.scalar is dtypes.bfloat16 else x)
+        out.append(self.join(r) if widen and (r := render_operand.rewrite(p, x)) is not None else x)
       elif t is Fn: out.append(self.helper(*p))
       elif t is tuple: out.append(self.join(p, widen))
       elif isinstance(p, DType): out.append(self.ctype(p))
@@ -55,63 +56,19 @@ class CContext:
 
   def ctype(self, d: DType) -> str:
     """The C type of d, declaring its vector types the first time (a kernel declares the ones it uses)."""
-    if d.count > 1 and (t := ctype(d)) not in self.typedefs: self.typedefs[t] = "\n".join(vector_typedefs(d))
-    return ctype(d)
+    if (t := self.types.get(d)) is None:
+      t = self.types[d] = ctype(d)
+      if d.count > 1: self.typedefs[t] = "\n".join(vector_typedefs(d))
+    return t
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
-    """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
-    t = ctype(d)
-    name = f"{kind}_{t.replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
-    if name in self.helpers: return name
-    if kind == "vmax":
-      # GCC's vector comparison gives -1 where true: pick a where a > b (or a is nan, for floats), b elsewhere
-      m = mask_type(d)
-      self.ctype(m)
-      nan = " | (a != a)" if dtypes.is_float(d) else ""
-      self.helpers[name] = (f"static inline {t} {name}({t} a, {t} b) {{ {ctype(m)} m = (a > b){nan}; "
-                            f"return ({t})((m & ({ctype(m)})a) | (~m & ({ctype(m)})b)); }}")
-      return name
-    signed = dtypes.is_int(d) and not dtypes.is_unsigned(d)
-    u = ctype(d, unsigned=True) if dtypes.is_int(d) else t
-    b = 8 * d.scalar.itemsize
-    if kind == "idiv":
-      body = f"return b == 0 ? 0 : {'b == -1 ? (' + t + ')(0 - (' + u + ')a) : ' if signed else ''}a / b;"
-    elif kind == "imod": body = f"return b == 0 ? a : {'b == -1 ? 0 : ' if signed else ''}a % b;"
-    elif kind == "shl": body = f"return (b < 0 || b >= {b}) ? 0 : ({t})(({u})a << b);"
-    elif kind == "shr": body = f"return (b < 0 || b >= {b}) ? {'(a < 0 ? -1 : 0)' if signed else '0'} : a >> b;"
-    elif kind == "ftoi":
-      assert src is not None
-      lo, hi = dtypes.min(d), dtypes.max(d)
-      # in range: C's truncation; otherwise (nan, inf, too big) what cast_value gives: the value wrapped modulo 2**64 (fmod
-      # is exact) and converted through a 64-bit int, which wraps to the narrower type; or 0
-      body = (f"if (!(a > {lo - 1}.0 && a < {hi + 1}.0)) {{ if (a != a || a == INFINITY || a == -INFINITY) return 0; "
-              f"double w = fmod(trunc((double)a), 18446744073709551616.0); "
-              f"if (w >= 9223372036854775808.0) return ({t})(unsigned long long)w; "
-              f"if (w < -9223372036854775808.0) return ({t})(unsigned long long)(w + 18446744073709551616.0); "
-              f"return ({t})(long long)w; }} return ({t})a;")
-      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
-      return name
-    elif kind in _BF16:
-      self.helpers[name] = _BF16[kind].format(name=name)
-      return name
-    elif kind == "bitcast":
-      assert src is not None
-      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {t} r; __builtin_memcpy(&r, &a, sizeof r); return r; }}"
-      return name
-    else: raise ValueError(kind)
-    self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
+    """The name of a small inline C function (ruleset c_function of rules/render_c.rules), defined once in the kernel."""
+    name = f"{kind}_{ctype(d).replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
+    if name not in self.helpers:
+      definition = c_function.rewrite(uop(Ops.CUSTOM, d, () if src is None else (uop(Ops.CUSTOM, src),), kind), name)
+      if definition is None: raise NotImplementedError(f"no C function {kind} of {d}; see ruleset c_function in rules/render_c.rules")
+      self.helpers[name] = self.join(definition)
     return name
-
-# bfloat16 values compute as floats holding bfloat16 numbers: an op computes in double, then rounds through float to the
-# nearest bfloat16, ties to even (runtime/dtype.truncate does the same, so CPU and PYTHON agree bit for bit)
-_BF16 = {
-  "bf16r": "static inline float {name}(double x) {{ float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(\"\"); "
-           "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }}",
-  "bf16ld": "static inline float {name}(unsigned short b) {{ unsigned int u = (unsigned int)b << 16; float f; "
-            "__builtin_memcpy(&f, &u, 4); return f; }}",
-  "bf16st": "static inline unsigned short {name}(float f) {{ unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); "
-            "return (unsigned short)(u >> 16); }}",
-}
 
 def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
   """The outermost loops that may run on several threads, and how many each gets (runtime/threads.py's cost model on the
@@ -180,7 +137,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
       if out.indent > 0: depth += out.indent
       continue
     text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
-    if (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
+    if op in GroupOp.ALU and (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
     # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
     if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
       ctx.text[u] = text
