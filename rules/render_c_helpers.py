@@ -10,7 +10,7 @@ from typing import NamedTuple
 from runtime.dtype import DType, dtypes
 
 class Fn(NamedTuple):
-  """A piece naming a C helper function with exec_alu's semantics (cstyle.CContext.helper writes it)."""
+  """A piece naming a C helper function with exec_alu's semantics (ruleset c_function of render_c.rules defines it)."""
   kind: str
   dtype: DType
   src: DType | None = None

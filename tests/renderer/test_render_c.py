@@ -71,6 +71,27 @@ def test_bitcast_matches_numpy():
   a = np.array([0.0, -0.0, 1.0, np.nan, np.inf, -2.5] + list(range(N - 6)), dtype=np.float32)
   assert run(Ops.BITCAST, dtypes.int32, [(dtypes.float32, a)]).tolist() == a.view(np.int32).tolist()
 
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.int8], ids=str)
+def test_vector_max_matches_exec_alu(d):
+  """MAX of 4-lane vectors: a C helper selecting by the comparison's mask (its int vector type declared too); nan wins."""
+  v = d.vec(4)
+  gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), i) for i in range(3)]
+  n, four = UOp.const(dtypes.int32, N // 4), UOp.const(dtypes.int32, 4)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  at = r * four
+  idx = [uop(Ops.INDEX, g.dtype, (g, at)) for g in gs]
+  a, b = (uop(Ops.LOAD, v, (i,)) for i in idx[1:])
+  st = uop(Ops.STORE, dtypes.void, (idx[0], a.maximum(b)))
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, [*gs, n, r, four, at, idx[1], a, idx[2], b, a.maximum(b), idx[0], st, uop(Ops.END, dtypes.void, (st, r))])
+  rng = np.random.default_rng(3)
+  if d is dtypes.float32: xa, xb = rng.standard_normal((2, N)).astype(np.float32); xa[::7], xb[::5] = np.nan, np.nan
+  else: xa, xb = (np.array(edge_ints(d, rng)[:N], dtype=dtypes.to_numpy(d)) for _ in range(2)); xb = xb[::-1].copy()
+  bufs = [Buffer("CPU", N, d), Buffer("CPU", N, d, xa), Buffer("CPU", N, d, xb)]
+  ops_cpu.program(src, name)(bufs)
+  want = [exec_alu(Ops.MAX, d, [x.item(), y.item()]) for x, y in zip(xa, xb)]
+  assert "vmax_" in src and np.array_equal(bufs[0].numpy(), np.array(want, dtype=dtypes.to_numpy(d)), equal_nan=True), src
+
 def test_kernel_layout():
   """The pieces of the rules laid out: includes, the kernel with one restrict pointer per buffer and its scalars, the
   loop a RANGE opens and its END closes, a load in a variable, a small-int result wrapped back to its type, the entry point reading the arrays."""
