@@ -97,10 +97,11 @@ def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
     if depth == 0: seen.add(u)
   return out
 
-# the ops a value of which is written where it is used (once, in the same loop), not given a variable
+# ops whose value may be written where it is used (once, in the same loop) instead of getting a variable
 _INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
 
 def render_c(name: str, uops: list[UOp]) -> str:
+  """The C source of a linear kernel program: each UOp's pieces from the rules, laid out as one kernel and its entry point."""
   ctx = CContext()
   threads = parallel_loops(uops)
   uses: dict[UOp, int] = {}
@@ -125,9 +126,9 @@ def render_c(name: str, uops: list[UOp]) -> str:
     out = render_rules.rewrite(u)
     if out is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
     if out.__class__ is Param:
-      ctx.text[u] = name_ = ctx.join(out.name)
+      ctx.text[u] = pname = ctx.join(out.name)
       slots = params[out.array]
-      slots[len(slots) if out.slot is None else out.slot] = (name_, ctx.join(out.ctype))
+      slots[len(slots) if out.slot is None else out.slot] = (pname, ctx.join(out.ctype))
       continue
     if out.__class__ is Line:
       if out.name is not None: ctx.text[u] = ctx.join(out.name)
