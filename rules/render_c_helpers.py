@@ -1,8 +1,42 @@
-"""Helpers for rules/render_c.rules: C spellings of types, constants and math functions (hand-written; runtime only)."""
+"""Helpers for rules/render_c.rules: the pieces a rule's result is made of, and C spellings of types, constants and math
+functions (hand-written; runtime only).
+
+A rule gives a node's C text as pieces, joined by tensor/renderer/cstyle.py: a str is text, a UOp is that node's text
+(its variable or its inlined expression), a DType is its C type name (a vector type is declared in the kernel), an int
+is its digits, a Fn the name of a small C function the kernel then defines, a tuple its pieces in order."""
 from __future__ import annotations
 import math
+from typing import NamedTuple
 from runtime.dtype import DType, dtypes
-from runtime.uop import UOp
+
+class Fn(NamedTuple):
+  """A piece naming a C helper function with exec_alu's semantics (ruleset c_function of render_c.rules defines it)."""
+  kind: str
+  dtype: DType
+  src: DType | None = None
+
+class Line(NamedTuple):
+  """A statement: its pieces, the name the node it renders gets (a loop's counter), and how it moves the indent."""
+  pieces: tuple
+  name: tuple | None = None
+  indent: int = 0
+
+class Param(NamedTuple):
+  """A kernel parameter: its name, its C type, the array of the CPU entry point it comes from, and its slot there."""
+  name: tuple
+  ctype: tuple
+  array: str
+  slot: int | None = None
+
+def fn(kind: str, dtype: DType, src: DType | None = None) -> Fn: return Fn(kind, dtype, src)
+def c(*pieces) -> tuple: return pieces
+def line(*pieces) -> Line: return Line(pieces)
+def loop(name: tuple, *pieces) -> Line: return Line(pieces, name, 1)
+def close(*pieces) -> Line: return Line(pieces, None, -1)
+def param(name: tuple, ctype: tuple, array: str, slot: int | None = None) -> Param: return Param(name, ctype, array, slot)
+def binary(f, name: str, body: tuple) -> tuple: return ("static inline ", f.dtype, " ", name, "(", f.dtype, " a, ", f.dtype, " b) { ", body, " }")
+def vmax_select(d: DType) -> tuple: return ("return (", d, ")((m & (", mask_type(d), ")a) | (~m & (", mask_type(d), ")b));")
+def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
@@ -12,6 +46,8 @@ _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int3
 
 _SHORT = {dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.int32: "i32", dtypes.uint32: "u32",
           dtypes.int64: "i64", dtypes.uint64: "u64", dtypes.float32: "f32", dtypes.float64: "f64"}
+
+def unsigned(d: DType) -> DType: return _UNSIGNED.get(d.scalar, d.scalar)
 
 def ctype(d: DType, unsigned: bool = False) -> str:
   """The C type a value of d computes in: a vector type (f32x16, a typedef of the kernel: vector_typedefs) for a vector;
@@ -31,13 +67,7 @@ def vector_typedefs(d: DType) -> list[str]:
   return [f"typedef {t} {ctype(d)} __attribute__((vector_size({b})));",
           f"typedef {t} {ctype(d)}_u __attribute__((vector_size({b}), aligned({d.scalar.itemsize})));"]
 
-def storage_ctype(d: DType) -> str:
-  """The C type of an element in memory: bfloat16 is stored as its 16 bits."""
-  return "unsigned short" if d.scalar is dtypes.bfloat16 else ctype(d)
-
 def bits(d: DType) -> int: return 8 * d.scalar.itemsize
-
-def fn_suffix(d: DType) -> str: return ctype(d).replace(" ", "_")
 
 def math_fn(name: str, d: DType) -> str:
   """math.h's function for a float type: sinf for float, sin for double (and bfloat16, rounded after), through float for half."""
@@ -45,28 +75,9 @@ def math_fn(name: str, d: DType) -> str:
   if d.scalar is dtypes.float16: return f"(_Float16){name}f"
   return name + "f"
 
-def cconst(c: UOp) -> str:
-  """A C literal of c's dtype with c's exact value."""
-  v, d = c.arg, c.dtype.scalar
-  if d is dtypes.bool: return "1" if v else "0"
-  if dtypes.is_float(d):
-    suffix = "f" if d is not dtypes.float64 else ""
-    if math.isnan(v): text = "NAN"
-    elif math.isinf(v): text = "INFINITY" if v > 0 else "(-INFINITY)"
-    else: text = repr(float(v)) + suffix if v >= 0 else f"({float(v)!r}{suffix})"
-    return text if d is not dtypes.float16 else f"((_Float16){text})"
-  if d is dtypes.uint64: return f"{v}ull"
-  if d is dtypes.uint32: return f"{v}u"
-  if d is dtypes.int64: return f"{v}ll" if v != -2**63 else "(-9223372036854775807ll-1)"
-  if d is dtypes.int32: return str(v) if v >= 0 else f"({v})" if v != -2**31 else "(-2147483647-1)"
-  return f"(({ctype(d)}){v})"
-
-def lanes_text(ctx, srcs) -> str:
-  """The lanes of a vector literal: {a, b, ...} ({} is all zeros)."""
-  return "{" + ", ".join(ctx[s] for s in srcs) + "}"
-
-def without_negative_zero(d: DType, text: str) -> str:
-  """A float value converted from an int, as C text that gives +0.0 for 0 even where gcc turned the conversion of a
-  truncated float into trunc(x) (which keeps -0.0)."""
-  t = ctype(d)
-  return f"({{ {t} r_ = ({t}){text}; r_ == 0 ? ({t})0 : r_; }})"
+def float_text(v: float, d: DType) -> str:
+  """A C float literal of v (f suffix but for double), parenthesized when negative."""
+  if math.isnan(v): return "NAN"
+  if math.isinf(v): return "INFINITY" if v > 0 else "(-INFINITY)"
+  suffix = "f" if d.scalar is not dtypes.float64 else ""
+  return repr(float(v)) + suffix if v >= 0 else f"({float(v)!r}{suffix})"

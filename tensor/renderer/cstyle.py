@@ -1,13 +1,14 @@
-"""The C renderer: a linear kernel program -> one C function. The text of every UOp comes from rules/render_c.rules;
-this driver only decides which values get a variable and which are inlined, and writes the loops and the preamble.
+"""The C renderer: a linear kernel program -> one C function. The C of every UOp comes from rules/render_c.rules as pieces
+(rules/render_c_helpers.py); this driver joins them, decides which values get a variable and which are inlined, and lays out
+the file: includes, vector types, helper functions, the kernel's header and its entry point.
 """
 from __future__ import annotations
 import functools, subprocess
-from runtime.dtype import DType, PtrDType, dtypes
+from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
-from runtime.uop import UOp
-from rules.render_c import render_c as render_rules
-from rules.render_c_helpers import ctype, mask_type, storage_ctype, vector_typedefs
+from runtime.uop import UOp, uop
+from rules.render_c import render_c as render_rules, render_value, render_operand, c_function
+from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
 from runtime.threads import parallel_pragma
 
@@ -30,78 +31,44 @@ def cpu_vector_caps() -> VectorCaps:
   # no vector wider than a register: gcc keeps a wider one in memory (a 4x16 matmul tile of 64-byte vectors ran at 1 GFLOP/s on AVX2)
   return VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, min(VECTOR_CAPS.min_bytes, size), size, size, count)
 
-# small ints compute in C's int: wrap each result back to its type, as exec_alu does
-_NARROW = {dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
-_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
-
 class CContext:
-  """What the rules see as ctx: the text of each UOp so far, and the helper functions the kernel needs."""
+  """The text of each UOp so far, and the vector types and helper functions the kernel needs."""
   def __init__(self):
     self.text: dict[UOp, str] = {}
     self.helpers: dict[str, str] = {}
     self.typedefs: dict[str, str] = {}
-    self.widen = False  # while an op with a bfloat16 result renders: its bfloat16 operands read as doubles
-  def __getitem__(self, u: UOp) -> str:
-    return f"((double){self.text[u]})" if self.widen and u.dtype.scalar is dtypes.bfloat16 else self.text[u]
+    self.types: dict[DType, str] = {}
 
-  def vector(self, d: DType) -> None:
-    """Declare the vector types of d (a kernel declares the ones it uses)."""
-    if d.count > 1 and ctype(d) not in self.typedefs: self.typedefs[ctype(d)] = "\n".join(vector_typedefs(d))
+  def join(self, pieces: tuple, widen: bool = False) -> str:
+    """The C text of a rule's pieces; widen: the result is a bfloat16 op's, which reads its bfloat16 operands as doubles."""
+    out = []
+    for p in pieces:
+      t = p.__class__
+      if t is str: out.append(p)
+      elif t is UOp:
+        x = self.text[p] if p in self.text else self.join(render_rules.rewrite(p))  # a node of no kernel line: a constant
+        out.append(self.join(r) if widen and (r := render_operand.rewrite(p, x)) is not None else x)
+      elif t is Fn: out.append(self.helper(*p))
+      elif t is tuple: out.append(self.join(p, widen))
+      elif isinstance(p, DType): out.append(self.ctype(p))
+      else: out.append(str(p))
+    return "".join(out)
+
+  def ctype(self, d: DType) -> str:
+    """The C type of d, declaring its vector types the first time (a kernel declares the ones it uses)."""
+    if (t := self.types.get(d)) is None:
+      t = self.types[d] = ctype(d)
+      if d.count > 1: self.typedefs[t] = "\n".join(vector_typedefs(d))
+    return t
 
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
-    """The name of a small inline C function with exec_alu's semantics where C's operator has none (x/0, INT_MIN/-1, ...)."""
-    t = ctype(d)
-    name = f"{kind}_{t.replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
-    if name in self.helpers: return name
-    if kind == "vmax":
-      # GCC's vector comparison gives -1 where true: pick a where a > b (or a is nan, for floats), b elsewhere
-      m = mask_type(d)
-      self.vector(m)
-      nan = " | (a != a)" if dtypes.is_float(d) else ""
-      self.helpers[name] = (f"static inline {t} {name}({t} a, {t} b) {{ {ctype(m)} m = (a > b){nan}; "
-                            f"return ({t})((m & ({ctype(m)})a) | (~m & ({ctype(m)})b)); }}")
-      return name
-    signed = dtypes.is_int(d) and not dtypes.is_unsigned(d)
-    u = ctype(d, unsigned=True) if dtypes.is_int(d) else t
-    b = 8 * d.scalar.itemsize
-    if kind == "idiv":
-      body = f"return b == 0 ? 0 : {'b == -1 ? (' + t + ')(0 - (' + u + ')a) : ' if signed else ''}a / b;"
-    elif kind == "imod": body = f"return b == 0 ? a : {'b == -1 ? 0 : ' if signed else ''}a % b;"
-    elif kind == "shl": body = f"return (b < 0 || b >= {b}) ? 0 : ({t})(({u})a << b);"
-    elif kind == "shr": body = f"return (b < 0 || b >= {b}) ? {'(a < 0 ? -1 : 0)' if signed else '0'} : a >> b;"
-    elif kind == "ftoi":
-      assert src is not None
-      lo, hi = dtypes.min(d), dtypes.max(d)
-      # in range: C's truncation; otherwise (nan, inf, too big) what cast_value gives: the value wrapped modulo 2**64 (fmod
-      # is exact) and converted through a 64-bit int, which wraps to the narrower type; or 0
-      body = (f"if (!(a > {lo - 1}.0 && a < {hi + 1}.0)) {{ if (a != a || a == INFINITY || a == -INFINITY) return 0; "
-              f"double w = fmod(trunc((double)a), 18446744073709551616.0); "
-              f"if (w >= 9223372036854775808.0) return ({t})(unsigned long long)w; "
-              f"if (w < -9223372036854775808.0) return ({t})(unsigned long long)(w + 18446744073709551616.0); "
-              f"return ({t})(long long)w; }} return ({t})a;")
-      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {body} }}"
-      return name
-    elif kind in _BF16:
-      self.helpers[name] = _BF16[kind].format(name=name)
-      return name
-    elif kind == "bitcast":
-      assert src is not None
-      self.helpers[name] = f"static inline {t} {name}({ctype(src)} a) {{ {t} r; __builtin_memcpy(&r, &a, sizeof r); return r; }}"
-      return name
-    else: raise ValueError(kind)
-    self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
+    """The name of a small inline C function (ruleset c_function of rules/render_c.rules), defined once in the kernel."""
+    name = f"{kind}_{ctype(d).replace(' ', '_')}" + (f"_{ctype(src).replace(' ', '_')}" if src is not None else "")
+    if name not in self.helpers:
+      definition = c_function.rewrite(uop(Ops.CUSTOM, d, () if src is None else (uop(Ops.CUSTOM, src),), kind), name)
+      if definition is None: raise NotImplementedError(f"no C function {kind} of {d}; see ruleset c_function in rules/render_c.rules")
+      self.helpers[name] = self.join(definition)
     return name
-
-# bfloat16 values compute as floats holding bfloat16 numbers: an op computes in double, then rounds through float to the
-# nearest bfloat16, ties to even (runtime/dtype.truncate does the same, so CPU and PYTHON agree bit for bit)
-_BF16 = {
-  "bf16r": "static inline float {name}(double x) {{ float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(\"\"); "
-           "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }}",
-  "bf16ld": "static inline float {name}(unsigned short b) {{ unsigned int u = (unsigned int)b << 16; float f; "
-            "__builtin_memcpy(&f, &u, 4); return f; }}",
-  "bf16st": "static inline unsigned short {name}(float f) {{ unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); "
-            "return (unsigned short)(u >> 16); }}",
-}
 
 def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
   """The outermost loops that may run on several threads, and how many each gets (runtime/threads.py's cost model on the
@@ -130,7 +97,11 @@ def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
     if depth == 0: seen.add(u)
   return out
 
+# ops whose value may be written where it is used (once, in the same loop) instead of getting a variable
+_INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
+
 def render_c(name: str, uops: list[UOp]) -> str:
+  """The C source of a linear kernel program: each UOp's pieces from the rules, laid out as one kernel and its entry point."""
   ctx = CContext()
   threads = parallel_loops(uops)
   uses: dict[UOp, int] = {}
@@ -146,70 +117,51 @@ def render_c(name: str, uops: list[UOp]) -> str:
       # variables and a chain of maximums stays linear in size
       uses[s] = uses.get(s, 0) + (3 if u.op is Ops.MAX and dtypes.is_float(u.dtype) else 1)
       user_depth[s] = depth
-  bufs: dict[int, str] = {}  # DEFINE_GLOBAL number -> element C type
-  ivars: list[tuple[str, str]] = []  # (name, C type) of the int scalars, in order; fvars: the float ones
-  fvars: list[tuple[str, str]] = []
+  params: dict[str, dict] = {"bufs": {}, "ivals": {}, "fvals": {}}  # entry-point array -> {slot: (name, C type)}
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
-  def fresh(prefix: str) -> str:
-    counters[prefix] = counters.get(prefix, 0) + 1
-    return f"{prefix}{counters[prefix] - 1}"
   for u in uops:
     op = u.op
-    if op is Ops.DEFINE_GLOBAL:
-      assert isinstance(u.dtype, PtrDType)
-      ctx.text[u] = f"data{u.arg}"
-      bufs[u.arg] = storage_ctype(u.dtype.base)
+    out = render_rules.rewrite(u)
+    if out is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
+    if out.__class__ is Param:
+      ctx.text[u] = pname = ctx.join(out.name)
+      slots = params[out.array]
+      slots[len(slots) if out.slot is None else out.slot] = (pname, ctx.join(out.ctype))
       continue
-    if op is Ops.DEFINE_VAR:
-      ctx.text[u] = u.arg[0]
-      (fvars if dtypes.is_float(u.dtype) else ivars).append((u.arg[0], ctype(u.dtype)))
-      continue
-    if op is Ops.RANGE:
-      r = ctx.text[u] = f"ridx{u.arg}"
+    if out.__class__ is Line:
+      if out.name is not None: ctx.text[u] = ctx.join(out.name)
+      if out.indent < 0: depth += out.indent
       if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
-      body.append("  " * depth + f"for ({ctype(u.dtype)} {r} = 0; {r} < {ctx[u.src[0]]}; {r}++) {{")
-      depth += 1
+      body.append("  " * depth + ctx.join(out.pieces))
+      if out.indent > 0: depth += out.indent
       continue
-    if op is Ops.END:
-      depth -= 1
-      body.append("  " * depth + "}")
-      continue
-    if op is Ops.DEFINE_REG: ctx.text[u] = fresh("acc")
-    ctx.vector(u.dtype if op is not Ops.STORE else u.src[1].dtype)
-    bf16 = u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU
-    ctx.widen = bf16
-    text = render_rules.rewrite(u, ctx)
-    ctx.widen = False
-    if text is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
-    if bf16: text = f"{ctx.helper('bf16r', u.dtype)}({text})"
-    if op in (Ops.STORE, Ops.ASSIGN, Ops.DEFINE_REG):
-      body.append("  " * depth + text)
-      continue
-    if u.dtype.scalar in _NARROW and u.dtype.count == 1 and op in GroupOp.ALU and op not in GroupOp.Comparison: text = f"(({ctype(u.dtype)}){text})"
+    text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
+    if op in GroupOp.ALU and (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
     # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
     if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
       ctx.text[u] = text
       continue
-    var = fresh("val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "vec" if op in (Ops.VECTORIZE, Ops.GEP) else "cast")
-    body.append("  " * depth + f"{ctype(u.dtype)} {var} = {text};")
-    ctx.text[u] = var
+    prefix = "val" if op is Ops.LOAD else "alu" if op in GroupOp.ALU else "vec" if op in (Ops.VECTORIZE, Ops.GEP) else \
+      "acc" if op is Ops.DEFINE_REG else "cast"
+    counters[prefix] = counters.get(prefix, 0) + 1
+    var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
+    body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
-  return "\n".join(head + entry_points(name, bufs, ivars, fvars, body)) + "\n"
+  return "\n".join(head + entry_points(name, params, body)) + "\n"
 
 # a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
 # versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each
 MAX_DIRECT_PARAMS = 64
 
-def entry_points(name: str, bufs: dict[int, str], ivars: list[tuple[str, str]], fvars: list[tuple[str, str]], body: list[str]) -> list[str]:
+def entry_points(name: str, params: dict[str, dict], body: list[str]) -> list[str]:
   """The kernel as the seeds print it, `void name(T* restrict data0, ..., scalars)`, and the entry point the CPU device calls,
   `void name_call(void* const* bufs, const long long* ivals, const double* fvals)`: buffer i is bufs[i] (a buffer the kernel
   no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py)."""
   sig = "void* const* bufs, const long long* ivals, const double* fvals"
-  ptrs = [(f"{t}* restrict data{i}", f"({t}*)bufs[{i}]") for i, t in sorted(bufs.items())]
-  scalars = [(f"{t} {n}", f"({t})ivals[{k}]") for k, (n, t) in enumerate(ivars)]
-  scalars += [(f"{t} {n}", f"({t})fvals[{k}]") for k, (n, t) in enumerate(fvars)]
+  ptrs = [(f"{t}* restrict {n}", f"({t}*)bufs[{i}]") for i, (n, t) in sorted(params["bufs"].items())]
+  scalars = [(f"{t} {n}", f"({t}){a}[{k}]") for a in ("ivals", "fvals") for k, (n, t) in params[a].items()]
   if len(ptrs) + len(scalars) > MAX_DIRECT_PARAMS:
     return [f"void {name}_call({sig}) {{", *(f"  {d.replace(' restrict', '')} = {v};" for d, v in ptrs + scalars), *body, "}"]
   return [f"void {name}({', '.join(d for d, _ in ptrs + scalars)}) {{", *body, "}",

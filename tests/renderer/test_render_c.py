@@ -1,0 +1,113 @@
+"""The C renderer (tensor/renderer/cstyle.py joining the pieces of rules/render_c.rules): the layout of a kernel with a
+loop, a scalar parameter and statements, and the C of the ops C's operators get wrong, run on the CPU device against
+exec_alu / cast_value on Python numbers: x/0 and INT_MIN/-1, x%0, shifts out of range, small ints wrapping, floats
+(nan, inf, out of range) to ints, bitcasts. Each op runs as a hand-built linear program over buffers of 64 elements,
+so the values come from memory (not folded constants) and each C helper function of ruleset c_function is compiled."""
+from __future__ import annotations
+import uuid
+import numpy as np
+import pytest
+from runtime import ops_cpu
+from runtime.device import Buffer
+from runtime.dtype import DType, dtypes
+from runtime.ops import Ops, cast_value, exec_alu
+from runtime.uop import UOp, uop
+from tensor.renderer.cstyle import render_c
+
+N = 64
+SINTS = [dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64]
+UINTS = [dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64]
+
+def program(op: Ops, out: DType, ins: list[DType], name: str) -> list[UOp]:
+  """The linear program out[i] = op(in0[i], in1[i], ...) for i < N: parameters, the loop, loads, the op, the store."""
+  gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), i) for i, d in enumerate([out, *ins])]
+  n = UOp.const(dtypes.int32, N)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  idx = [uop(Ops.INDEX, g.dtype, (g, r)) for g in gs]
+  loads = [uop(Ops.LOAD, d, (i,)) for d, i in zip(ins, idx[1:])]
+  value = uop(op, out, tuple(loads))
+  st = uop(Ops.STORE, dtypes.void, (idx[0], value))
+  return [*gs, n, r, *[x for pair in zip(idx[1:], loads) for x in pair], value, idx[0], st, uop(Ops.END, dtypes.void, (st, r))]
+
+def run(op: Ops, out: DType, ins: list[tuple[DType, np.ndarray]]) -> np.ndarray:
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, program(op, out, [d for d, _ in ins], name))
+  bufs = [Buffer("CPU", N, out)] + [Buffer("CPU", N, d, a) for d, a in ins]
+  ops_cpu.program(src, name)(bufs)
+  return bufs[0].numpy()
+
+def edge_ints(d: DType, rng) -> list[int]:
+  lo, hi = dtypes.min(d), dtypes.max(d)
+  edges = [lo, lo + 1, -2, -1, 0, 1, 2, 7, hi - 1, hi]
+  return [v for v in edges if lo <= v <= hi] + [int(v) for v in rng.integers(lo, hi, size=N, endpoint=True, dtype=np.int64 if lo < 0 else np.uint64)]
+
+def pairs(d: DType, seconds: list[int], rng) -> tuple[np.ndarray, np.ndarray]:
+  """N pairs: every edge value against every second operand first, then random ones."""
+  firsts = edge_ints(d, rng)
+  grid = [(a, b) for b in seconds for a in firsts[:10] if dtypes.min(d) <= b <= dtypes.max(d)]
+  grid = (grid + [(a, b) for a, b in zip(firsts[10:], rng.choice(seconds, N))])[:N]
+  a, b = zip(*grid)
+  return np.array(a, dtype=dtypes.to_numpy(d)), np.array([cast_value(int(x), d) for x in b], dtype=dtypes.to_numpy(d))
+
+@pytest.mark.parametrize("op", [Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR, Ops.ADD, Ops.MUL, Ops.SUB])
+@pytest.mark.parametrize("d", SINTS + UINTS, ids=str)
+def test_int_ops_match_exec_alu(op, d):
+  rng = np.random.default_rng(int(op) * 100 + SINTS.index(d) if d in SINTS else int(op) * 100 + 50 + UINTS.index(d))
+  bits = 8 * d.itemsize
+  seconds = [-bits - 1, -1, 0, 1, bits - 1, bits, bits + 1, 3] if op in (Ops.SHL, Ops.SHR) else [0, -1, 1, 2, 3, -7, dtypes.min(d), dtypes.max(d)]
+  a, b = pairs(d, seconds, rng)
+  got = run(op, d, [(d, a), (d, b)])
+  want = [exec_alu(op, d, [int(x), int(y)]) for x, y in zip(a, b)]
+  assert got.tolist() == want, [(int(x), int(y), g, w) for x, y, g, w in zip(a, b, got.tolist(), want) if g != w][:5]
+
+@pytest.mark.parametrize("d", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64, dtypes.uint64], ids=str)
+def test_float_to_int_matches_cast_value(d):
+  specials = [np.nan, np.inf, -np.inf, 1e20, -1e20, 2.0**63, -2.0**63, 2.0**64, 3.7, -3.7, 0.5, -0.5, 255.9, 256.0, -129.0, 0.0]
+  a = np.concatenate([specials, np.random.default_rng(1).uniform(-1e3, 1e3, N - len(specials))]).astype(np.float32)
+  got = run(Ops.CAST, d, [(dtypes.float32, a)])
+  assert got.tolist() == [cast_value(float(x), d) for x in a]
+
+def test_bitcast_matches_numpy():
+  a = np.array([0.0, -0.0, 1.0, np.nan, np.inf, -2.5] + list(range(N - 6)), dtype=np.float32)
+  assert run(Ops.BITCAST, dtypes.int32, [(dtypes.float32, a)]).tolist() == a.view(np.int32).tolist()
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.int8], ids=str)
+def test_vector_max_matches_exec_alu(d):
+  """MAX of 4-lane vectors: a C helper selecting by the comparison's mask (its int vector type declared too); nan wins."""
+  v = d.vec(4)
+  gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), i) for i in range(3)]
+  n, four = UOp.const(dtypes.int32, N // 4), UOp.const(dtypes.int32, 4)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  at = r * four
+  idx = [uop(Ops.INDEX, g.dtype, (g, at)) for g in gs]
+  a, b = (uop(Ops.LOAD, v, (i,)) for i in idx[1:])
+  st = uop(Ops.STORE, dtypes.void, (idx[0], a.maximum(b)))
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, [*gs, n, r, four, at, idx[1], a, idx[2], b, a.maximum(b), idx[0], st, uop(Ops.END, dtypes.void, (st, r))])
+  rng = np.random.default_rng(3)
+  if d is dtypes.float32: xa, xb = rng.standard_normal((2, N)).astype(np.float32); xa[::7], xb[::5] = np.nan, np.nan
+  else: xa, xb = (np.array(edge_ints(d, rng)[:N], dtype=dtypes.to_numpy(d)) for _ in range(2)); xb = xb[::-1].copy()
+  bufs = [Buffer("CPU", N, d), Buffer("CPU", N, d, xa), Buffer("CPU", N, d, xb)]
+  ops_cpu.program(src, name)(bufs)
+  want = [exec_alu(Ops.MAX, d, [x.item(), y.item()]) for x, y in zip(xa, xb)]
+  assert "vmax_" in src and np.array_equal(bufs[0].numpy(), np.array(want, dtype=dtypes.to_numpy(d)), equal_nan=True), src
+
+def test_kernel_layout():
+  """The pieces of the rules laid out: includes, the kernel with one restrict pointer per buffer and its scalars, the
+  loop a RANGE opens and its END closes, a load in a variable, a small-int result wrapped back to its type, the entry point reading the arrays."""
+  g0, g1 = uop(Ops.DEFINE_GLOBAL, dtypes.int8.ptr(), (), 0), uop(Ops.DEFINE_GLOBAL, dtypes.int8.ptr(), (), 1)
+  n = UOp.variable("n", 1, 100, dtypes.int32)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  x = uop(Ops.LOAD, dtypes.int8, (uop(Ops.INDEX, g1.dtype, (g1, r)),))
+  st = uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g0.dtype, (g0, r)), x * 3))
+  c3 = UOp.const(dtypes.int8, 3)
+  uops = [g0, g1, n, r, x.src[0], x, c3, x * 3, st.src[0], st, uop(Ops.END, dtypes.void, (st, r))]
+  assert render_c("k", uops) == "\n".join([
+    "#include <math.h>", "#include <stdbool.h>",
+    "void k(signed char* restrict data0, signed char* restrict data1, int n) {",
+    "  for (int ridx0 = 0; ridx0 < n; ridx0++) {",
+    "    signed char val0 = (*(data1+ridx0));",
+    "    *(data0+ridx0) = ((signed char)(val0*((signed char)3)));",
+    "  }", "}",
+    "void k_call(void* const* bufs, const long long* ivals, const double* fvals) { k((signed char*)bufs[0], (signed char*)bufs[1], (int)ivals[0]); }",
+    ""])
