@@ -3,6 +3,7 @@
   python -m dslc check FILE...            report every problem; exit 1 if there is any
   python -m dslc compile FILE -o OUT      write the generated matcher module (nothing is written on error)
   python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
+  python -m dslc explain FILE --on EXPR   for the node EXPR (`(ADD (MUL x 2) 0)`), each rule tried and why it did or did not fire
   python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
   python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
   python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
@@ -58,6 +59,7 @@ def cmd_explain(args) -> int:
   except DslError as e:
     print(str(e), file=sys.stderr)
     return 1
+  if args.on is not None: return explain_on(rf, args)
   for rs in rf.rulesets:
     if rs.compose is not None:
       print(f"ruleset {rs.name} = {' + '.join(rs.compose)}\n")
@@ -77,6 +79,20 @@ def cmd_explain(args) -> int:
   else: emit_ruleset(target, consts, out)
   print(f"# ---- generated code of ruleset {target.name} ----")
   print("\n".join(out))
+  return 0
+
+def explain_on(rf, args) -> int:
+  from dslc.compile import compile_rules
+  from dslc.explain import ExprError, explain_on, module_namespace, parse_on
+  if args.ruleset is not None and not any(rs.name == args.ruleset for rs in rf.rulesets):
+    print(f"no ruleset named {args.ruleset!r}", file=sys.stderr)
+    return 1
+  try: u = parse_on(args.on)
+  except ExprError as e:
+    print(str(e), file=sys.stderr)
+    return 1
+  ns = module_namespace(rf, compile_rules(args.file, _shown(args.file)))
+  print("\n".join(explain_on(rf, ns, u, args.ruleset)))
   return 0
 
 def cmd_stats(args) -> int:
@@ -104,9 +120,10 @@ def main(argv: list[str] | None = None) -> int:
   p = sub.add_parser("compile", help="compile a .rules file to a Python matcher module")
   p.add_argument("file")
   p.add_argument("-o", "--output", default="-")
-  p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one")
+  p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one; --on: the rules tried on a node")
   p.add_argument("file")
   p.add_argument("ruleset", nargs="?")
+  p.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
   p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
   p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
   from dslc.coverage import add_arguments
