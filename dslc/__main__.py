@@ -4,6 +4,7 @@
   python -m dslc compile FILE -o OUT      write the generated matcher module (nothing is written on error)
   python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
   python -m dslc explain FILE --on EXPR   for the node EXPR (`(ADD (MUL x 2) 0)`), each rule tried and why it did or did not fire
+  python -m dslc explain FILE --why EXPR  rewrite EXPR with a rule set (TRACK_RULES on) and print the chain of rules that made the result
   python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
   python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
   python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
@@ -59,7 +60,7 @@ def cmd_explain(args) -> int:
   except DslError as e:
     print(str(e), file=sys.stderr)
     return 1
-  if args.on is not None: return explain_on(rf, args)
+  if args.on is not None or args.why is not None: return explain_on(rf, args)
   for rs in rf.rulesets:
     if rs.compose is not None:
       print(f"ruleset {rs.name} = {' + '.join(rs.compose)}\n")
@@ -87,12 +88,25 @@ def explain_on(rf, args) -> int:
   if args.ruleset is not None and not any(rs.name == args.ruleset for rs in rf.rulesets):
     print(f"no ruleset named {args.ruleset!r}", file=sys.stderr)
     return 1
-  try: u = parse_on(args.on)
+  try: u = parse_on(args.on if args.on is not None else args.why)
   except ExprError as e:
     print(str(e), file=sys.stderr)
     return 1
   ns = module_namespace(rf, compile_rules(args.file, _shown(args.file)))
-  print("\n".join(explain_on(rf, ns, u, args.ruleset)))
+  if args.on is not None:
+    print("\n".join(explain_on(rf, ns, u, args.ruleset)))
+    return 0
+  from dslc.explain import show
+  from runtime.provenance import track_rules, why
+  from runtime.rewrite import graph_rewrite
+  name = args.ruleset or next((rs.name for rs in rf.rulesets if not rs.caps), None)
+  if name is None or not hasattr(ns.get(name), "table"):
+    print(f"{args.file}: no rule set without parameters to rewrite with{f' named {name!r}' if name else ''}", file=sys.stderr)
+    return 1
+  track_rules(True)
+  out = graph_rewrite(u, ns[name])
+  print(f"graph_rewrite({show(u)}, {name}) = {show(out)}")
+  print("\n".join(why(out)) or "no rule fired")
   return 0
 
 def cmd_stats(args) -> int:
@@ -123,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
   p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one; --on: the rules tried on a node")
   p.add_argument("file")
   p.add_argument("ruleset", nargs="?")
-  p.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
+  g = p.add_mutually_exclusive_group()
+  g.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
+  g.add_argument("--why", metavar="EXPR", help="rewrite EXPR (as --on) with RULESET (default: the first) and print the rules that made the result")
   p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
   p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
   from dslc.coverage import add_arguments
