@@ -5,7 +5,8 @@
   python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
   python -m dslc explain FILE --on EXPR   for the node EXPR (`(ADD (MUL x 2) 0)`), each rule tried and why it did or did not fire
   python -m dslc explain FILE --why EXPR  rewrite EXPR with a rule set (TRACK_RULES on) and print the chain of rules that made the result
-  python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
+  python -m dslc stats [FILE.rules...]    per rule file: rule sets, rules, rule lines, helper lines, helper lines per rule line
+  python -m dslc stats WORKLOAD           run a workload (script.py or module:function) with RULESTATS=1: per-rule attempts, hits, time
   python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
   python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
 """
@@ -110,6 +111,18 @@ def explain_on(rf, args) -> int:
   return 0
 
 def cmd_stats(args) -> int:
+  if not args.workload or all(w.endswith(".rules") for w in args.workload):
+    from dslc.stats import all_stats, table
+    missing = [w for w in args.workload if not os.path.exists(w)]
+    if missing:
+      print(f"no such file: {missing[0]}", file=sys.stderr)
+      return 1
+    print(table(all_stats([os.path.abspath(w) for w in args.workload] or None)))
+    return 0
+  if len(args.workload) > 1:
+    print("stats runs one workload (a .py file or module:function), or takes .rules files only", file=sys.stderr)
+    return 1
+  args.workload = args.workload[0]
   import importlib, runpy
   from runtime.helpers import Context
   from runtime.rewrite import print_rule_stats
@@ -140,8 +153,10 @@ def main(argv: list[str] | None = None) -> int:
   g = p.add_mutually_exclusive_group()
   g.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
   g.add_argument("--why", metavar="EXPR", help="rewrite EXPR (as --on) with RULESET (default: the first) and print the rules that made the result")
-  p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
-  p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
+  p = sub.add_parser("stats", help="the rules and helper lines of each rule file; with a workload (a .py file or module:function), "
+                                    "run it and print per-rule statistics")
+  p.add_argument("workload", nargs="*", help="none or .rules files: the table of rule and helper lines; a script or module:function: "
+                                             "run it (bench.bench_symbolic:stats_workload for the symbolic corpus)")
   from dslc.coverage import add_arguments
   add_arguments(sub.add_parser("coverage", help="run the tests (or a script) and list the rules that never fired"))
   sub.add_parser("lsp", help="the .rules language server over stdio (needs pygls)")
