@@ -89,13 +89,15 @@ def explain_on(rf, args) -> int:
   if args.ruleset is not None and not any(rs.name == args.ruleset for rs in rf.rulesets):
     print(f"no ruleset named {args.ruleset!r}", file=sys.stderr)
     return 1
-  try: u = parse_on(args.on if args.on is not None else args.why)
+  try:
+    u = parse_on(args.on if args.on is not None else args.why)
+    ctx = parse_on(args.ctx) if args.ctx is not None else None
   except ExprError as e:
     print(str(e), file=sys.stderr)
     return 1
   ns = module_namespace(rf, compile_rules(args.file, _shown(args.file)))
   if args.on is not None:
-    print("\n".join(explain_on(rf, ns, u, args.ruleset)))
+    print("\n".join(explain_on(rf, ns, u, args.ruleset, ctx)))
     return 0
   from dslc.explain import show
   from runtime.provenance import track_rules, why
@@ -105,7 +107,7 @@ def explain_on(rf, args) -> int:
     print(f"{args.file}: no rule set without parameters to rewrite with{f' named {name!r}' if name else ''}", file=sys.stderr)
     return 1
   track_rules(True)
-  out = graph_rewrite(u, ns[name])
+  out = graph_rewrite(u, ns[name], ctx)
   print(f"graph_rewrite({show(u)}, {name}) = {show(out)}")
   print("\n".join(why(out)) or "no rule fired")
   return 0
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
   g = p.add_mutually_exclusive_group()
   g.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
   g.add_argument("--why", metavar="EXPR", help="rewrite EXPR (as --on) with RULESET (default: the first) and print the rules that made the result")
+  p.add_argument("--ctx", metavar="EXPR", help="with --on or --why: the rewrite's ctx, a node written as EXPR is (default: None)")
   p = sub.add_parser("stats", help="the rules and helper lines of each rule file; with a workload (a .py file or module:function), "
                                     "run it and print per-rule statistics")
   p.add_argument("workload", nargs="*", help="none or .rules files: the table of rule and helper lines; a script or module:function: "

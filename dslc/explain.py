@@ -15,12 +15,12 @@ EXPR, the node to explain, is written as a pattern is: `(ADD (MUL x 2) 0)`.
 from __future__ import annotations
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
 from dslc.diagnostics import did_you_mean
-from dslc.emit import Consts, HELPERS, _has_repeated_names, is_unconditional, root_ops, variants
+from dslc.emit import Consts, HELPERS, _has_repeated_names, is_unconditional, loops_pay, root_ops, variants
 from dslc.emit_result import ROOT, ResultBuilder
 from dslc.ir import CallResult, Pat, Rule, RuleFile
 from dslc.parse import DTYPE_CLASSES
@@ -147,42 +147,58 @@ class Interpreter:
     return out
 
   def try_rule(self, r: Rule, u: UOp) -> Outcome:
-    forms = variants(r.pattern, swap_free=not is_unconditional(r) or _has_repeated_names(r.pattern))
+    # the rule's forms and their order as the emitter makes them: commutative orders unrolled, or (where that is shorter)
+    # tried in a loop nested as the generated code nests it (see matches)
+    forms = variants(r.pattern, swap_free=not is_unconditional(r) or _has_repeated_names(r.pattern), loops=loops_pay(r, self.consts))
     reasons: list[str] = []
     for v in forms:
       if v.ops is not None and u.op not in v.ops: continue
-      env: dict[str, Any] = {}
-      try:
-        self.node(v, u, env, "the node", True)
-        for g in r.guards:
-          if not self.eval(self.consts.op_aliases(g.text), env): raise NoMatch(f"guard `{g.text}` is false")
-        result = self.result(r, v, env)
-      except NoMatch as e:
-        if str(e) not in reasons: reasons.append(str(e))
-        continue
-      except Exception as e:  # noqa: BLE001 -- a guard, helper or result raised: say so, as a reason
-        reasons.append(f"raised {type(e).__name__}: {e}")
-        continue
-      return Outcome(r, True, f"FIRES -> {show(result) if isinstance(result, UOp) else repr(result)}", result)
+      fails: list[str] = []
+      for env in self.matches(v, u, fails):
+        try:
+          for g in r.guards:
+            if not self.eval(self.consts.op_aliases(g.text), env): raise NoMatch(f"guard `{g.text}` is false")
+          result = self.result(r, v, env)
+        except NoMatch as e:
+          fails.append(str(e))
+          continue
+        except Exception as e:  # noqa: BLE001 -- a guard, helper or result raised: say so, as a reason
+          fails.append(f"raised {type(e).__name__}: {e}")
+          continue
+        return Outcome(r, True, f"FIRES -> {_shown(result)}", result)
+      reasons += [x for x in fails if x not in reasons]
     if not reasons: reasons = [f"no form of the pattern has root op {u.op.name}"]
     return Outcome(r, False, reasons[0] if len(reasons) == 1 else " | ".join(f"order {i + 1}: {x}" for i, x in enumerate(reasons)))
 
   def eval(self, text: str, env: dict[str, Any]) -> Any:
     return eval(text, self.ns, env)  # noqa: S307 -- a guard or result of the .rules file, as the generated module runs it
 
-  def node(self, p: Pat, u: UOp, env: dict[str, Any], where: str, is_root: bool = False) -> None:
-    """Match one concrete pattern (no alternatives, no orders left) at u, binding into env; NoMatch names the failed test."""
-    if p.alternatives is not None:
-      fails = []
-      for a in variants(p, swap_free=True):
-        trial = dict(env)
-        try: self.node(a, u, trial, where)
-        except NoMatch as e:
-          fails.append(str(e))
-          continue
-        env.update(trial)
+  def matches(self, v: Pat, u: UOp, fails: list[str]) -> Iterator[dict[str, Any]]:
+    """Every way the form v matches at u, in the order the generated code tries them: nodes level by level (as the
+    emitter's steps), and a commutative node kept whole (`any_order`) tries its two orders there, nesting what follows."""
+    def go(queue: list[tuple[Pat, UOp, str]], env: dict[str, Any]) -> Iterator[dict[str, Any]]:
+      if not queue:
+        yield env
         return
-      raise NoMatch(" and ".join(fails))
+      (p, n, where), later = queue[0], queue[1:]
+      env = dict(env)
+      try: self.test(p, n, env, where)
+      except NoMatch as e:
+        fails.append(str(e))
+        return
+      src = p.src or ()
+      def child(i: int, j: int) -> tuple[Pat, UOp, str]:
+        return (src[i], n.src[j], f"source {j} of {where}" if where != "the node" else f"source {j}")
+      if p.any_order and len(src) == 2 and p.rest is None:
+        for order in ((0, 1), (1, 0)):
+          if where == "the node": env["_perm"] = order
+          yield from go(later + [child(i, order[i]) for i in range(2)], env)
+        return
+      yield from go(later + [child(i, i) for i in range(len(src))], env)
+    yield from go([(v, u, "the node")], {"_perm": v.perm})
+
+  def test(self, p: Pat, u: UOp, env: dict[str, Any], where: str) -> None:
+    """The tests of one node (not its sources) and the names it binds (splices and repeated sources included)."""
     if p.opvar is not None and p.opvar in env:
       if u.op is not env[p.opvar]: raise NoMatch(f"{where} is {u.op.name}, not {env[p.opvar].name} (the op of {p.opvar})")
     elif p.ops is not None and u.op not in p.ops: raise NoMatch(f"{where} is {u.op.name}, not {_ops(p.ops)}")
@@ -207,9 +223,24 @@ class Interpreter:
     if p.opvar is not None: env.setdefault(p.opvar, u.op)
     if p.arg_name is not None: env.setdefault(p.arg_name, u.arg)
     if p.name is not None: env.setdefault(p.name, u)
-    for i, s in enumerate(src): self.node(s, u.src[i], env, f"source {i} of {where}" if where != "the node" else f"source {i}")
-    if p.splice is not None: env[p.splice] = u.src[len(p.src or ()):]
+    if p.splice is not None: env[p.splice] = u.src[len(src):]
     if p.rest is not None and not (p.rest.is_wildcard() and p.rest.name is None): self.rest(p.rest, u.src[len(src):], env, where)
+
+  def node(self, p: Pat, u: UOp, env: dict[str, Any], where: str) -> None:
+    """Match a pattern at u depth first, its first form that matches (as a repeated pattern's function does); NoMatch says why."""
+    if p.alternatives is not None or p.any_order:
+      fails = []
+      for a in variants(p, swap_free=True):
+        trial = dict(env)
+        try: self.node(a, u, trial, where)
+        except NoMatch as e:
+          fails.append(str(e))
+          continue
+        env.update(trial)
+        return
+      raise NoMatch(" and ".join(fails))
+    self.test(p, u, env, where)
+    for i, s in enumerate(p.src or ()): self.node(s, u.src[i], env, f"source {i} of {where}")
 
   def rest(self, p: Pat, srcs: tuple[UOp, ...], env: dict[str, Any], where: str) -> None:
     # every source after those written matches p, each with the same captures (zero sources: the captures are None)
@@ -217,7 +248,7 @@ class Interpreter:
     first = None
     for i, s in enumerate(srcs):
       trial: dict[str, Any] = {}
-      self.node(_alternatives(p), s, trial, f"a repeated source of {where}")
+      self.node(p, s, trial, f"a repeated source of {where}")
       got = tuple(trial.get(n) for n in names)
       if first is None: first = got
       elif got != first: raise NoMatch(f"the repeated sources of {where} bind {', '.join(names)} differently")
@@ -227,7 +258,8 @@ class Interpreter:
     """The rule's result, as the generated code builds it (the emitter's expression text); NoMatch when it declines."""
     plain = {x for q in v.walk() for x in (q.opvar, q.arg_name, q.splice) if x}
     maybe_none = set().union(*(q.rest.names() for q in v.walk(rest=False) if q.rest is not None))
-    rb = ResultBuilder(self.consts, r, plain, maybe_none, v.perm)
+    perm = env.pop("_perm", None)
+    rb = ResultBuilder(self.consts, r, plain, maybe_none, perm)
     env = {**env, ROOT: self._root}
     if isinstance(r.result, CallResult):
       for name in r.result.params: env.setdefault(name, None)
@@ -257,9 +289,11 @@ class _FakeRule:
   # what _per_source reads of a runtime Rule, for its message
   def __init__(self, r: Rule): self.origin, self.text = f"{r.span.file}:{r.span.line}", r.text
 
-def _alternatives(p: Pat) -> Pat:
-  forms = variants(p, swap_free=True)
-  return forms[0] if len(forms) == 1 else Pat(alternatives=tuple(forms), name=None)
+def _shown(x: Any) -> str:
+  # a node, a tuple of them (`_` for no value, as a per-source result is written), or a renderer's string
+  if isinstance(x, UOp): return show(x)
+  if isinstance(x, tuple): return "(" + " ".join("_" if e is None else _shown(e) for e in x) + ")"
+  return repr(x)
 
 def _dt(d: DType) -> str:
   try: return dtype_name(d)

@@ -66,6 +66,24 @@ def test_explain_agrees_on_a_fresh_compile_of_decompositions():
       got = fired_rule(rf, ns, "decompositions", u)
       assert (got is None) == (want is None) and (got is None or (got.rule.id, got.result) == (want[0].id, want[1]))
 
+def test_explain_agrees_on_gradient_tuples_with_a_ctx():
+  # a rule set that returns per-source tuples and reads ctx (a node): the same rule, the same tuple
+  import rules.gradient as mod
+  rf = load_rules("rules/gradient.rules")
+  a, b = UOp.variable("a", 0, 9, dtypes.int32).cast(dtypes.float32), UOp.variable("b", 1, 9, dtypes.int32).cast(dtypes.float32)
+  ctx = UOp.variable("g", 0, 3, dtypes.int32).cast(dtypes.float32)
+  unary = [uop(op, dtypes.float32, (a,)) for op in (Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.RECIPROCAL, Ops.SIN, Ops.NEG)]
+  binary = [uop(op, dtypes.float32, (a, b)) for op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX)]
+  fired = 0
+  for u in unary + binary + [(a < b).where(a, b), a.cast(dtypes.float16), a < b]:
+    want = mod.gradient.table[u.op](u, ctx) if mod.gradient.table[u.op] is not None else None
+    got = fired_rule(rf, vars(mod), "gradient", u, ctx)
+    assert (got is None) == (want is None), show(u)
+    if got is not None:
+      assert (got.rule.id, got.result) == (want[0].id, want[1]), show(u)
+      fired += 1
+  assert fired >= 12
+
 def test_explain_says_which_test_failed(symbolic):
   rf, ns, _ = symbolic
   out = "\n".join(explain_on(rf, ns, parse_on("(ADD (MUL x 2) 0)")))
@@ -99,5 +117,7 @@ def test_explain_on_command_line():
   r = dslc("explain", "rules/symbolic.rules", "--on", "(ADD (MUL x 2) 0)")
   assert r.returncode == 0, r.stderr
   assert "ruleset symbolic: 4 rules for ADD, rule" in r.stdout and "FIRES -> (MUL x 2)" in r.stdout
+  r = dslc("explain", "rules/gradient.rules", "--on", "(MUL a:float32 b:float32)", "--ctx", "g:float32")
+  assert r.returncode == 0 and "FIRES -> ((MUL g b) (MUL g a))" in r.stdout, r.stderr
   r = dslc("explain", "rules/symbolic.rules", "--on", "(ADD x")
   assert r.returncode == 1 and "ends early" in r.stderr and r.stdout == ""
