@@ -131,13 +131,14 @@ class Outcome:
 class Interpreter:
   """Runs one rule set's rules (from the IR) on one node, in rule order; `ns` is the generated module's namespace."""
   def __init__(self, ns: dict[str, Any], ctx: Any = None):
-    self.ctx = ctx
     self.ns = {**ns, **Ops.__members__, "ctx": ctx}
+    self._root: UOp | None = None
     self.consts = Consts()
     for h in HELPERS.values(): exec(h, self.ns)  # noqa: S102 -- the emitter's own helpers, for results that use them
 
-  def explain(self, rules: list[Rule], u: UOp) -> list[Outcome]:
+  def run(self, rules: list[Rule], u: UOp) -> list[Outcome]:
     """Each rule whose root ops include u's op, until (and with) the first that fires."""
+    self._root = u
     out: list[Outcome] = []
     for r in rules:
       ops = root_ops(r)
@@ -264,6 +265,7 @@ class Interpreter:
     if isinstance(r.result, CallResult):
       for name in r.result.params: env.setdefault(name, None)
       env[self.consts.fn_name(r.result.fn)] = r.result.fn
+    # the `where` lines as the emitter writes them: `name = value`, and `if name is not None:` after a value that may decline
     for line in rb.bindings():
       stripped = line.strip()
       if stripped.startswith("if ") and stripped.endswith(" is not None:"):
@@ -278,12 +280,6 @@ class Interpreter:
       if r.returns == "per-source": out = self.ns["_per_source"](out, self._root, _FakeRule(r))
       elif out.__class__ in (int, float, bool): out = UOp.const(self._root.dtype, out)
     return out
-
-  _root: UOp
-
-  def run(self, rules: list[Rule], u: UOp) -> list[Outcome]:
-    self._root = u
-    return self.explain(rules, u)
 
 class _FakeRule:
   # what _per_source reads of a runtime Rule, for its message
