@@ -3,7 +3,10 @@
   python -m dslc check FILE...            report every problem; exit 1 if there is any
   python -m dslc compile FILE -o OUT      write the generated matcher module (nothing is written on error)
   python -m dslc explain FILE [RULESET]   each rule set, its rules, and the generated code of one rule set
-  python -m dslc stats [MODULE:FUNC]      run a workload with RULESTATS=1 and print per-rule attempts, hits and time
+  python -m dslc explain FILE --on EXPR   for the node EXPR (`(ADD (MUL x 2) 0)`), each rule tried and why it did or did not fire
+  python -m dslc explain FILE --why EXPR  rewrite EXPR with a rule set (TRACK_RULES on) and print the chain of rules that made the result
+  python -m dslc stats [FILE.rules...]    per rule file: rule sets, rules, rule lines, helper lines, helper lines per rule line
+  python -m dslc stats WORKLOAD           run a workload (script.py or module:function) with RULESTATS=1: per-rule attempts, hits, time
   python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
   python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
 """
@@ -58,6 +61,7 @@ def cmd_explain(args) -> int:
   except DslError as e:
     print(str(e), file=sys.stderr)
     return 1
+  if args.on is not None or args.why is not None: return explain_on(rf, args)
   for rs in rf.rulesets:
     if rs.compose is not None:
       print(f"ruleset {rs.name} = {' + '.join(rs.compose)}\n")
@@ -79,7 +83,48 @@ def cmd_explain(args) -> int:
   print("\n".join(out))
   return 0
 
+def explain_on(rf, args) -> int:
+  from dslc.compile import compile_rules
+  from dslc.explain import ExprError, explain_on, module_namespace, parse_on
+  if args.ruleset is not None and not any(rs.name == args.ruleset for rs in rf.rulesets):
+    print(f"no ruleset named {args.ruleset!r}", file=sys.stderr)
+    return 1
+  try:
+    u = parse_on(args.on if args.on is not None else args.why)
+    ctx = parse_on(args.ctx) if args.ctx is not None else None
+  except ExprError as e:
+    print(str(e), file=sys.stderr)
+    return 1
+  ns = module_namespace(rf, compile_rules(args.file, _shown(args.file)))
+  if args.on is not None:
+    print("\n".join(explain_on(rf, ns, u, args.ruleset, ctx)))
+    return 0
+  from dslc.explain import show
+  from runtime.provenance import track_rules, why
+  from runtime.rewrite import graph_rewrite
+  name = args.ruleset or next((rs.name for rs in rf.rulesets if not rs.caps), None)
+  if name is None or not hasattr(ns.get(name), "table"):
+    print(f"{args.file}: no rule set without parameters to rewrite with{f' named {name!r}' if name else ''}", file=sys.stderr)
+    return 1
+  track_rules(True)
+  out = graph_rewrite(u, ns[name], ctx)
+  print(f"graph_rewrite({show(u)}, {name}) = {show(out)}")
+  print("\n".join(why(out)) or "no rule fired")
+  return 0
+
 def cmd_stats(args) -> int:
+  if not args.workload or all(w.endswith(".rules") for w in args.workload):
+    from dslc.stats import all_stats, table
+    missing = [w for w in args.workload if not os.path.exists(w)]
+    if missing:
+      print(f"no such file: {missing[0]}", file=sys.stderr)
+      return 1
+    print(table(all_stats([os.path.abspath(w) for w in args.workload] or None)))
+    return 0
+  if len(args.workload) > 1:
+    print("stats runs one workload (a .py file or module:function), or takes .rules files only", file=sys.stderr)
+    return 1
+  args.workload = args.workload[0]
   import importlib, runpy
   from runtime.helpers import Context
   from runtime.rewrite import print_rule_stats
@@ -104,11 +149,17 @@ def main(argv: list[str] | None = None) -> int:
   p = sub.add_parser("compile", help="compile a .rules file to a Python matcher module")
   p.add_argument("file")
   p.add_argument("-o", "--output", default="-")
-  p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one")
+  p = sub.add_parser("explain", help="print the rule sets, their rules and the generated code of one; --on: the rules tried on a node")
   p.add_argument("file")
   p.add_argument("ruleset", nargs="?")
-  p = sub.add_parser("stats", help="run a workload (a .py file or module:function) and print per-rule statistics")
-  p.add_argument("workload", nargs="?", default="bench.bench_symbolic:stats_workload")
+  g = p.add_mutually_exclusive_group()
+  g.add_argument("--on", metavar="EXPR", help="a node, written as a pattern: `(ADD (MUL x 2) 0)`; variables are int32 in [0, 16] (x[-4:8]: bounds)")
+  g.add_argument("--why", metavar="EXPR", help="rewrite EXPR (as --on) with RULESET (default: the first) and print the rules that made the result")
+  p.add_argument("--ctx", metavar="EXPR", help="with --on or --why: the rewrite's ctx, a node written as EXPR is (default: None)")
+  p = sub.add_parser("stats", help="the rules and helper lines of each rule file; with a workload (a .py file or module:function), "
+                                    "run it and print per-rule statistics")
+  p.add_argument("workload", nargs="*", help="none or .rules files: the table of rule and helper lines; a script or module:function: "
+                                             "run it (bench.bench_symbolic:stats_workload for the symbolic corpus)")
   from dslc.coverage import add_arguments
   add_arguments(sub.add_parser("coverage", help="run the tests (or a script) and list the rules that never fired"))
   sub.add_parser("lsp", help="the .rules language server over stdio (needs pygls)")

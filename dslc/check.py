@@ -53,6 +53,7 @@ class Checker:
 
   def run(self) -> None:
     self.check_imports()
+    self.check_contexts()
     self.used = {n for rs in self.rf.rulesets for r in rs.rules for n in _expr_names(r)}  # what guards and results read
     names = {rs.name: rs for rs in self.rf.rulesets}
     for rs in self.rf.rulesets:
@@ -75,6 +76,7 @@ class Checker:
       unconditional = ShadowIndex()
       for r in rs.rules:
         self.check_rule(r, rs)
+        self.check_ctx(r, rs)
         # the same text under other `for` ops is another rule: (op x 0) in `for op in ADD` and in `for op in OR`
         key = _normal(r.text) + "|" + ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in sorted(r.opvars.items()))
         if key in seen:
@@ -105,10 +107,20 @@ class Checker:
     elif rs.name in BUILTINS and rs.name in self.used:
       self.error(f"a ruleset can't be named '{rs.name}' in this file: a guard or result uses the builtin {rs.name}()", rs.span, rs.name)
 
+  def check_contexts(self) -> None:
+    """The types a `ctx NAME: ...` declaration names: node, a builtin type, None, UOp, an imported class or a declared context."""
+    known = CTX_TYPES | self.imported | set(self.rf.contexts)
+    for decl in self.rf.contexts.values():
+      for m in decl.members.values():
+        if m.type not in known:
+          self.error(f"unknown type '{m.type}' for {'indexing' if m.kind == 'index' else repr(m.name)} of context '{decl.name}': "
+                     f"{', '.join(sorted(CTX_TYPES))}, an imported class or a declared context{did_you_mean(m.type, known)}", m.span, m.type)
+
   def check_params(self, rs: RuleSet) -> None:
     ctx_type = rs.params.get("ctx")
-    if ctx_type is not None and ctx_type != "UOp" and ctx_type not in self.imported:
-      self.error(f"unknown type '{ctx_type}' for ctx: UOp, or a class imported with `from rules.MODULE import {ctx_type}`", rs.span, ctx_type)
+    if ctx_type is not None and ctx_type not in ("UOp", "None") and ctx_type not in self.imported and ctx_type not in self.rf.contexts:
+      self.error(f"unknown type '{ctx_type}' for ctx: UOp, None (no ctx), a context declared with `ctx {ctx_type}: ...`, or a class imported "
+                 f"with `from rules.MODULE import {ctx_type}`{did_you_mean(ctx_type, self.rf.contexts)}", rs.span, ctx_type)
     for p in rs.caps:
       t = rs.params[p]
       if t is not None and t != "UOp" and t not in self.imported and t not in BUILTINS:
@@ -177,7 +189,7 @@ class Checker:
     used = _result_refs(r.result).union(*(_result_refs(b.value) for b in r.bindings))
     for b in r.bindings:
       if b.name not in used: self.error(f"'{b.name}' is bound by `where` but never used", b.span, b.name)
-    if rs is not None and rs.params.get("ctx") != "UOp":
+    if rs is not None and rs.params.get("ctx") not in ("UOp", "None"):  # None: check_ctx says ctx is not to be used at all
       for ref in [x for v in [r.result, *(b.value for b in r.bindings)] for x in _node_refs(v)]:
         if ref.name == "ctx":
           self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
@@ -197,6 +209,51 @@ class Checker:
     # dtypes, once the rule is otherwise sound
     if len(self.diags) == errors_before:
       for message, span in type_problems(r): self.error(message, span or r.span)
+
+  def check_ctx(self, r: Rule, rs: RuleSet) -> None:
+    """What a rule reads of ctx against what its rule set declares: `ctx: None`, none of it; `ctx: UOp`, a node's attributes;
+    `ctx: NAME` of a `ctx NAME: ...` declaration, its members only (methods called with their number of arguments). A
+    rule set that declares nothing, or an imported class, is not checked."""
+    ctx_type = rs.params.get("ctx")
+    if ctx_type is None or (ctx_type != "None" and ctx_type != "UOp" and ctx_type not in self.rf.contexts): return
+    if ctx_type == "None":
+      if "ctx" in _expr_names(r):
+        self.error(f"'ctx' is used, but rule set '{rs.name}' declares `ctx: None` (it reads no ctx): declare what it is, as "
+                   f"`ruleset {rs.name}(ctx: UOp)` or a context", r.span, "ctx")
+      return
+    members = self.rf.contexts[ctx_type].members if ctx_type != "UOp" else None
+    for e in _exprs(r):
+      try: tree = ast.parse(e.text, mode="eval")
+      except SyntaxError: continue
+      calls = {id(n.func): len(n.args) + len(n.keywords) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+      for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ctx":
+          span = e.span or r.span
+          if members is None:
+            if n.attr not in UOP_ATTRS: self.attr_error(f"ctx (a UOp) has no attribute '{n.attr}'{did_you_mean(n.attr, UOP_ATTRS)}", span, n.attr)
+            continue
+          m = members.get(n.attr)
+          if m is None:
+            names = [x for x in members if x != "[]"]
+            self.attr_error(f"context '{ctx_type}' declares no '{n.attr}'{did_you_mean(n.attr, names)}: it declares "
+                            f"{', '.join(names) or 'no attribute'} (add it to `ctx {ctx_type}: ...`)", span, n.attr)
+          elif m.kind == "method" and id(n) in calls and calls[id(n)] != len(m.params):
+            self.attr_error(f"ctx.{m.name} takes {len(m.params)} argument{'s' if len(m.params) != 1 else ''} "
+                            f"({', '.join(m.params)}), this call gives it {calls[id(n)]}", span, n.attr)
+          elif m.kind == "field" and id(n) in calls:
+            self.attr_error(f"ctx.{m.name} is a field of context '{ctx_type}' ({m.name}: {m.type}), not a method", span, n.attr)
+        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "ctx" and members is not None and "[]" not in members:
+          self.error(f"context '{ctx_type}' declares no indexing: add `[x] -> type` to `ctx {ctx_type}: ...`", e.span or r.span, "ctx")
+
+  def attr_error(self, message: str, span: Span, attr: str) -> None:
+    """An error with its caret under `attr` of the first `ctx.attr` at or after span."""
+    pat = re.compile(rf"(?<![A-Za-z0-9_])ctx\s*\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
+    for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
+      m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
+      if m:
+        self.diags.append(Diagnostic(span.file or self.rf.path, i + 1, m.start(1) + 1, message))
+        return
+    self.error(message, span)
 
   def check_attributes(self, r: Rule, nodes: set[str]) -> None:
     """`x.vmn` where x is a node: an AttributeError at rewrite time, so an error here (with the closest name)."""
@@ -318,6 +375,9 @@ MAX_VARIANTS = 256
 _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
 # module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
 GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
+
+# the types a `ctx NAME: ...` declaration may give its members (besides imported classes and declared contexts)
+CTX_TYPES = frozenset({"node", "UOp", "bool", "int", "float", "str", "dtype", "tuple", "list", "dict", "set", "any", "None"})
 
 # what a guard or result may read of a node (UOp's public attributes, methods and properties)
 UOP_ATTRS = frozenset(a for a in dir(UOp) if not a.startswith("_"))

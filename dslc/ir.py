@@ -167,9 +167,26 @@ class RuleSet:
     return [p for p in self.params if p != "ctx"]
 
 @dataclass(eq=False)
+class CtxMember:
+  """One thing a declared context offers: a method `f(x, y) -> type`, a field `name: type`, or indexing `[x] -> type`."""
+  name: str                                  # "[]" for indexing
+  kind: str                                  # "method", "field" or "index"
+  params: tuple[str, ...]
+  type: str                                  # node, bool, int, ..., None, or a class name (documentation; `check` knows the names)
+  span: Span
+
+@dataclass(eq=False)
+class CtxDecl:
+  """`ctx KernelContext: is_input(x) -> bool, ...`: what a rule set declared `(ctx: KernelContext)` may read of ctx."""
+  name: str
+  members: dict[str, CtxMember]
+  span: Span
+
+@dataclass(eq=False)
 class RuleFile:
   path: str
   source: str
   rulesets: list[RuleSet]
   imports: list[tuple[str, list[str], Span]]  # (module, names, where)
   header: str = ""                           # the leading comment block, kept as the generated module's docstring
+  contexts: dict[str, CtxDecl] = field(default_factory=dict)  # `ctx NAME: ...` declarations

@@ -12,7 +12,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from runtime.ops import Ops
 from dslc.diagnostics import Diagnostic
 from dslc.expr import ExprBuilder, SourceError, conjuncts, literal_value, pos
-from dslc.ir import Binding, Expr, Pat, Rule, RuleFile, RuleSet, Span
+from dslc.ir import Binding, CtxDecl, CtxMember, Expr, Pat, Rule, RuleFile, RuleSet, Span
 from dslc.parse_patterns import DTYPE_CLASSES, GROUPS, NamedPattern, PatternReader, pattern_depth, resolve_ops
 from dslc.parse_results import ResultReader
 from dslc.split import MAX_DEPTH, split_items
@@ -53,6 +53,7 @@ class FileParser(PatternReader, ResultReader):
     self.scopes: list[tuple[str, frozenset[Ops], Span]] = []
     self.current: RuleSet | None = None
     self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
+    self.contexts: dict[str, CtxDecl] = {}
 
   def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
   def span(self, t) -> Span:
@@ -78,7 +79,7 @@ class FileParser(PatternReader, ResultReader):
       try: self.item(tree, item.text)
       except SourceError as e: self.error(str(e), e.line, e.col)
     for var, _, span in self.scopes: self.error(f"'for {var}' block is never closed with '}}'", span.line, span.col)
-    return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source))
+    return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source), contexts=self.contexts)
 
   def syntax_error(self, e: UnexpectedInput, item) -> None:
     if item.unclosed is not None:
@@ -151,6 +152,7 @@ class FileParser(PatternReader, ResultReader):
                             *pos(t))
       guards = self.let_guards + ([(c, {}) for c in conjuncts(guard.children[0])] if guard is not None else [])
       self.named[name] = NamedPattern(p, params, guards)
+    elif k == "ctx_decl": self.ctx_decl(t)
     elif k == "for_open":
       var = str(t.children[0])
       problem: SourceError | None = None
@@ -171,6 +173,23 @@ class FileParser(PatternReader, ResultReader):
       self.scopes.pop()
     elif k == "rule": self.rule(t, text)
     else: raise SourceError(f"unexpected item '{k}'", *pos(t))
+
+  def ctx_decl(self, t: Tree) -> None:
+    """`ctx NAME: f(x) -> type, field: type, [x] -> type`."""
+    name = str(t.children[0])
+    if name in self.contexts: raise SourceError(f"context '{name}' is already declared at line {self.contexts[name].span.line}", *pos(t.children[0]))
+    decl = CtxDecl(name, {}, self.span(t))
+    self.contexts[name] = decl
+    for m in t.children[1:]:
+      names = [x for x in m.children if isinstance(x, Token)]
+      typ = m.children[-1].children
+      kind = m.data.removeprefix("ctx_")
+      member = "[]" if kind == "index" else str(names[0]).rstrip("(")
+      params = tuple(str(x) for x in names[1:]) if kind == "method" else (str(names[0]),) if kind == "index" else ()
+      if member in decl.members:
+        what = "indexing" if member == "[]" else f"'{member}'"
+        raise SourceError(f"{what} is declared twice in context '{name}'", *pos(names[0] if names else m))
+      decl.members[member] = CtxMember(member, kind, params, str(typ[0]) if typ else "None", self.span(names[0] if names else m))
 
   def params(self, params: Tree | None, problem: SourceError | None) -> tuple[dict[str, str | None], SourceError | None]:
     """`(ctx: UOp, caps)`: ctx is the rewrite context; any other name is a parameter the rule set is instantiated with."""

@@ -9,7 +9,7 @@ each rule, and tests check the two agree.
 from __future__ import annotations
 import atexit, time
 from typing import Any, Callable
-from runtime import trace as _trace
+from runtime import provenance as _prov, trace as _trace
 from runtime.helpers import RULESTATS, REWRITE_LIMIT, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -75,6 +75,7 @@ class Matcher:
       raise err from e
     if r is None: return None
     if _trace.COVERAGE_FILE: _trace.fired(r[0])  # the C renderer's rules run here, one node at a time
+    if _prov.TRACK_RULES and r[1].__class__ is not tuple: _prov.record(r[1], r[0], u)
     return r[1]
 
   def __add__(self, other: Matcher) -> Matcher:
@@ -146,6 +147,7 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   naming the rule and the node, when a rule's guard, helper or result raises (the original is its __cause__).
   """
   table = matcher.stats_table() if RULESTATS.value else matcher.table
+  if _prov.TRACK_RULES: table = _prov.tracked_table(table)  # TRACK_RULES=1: each rule that fires is recorded (why())
   label = name or matcher.name
   run = _rewrite_bottom_up if bottom_up else _rewrite
   try:

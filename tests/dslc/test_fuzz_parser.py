@@ -9,8 +9,8 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives, optional nodes, named patterns, `where`, comprehensions and capability parameters
-                      included), a quarter of them in
+                      alternatives, optional nodes, named patterns, `where`, comprehensions, capability parameters and
+                      declared contexts (`ctx K: ...`, read by guards) included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
 About 5-15 s on one core.
@@ -39,7 +39,9 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "[Ops.ADD]", "[pi]", "from math import pi", "where", "where y = (ADD x 1)", "where y = x, z = y", "\n  where ",
           "for i in range(4)", "for s in rest", "(SINK s for s in rest)", "[i for i in x.arg]", "tuple(i for i in x.arg)", "if i > 0)",
           "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t",
-          "_:uint64", "(Binary - THREEFRY", "- NEG", "1<<32", "2**32 - 1", "& 1", "<<", ">>", "^", "**"]
+          "_:uint64", "(Binary - THREEFRY", "- NEG", "1<<32", "2**32 - 1", "& 1", "<<", ">>", "^", "**",
+          "ctx K: f(x) -> bool, g: int, [x] -> node", "ctx K:", "ctx", "K", "f(x) -> node", "g: node", "[x] -> str", "-> None",
+          "(ctx: K)", "(ctx: None)", "ruleset t(ctx: K)", "ctx.f(x)", "ctx.g", "ctx.h(x)", "ctx[x]", "ctx."]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -195,6 +197,8 @@ def rule_file(draw):
   per_source = draw(st.integers(0, 3)) == 0
   lets = draw(st.booleans())
   caps = draw(st.integers(0, 3)) == 0
+  # a declared context, read (right or wrong) by the guards
+  context = not per_source and not caps and draw(st.integers(0, 3)) == 0
   rules = []
   for _ in range(draw(st.integers(1, 4))):
     names.clear()
@@ -206,6 +210,10 @@ def rule_file(draw):
       p = pattern(0)
     guard = draw(st.sampled_from(GUARD)).replace("N", draw(st.sampled_from(names)) if names else "x")
     if caps: guard += " and Ops.MAX not in caps" if guard else " if Ops.MAX not in caps"
+    if context:
+      use = draw(st.sampled_from(["", "ctx.f(N)", "ctx.g > 0", "ctx[N] is N", "ctx.h(N)", "ctx.f(N, N)", "ctx.g(N)", "ctx is None"]))
+      use = use.replace("N", draw(st.sampled_from(names)) if names else "x")
+      if use: guard += f" and {use}" if guard else f" if {use}"
     res = entries(p) if per_source else result(0)
     if not per_source and draw(st.integers(0, 4)) == 0:
       res = draw(st.sampled_from(["(NEG w0) where w0 = R", "(NEG w1) where w0 = R, w1 = (NEG w0)", "(ADD w0 w1) where w0 = R\n  where w1 = 3"]))\
@@ -214,6 +222,8 @@ def rule_file(draw):
   body = "\n".join(rules)
   if draw(st.booleans()): body = f"for op in {draw(st.sampled_from(['ADD, MUL', 'Binary', 'CMPLT, CMPNE', 'NEG', 'ALU']))} {{\n{body}\n}}"
   head = "ruleset t(ctx: UOp" + (", caps" if caps else "") + ") returns per-source" if per_source else "ruleset t(caps)" if caps else "ruleset t"
+  if context: head = draw(st.sampled_from(["ctx K: f(x) -> bool, g: int, [x] -> node\nruleset t(ctx: K)", "ruleset t(ctx: None)",
+                                           "ctx K: f(x) -> bool,\n  g: int\nruleset t(ctx: K)"]))
   let_lines = "let Pos(x) = x if x.vmin >= 0\nlet Zero = (CONST [0])\nlet Casted(x) = (CAST? Pos(x))\n" if lets else ""
   return f"from rules.symbolic_helpers import fold_alu\n{let_lines}{head}\n" + body + "\n"
 

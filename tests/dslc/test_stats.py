@@ -1,0 +1,60 @@
+"""`python -m dslc stats`: per rule file, rule sets, rules, rule lines and the code lines of the helpers it imports."""
+import textwrap
+from dslc.stats import FileStats, all_stats, code_lines, rule_lines, table
+from tests.dslc.test_cli import dslc
+
+HELPERS = textwrap.dedent('''
+  """A helper module."""
+  import math
+
+  LIMIT = {1: 2,
+           3: 4}
+
+  def used(x):
+    """Docstring lines are not code.
+
+    Nor is this one."""
+    # a comment is not code
+    y = _private(x)
+
+    return y + LIMIT[1]
+
+  def _private(x): return math.floor(x)
+
+  def unused(x):
+    return x
+  ''')
+
+def test_code_lines_follow_what_a_helper_uses(tmp_path):
+  (tmp_path / "h.py").write_text(HELPERS)
+  got = sorted(line for _, line in code_lines(str(tmp_path / "h.py"), ["used"], str(tmp_path)))
+  text = HELPERS.split("\n")
+  assert [text[i - 1].strip() for i in got] == ["LIMIT = {1: 2,", "3: 4}", "def used(x):", "y = _private(x)", "return y + LIMIT[1]",
+                                                "def _private(x): return math.floor(x)"]
+  assert code_lines(str(tmp_path / "h.py"), ["nothing"], str(tmp_path)) == set()
+
+def test_rule_lines_count_rules_and_lets_only():
+  src = ("# header comment\nfrom rules.symbolic_helpers import exact\nctx K: f(x) -> node\nruleset t(ctx: K)\n\nlet Pos(x) = x if x.vmin > 0\n"
+         "# x + 0 -> x\n(ADD x 0) -> x\nfor op in ADD, MUL {\n  (op x:ints\n     0) -> x\n}\n(MUL x 2) -> (ADD y y)\n  where y = x\n")
+  assert rule_lines(src) == 6
+
+def test_real_files(tmp_path):
+  import rules.symbolic, rules.gradient
+  stats = {s.path: s for s in all_stats()}
+  sym, grad = stats["rules/symbolic.rules"], stats["rules/gradient.rules"]
+  assert (sym.rulesets, sym.rules) == (1, len(rules.symbolic.symbolic.rules)) and sym.rule_lines >= sym.rules
+  assert grad.rules == len(rules.gradient.gradient.rules) and 0 < grad.helper_lines < 100
+  assert stats["rules/decompositions.rules"].helper_lines == 0  # imports no helper
+  out = table([FileStats("a.rules", 1, 2, 4, 10), FileStats("b.rules", 2, 3, 6, 0)]).split("\n")
+  assert out[1].split() == ["a.rules", "1", "2", "4", "10", "2.50"] and out[-1].split() == ["total", "3", "5", "10", "10", "1.00"]
+
+def test_stats_command():
+  r = dslc("stats")
+  assert r.returncode == 0, r.stderr
+  lines = r.stdout.strip().split("\n")
+  assert lines[0].split()[:3] == ["file", "rule", "sets"] and any(x.startswith("rules/symbolic.rules ") for x in lines)
+  assert lines[-1].startswith("total ")
+  r = dslc("stats", "rules/gradient.rules")
+  assert r.returncode == 0 and len(r.stdout.strip().split("\n")) == 3
+  r = dslc("stats", "rules/nope.rules")
+  assert r.returncode == 1 and "no such file: rules/nope.rules" in r.stderr
