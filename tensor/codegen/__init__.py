@@ -10,7 +10,7 @@ Python here only drives the passes; every rewrite is a rule.
 from __future__ import annotations
 from dataclasses import dataclass, field
 from runtime.dtype import DType, PtrDType, dtypes
-from runtime.helpers import NOOPT
+from runtime.helpers import BEAM, NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_max, dim_str
@@ -125,6 +125,9 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   sink, ctx = rangeify_simplified(ast)
   caps = vector_caps(device)
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
+  if opts is None and optimize and BEAM >= 1 and device != "PYTHON":
+    from tensor.codegen.beam import beam_opts
+    opts = beam_opts(ast, device, int(BEAM))  # it lowers its candidates through here with `opts` given
   if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel
@@ -183,13 +186,17 @@ def global_size(ast: UOp) -> tuple[int, ...]:
   """The output loop sizes of a kernel (its output shape without size-1 dims), as DEBUG=2 prints them."""
   return tuple(dim_max(d) for d in ast.src[0].src[1].shape if d != 1) or (1,)  # a symbolic size at its maximum
 
-def kernel_name(ast: UOp) -> str:
+def base_name(ast: UOp) -> str:
   """E_4 for an elementwise kernel over shape (4,), r_4_8 for one reducing 8 values into each of 4: as in tinygrad."""
   value = ast.src[0].src[1]
   out = [d for d in value.shape if d != 1] or [1]
   red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
   dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
-  base = ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+  return ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+
+def kernel_name(ast: UOp) -> str:
+  """base_name, numbered from the second kernel of that name in this process (E_4n2)."""
+  base = base_name(ast)
   n = _names.get(base, 0) + 1
   _names[base] = n
   return base if n == 1 else f"{base}n{n}"

@@ -14,7 +14,7 @@ from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import DEBUG, NOOPT, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -86,9 +86,10 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
-def program_variant() -> tuple[bool, int]:
-  """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one."""
-  return bool(NOOPT), int(THREADS)
+def program_variant() -> tuple[bool, int, int]:
+  """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
+  BEAM=n a heuristic one (tensor/codegen/beam.py)."""
+  return bool(NOOPT), int(THREADS), int(BEAM)
 
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
