@@ -2,6 +2,7 @@
 
   rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
   symbolic   index arithmetic simplified                                 rules/symbolic.rules
+  float32    float16/bfloat16 arithmetic computed in float32               rules/float_compute.rules
   opts       long reductions split, small inner loops unrolled (not NOOPT) tensor/codegen/opt.py
   lower      reductions become accumulators                              rules/lower.rules
   linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
@@ -123,6 +124,7 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
   sink, ctx = rangeify_simplified(ast)
+  sink = float_compute(sink)
   caps = vector_caps(device)
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
   if opts is None and optimize and BEAM >= 1 and device != "PYTHON":
@@ -143,6 +145,14 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   return graph_rewrite(sink, lower, ctx, name="lower"), opts
+
+def float_compute(sink: UOp) -> UOp:
+  """The kernel with its float16 and bfloat16 arithmetic in float32, rounded once where a value leaves it
+  (rules/float_compute.rules); a kernel without such ALUs as it is."""
+  from rules.float_compute_helpers import NARROW
+  if not any(u.dtype.scalar in NARROW and u.op in GroupOp.ALU for u in sink.toposort()): return sink
+  from rules.float_compute import float_compute as widen, unmark
+  return graph_rewrite(graph_rewrite(sink, widen, name="float compute"), unmark, name="unmark")
 
 def vector_caps(device: str):
   """The vector ops a device's renderer has (None: scalars only, as the PYTHON interpreter)."""
