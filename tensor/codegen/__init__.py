@@ -131,6 +131,7 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
     from tensor.codegen.beam import beam_opts
     opts = beam_opts(ast, device, int(BEAM))  # it lowers its candidates through here with `opts` given
   if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
+  opts, threads = split_threads(opts)
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel
     ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
@@ -144,7 +145,20 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
-  return graph_rewrite(sink, lower, ctx, name="lower"), opts
+  return graph_rewrite(sink, lower, ctx, name="lower"), opts + threads
+
+# an Opt of this kind caps the kernel's threads at its amount (the renderer reads THREADS): BEAM's way to keep a kernel on
+# one thread when the cost model of runtime/threads.py would split it; the loops' Opts ignore it
+THREADS_OPT = "THREADS"
+
+def split_threads(opts: list) -> tuple[list, list]:
+  """(the loop Opts, the THREADS Opts) of an Opt list."""
+  if not any(o[0] == THREADS_OPT for o in opts): return list(opts), []
+  return [o for o in opts if o[0] != THREADS_OPT], [Opt(*o) for o in opts if o[0] == THREADS_OPT]
+
+def thread_cap(opts: list) -> int | None:
+  """The THREADS cap an Opt list sets (None: the default)."""
+  return next((o[2] for o in opts if o[0] == THREADS_OPT), None)
 
 def float_compute(sink: UOp) -> UOp:
   """The kernel with its float16 and bfloat16 arithmetic in float32, rounded once where a value leaves it

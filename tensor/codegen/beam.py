@@ -2,10 +2,10 @@
 
 The search starts from the empty list and the heuristic's (tensor/codegen/heuristic.py); each round extends every list of
 the beam by each single Opt that applies to the kernel as that list left it (UPCAST or UNROLL of a loop by a small factor,
-TILE of a loop, SWAP of neighbouring output loops), compiles the new candidates (two at a time: the compiler is another
+TILE of a loop, SWAP of neighbouring output loops, THREADS 1: one thread), compiles the new candidates (two at a time: the compiler is another
 process), runs each a few times on buffers of the kernel's sizes filled with random values, and keeps the n fastest lists.
-It stops when a round finds nothing faster. Threads are not a choice of their own: each candidate renders with the
-threads the cost model gives it (runtime/threads.py), so the timing includes them.
+It stops when a round finds nothing faster. A candidate without THREADS renders with the threads runtime/threads.py's
+cost model gives it, so its timing includes them; THREADS 1 (tensor/codegen's THREADS_OPT) keeps the kernel on one.
 
 The chosen list is kept on disk (runtime/kernel_cache.py's data entries) under a key made from the kernel's AST, the
 device, the compiler and its flags, THREADS, n and the version of the code that lowers kernels: a second process with the
@@ -14,14 +14,16 @@ against the heuristic's.
 """
 from __future__ import annotations
 import hashlib, json, math, time
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from runtime import kernel_cache
 from runtime.dtype import PtrDType, dtypes
-from runtime.helpers import DEBUG, getenv
+from runtime.helpers import DEBUG, Context, getenv
 from runtime.ops import Ops
-from runtime.threads import THREADS
+from runtime.threads import THREADS, max_threads
 from runtime.uop import UOp
+from tensor.codegen import THREADS_OPT, base_name, float_compute, lower_kernel, rangeify_simplified, split_threads, thread_cap, vector_caps
 from tensor.codegen.opt import Opt, OptError, apply_opts, lanes_of, output_loops, reduce_loops, trip_count
 
 UPCASTS = (2, 3, 4, 8, 16)   # lanes an output loop may become (those that divide it)
@@ -76,14 +78,15 @@ def actions(sink: UOp) -> list[Opt]:
     out += [Opt(kind, axis, k) for k in (UPCASTS if kind == "UPCAST" else UNROLLS) if k <= min(n, room) and n % k == 0]
     out += [Opt("TILE", axis, k) for k in TILES if k < n and n % k == 0 and n // k >= 2]
   out += [Opt("SWAP", a, a + 1) for a in range(len(outs) - 1)]
+  if max_threads() > 1: out.append(Opt(THREADS_OPT, 0, 1))  # one thread, whatever the cost model says
   return out
 
 def search(ast: UOp, device: str, amount: int) -> list[Opt]:
-  from tensor.codegen import base_name, rangeify_simplified, vector_caps
   from tensor.codegen.heuristic import hand_coded_opts
   start = time.perf_counter()
   stats["searches"] += 1
   sink, ctx = rangeify_simplified(ast)
+  sink = float_compute(sink)  # as lower_kernel sees it
   heuristic = hand_coded_opts(sink, vector_caps(device))
   first_id = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   bench = _Bench(ast, device)
@@ -93,9 +96,10 @@ def search(ast: UOp, device: str, amount: int) -> list[Opt]:
     cands = []
     for opts, _t in beam:
       ids = iter(range(first_id + 1000, first_id + 100000))  # ids for the loops the Opts add (numbering only)
-      try: applied, _ = apply_opts(sink, opts, lambda: next(ids))
+      loop_opts, threads = split_threads(opts)
+      try: applied, _ = apply_opts(sink, loop_opts, lambda: next(ids))
       except OptError: continue
-      cands += [opts + [a] for a in actions(applied)]
+      cands += [opts + [a] for a in actions(applied) if not (threads and a.op == THREADS_OPT)]
     timed = bench.time(cands)
     best = sorted({tuple(o): (o, t) for o, t in beam + timed}.values(), key=lambda x: x[1])[:amount]
     if best[0][1] >= beam[0][1]: break
@@ -137,7 +141,6 @@ class _Bench:
     return [(o, self.times[s]) for o in cands if (s := self.srcs.get(tuple(o))) and self.times.get(s, math.inf) < math.inf]
 
   def _render(self, opts: list[Opt]) -> tuple[str, list]:
-    from tensor.codegen import lower_kernel
     from tensor.codegen.linearize import linearize
     from tensor.renderer.cstyle import render_c
     try: sink, _ = lower_kernel(self.ast, opts=opts, device=self.device)
@@ -146,7 +149,7 @@ class _Bench:
       if DEBUG >= 2: print(f"beam: {opts} does not lower: {type(e).__name__}: {e}")
       return "", []
     uops = linearize(sink)
-    return render_c("beam_kernel", uops), uops
+    with Context(THREADS=cap) if (cap := thread_cap(opts)) is not None else nullcontext(): return render_c("beam_kernel", uops), uops
 
   def _compile(self, src: str):
     from runtime.device import CompileError, Device

@@ -63,7 +63,8 @@ def test_actions_apply_to_the_kernel():
   acts = beam.actions(sink)
   assert Opt("UPCAST", 0, 4) in acts and Opt("UNROLL", 2, 4) in acts and Opt("SWAP", 0, 1) in acts
   ids = iter(range(1000, 2000))
-  for a in acts: apply_opts(sink, [a], lambda: next(ids))  # each one applies (raises OptError otherwise)
+  for a in acts:
+    if a.op != "THREADS": apply_opts(sink, [a], lambda: next(ids))  # each loop Opt applies (raises OptError otherwise)
 
 def test_no_search_on_the_interpreter():
   # timing the PYTHON device's interpreter says nothing about any machine: the heuristic's list stays
@@ -72,3 +73,13 @@ def test_no_search_on_the_interpreter():
   with Context(BEAM=2): out = (Tensor(a, device="PYTHON") * 2).numpy()
   assert beam.stats["searches"] == before
   np.testing.assert_array_equal(out, a * 2)
+
+def test_threads_opt_keeps_a_kernel_on_one_thread():
+  # a list with THREADS 1 (a choice BEAM can make) renders no parallel loop where the cost model would make one
+  from tensor.engine.realize import get_program
+  ast = kernel_asts(Tensor(rand(1024, 1024)) * 2 + 1)[0]
+  with Context(THREADS=2): src = get_program(ast, "CPU").src
+  assert "#pragma omp" in src
+  beam._chosen[beam.cache_key(ast, "CPU", 2)] = [Opt("THREADS", 0, 1)]
+  with Context(THREADS=2, BEAM=2): p = get_program(ast, "CPU")
+  assert "#pragma omp" not in p.src and p.opts == [Opt("THREADS", 0, 1)]
