@@ -269,7 +269,7 @@ def _misplaced_guard(text: str, tok) -> tuple[str, int, int] | None:
   if (m := re.search(r"\bif\s*-?\s*$", code)) is not None and tok.value in (">", "->"):
     return ("an empty guard: write a condition after 'if' (`if x.vmin >= 0 ->`), or leave the 'if' out",) + _position(code, m.start())
   if tok.value == "if" and "->" in code:
-    return ("a guard goes before the result: `PATTERN if GUARD -> RESULT`",) + _position(code, tok.start_pos)
+    return ("a guard goes before the result: `PATTERN if GUARD -> RESULT`",) + _position(text, tok.start_pos)  # an index into text, not code
   return None
 
 def _position(text: str, index: int) -> tuple[int, int]:

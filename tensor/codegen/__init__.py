@@ -2,6 +2,7 @@
 
   rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
   symbolic   index arithmetic simplified                                 rules/symbolic.rules
+  float32    float16/bfloat16 arithmetic computed in float32               rules/float_compute.rules
   opts       long reductions split, small inner loops unrolled (not NOOPT) tensor/codegen/opt.py
   lower      reductions become accumulators                              rules/lower.rules
   linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
@@ -10,7 +11,7 @@ Python here only drives the passes; every rewrite is a rule.
 from __future__ import annotations
 from dataclasses import dataclass, field
 from runtime.dtype import DType, PtrDType, dtypes
-from runtime.helpers import NOOPT
+from runtime.helpers import BEAM, NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_max, dim_str
@@ -123,9 +124,14 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
   sink, ctx = rangeify_simplified(ast)
+  sink = float_compute(sink)
   caps = vector_caps(device)
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
+  if opts is None and optimize and BEAM >= 1 and device != "PYTHON":
+    from tensor.codegen.beam import beam_opts
+    opts = beam_opts(ast, device, int(BEAM))  # it lowers its candidates through here with `opts` given
   if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
+  opts, threads = split_threads(opts)
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel
     ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
@@ -139,7 +145,28 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
-  return graph_rewrite(sink, lower, ctx, name="lower"), opts
+  return graph_rewrite(sink, lower, ctx, name="lower"), opts + threads
+
+# an Opt of this kind caps the kernel's threads at its amount (the renderer reads THREADS): BEAM's way to keep a kernel on
+# one thread when the cost model of runtime/threads.py would split it; the loops' Opts ignore it
+THREADS_OPT = "THREADS"
+
+def split_threads(opts: list) -> tuple[list, list]:
+  """(the loop Opts, the THREADS Opts) of an Opt list."""
+  if not any(o[0] == THREADS_OPT for o in opts): return list(opts), []
+  return [o for o in opts if o[0] != THREADS_OPT], [Opt(*o) for o in opts if o[0] == THREADS_OPT]
+
+def thread_cap(opts: list) -> int | None:
+  """The THREADS cap an Opt list sets (None: the default)."""
+  return next((o[2] for o in opts if o[0] == THREADS_OPT), None)
+
+def float_compute(sink: UOp) -> UOp:
+  """The kernel with its float16 and bfloat16 arithmetic in float32, rounded once where a value leaves it
+  (rules/float_compute.rules); a kernel without such ALUs as it is."""
+  from rules.float_compute_helpers import NARROW
+  if not any(u.dtype.scalar in NARROW and u.op in GroupOp.ALU for u in sink.toposort()): return sink
+  from rules.float_compute import float_compute as widen, unmark
+  return graph_rewrite(graph_rewrite(sink, widen, name="float compute"), unmark, name="unmark")
 
 def vector_caps(device: str):
   """The vector ops a device's renderer has (None: scalars only, as the PYTHON interpreter)."""
@@ -183,13 +210,17 @@ def global_size(ast: UOp) -> tuple[int, ...]:
   """The output loop sizes of a kernel (its output shape without size-1 dims), as DEBUG=2 prints them."""
   return tuple(dim_max(d) for d in ast.src[0].src[1].shape if d != 1) or (1,)  # a symbolic size at its maximum
 
-def kernel_name(ast: UOp) -> str:
+def base_name(ast: UOp) -> str:
   """E_4 for an elementwise kernel over shape (4,), r_4_8 for one reducing 8 values into each of 4: as in tinygrad."""
   value = ast.src[0].src[1]
   out = [d for d in value.shape if d != 1] or [1]
   red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
   dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
-  base = ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+  return ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+
+def kernel_name(ast: UOp) -> str:
+  """base_name, numbered from the second kernel of that name in this process (E_4n2)."""
+  base = base_name(ast)
   n = _names.get(base, 0) + 1
   _names[base] = n
   return base if n == 1 else f"{base}n{n}"

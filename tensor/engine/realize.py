@@ -7,6 +7,7 @@ totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 
 """
 from __future__ import annotations
 import atexit, time
+from contextlib import nullcontext
 from typing import Callable
 from runtime.device import Buffer, Device
 from runtime.profile import PROFILE, kernel_run, scope
@@ -14,13 +15,13 @@ from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import DEBUG, NOOPT, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, Context, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import parametrize
 from rules.kernelize_helpers import Params, param_index
-from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel
+from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel, thread_cap
 from tensor.codegen.linearize import linearize
 from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
@@ -80,15 +81,16 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
     print(f"--- {name} lowered UOps ---")
     at = {u: i for i, u in enumerate(uops)}
     for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
-  with scope("render", "codegen"): src = render(device, name, uops)
+  with scope("render", "codegen"), Context(THREADS=cap) if (cap := thread_cap(opts)) is not None else nullcontext(): src = render(device, name, uops)
   if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
   ops, mem = estimate(uops)
   n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
   return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
 
-def program_variant() -> tuple[bool, int]:
-  """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one."""
-  return bool(NOOPT), int(THREADS)
+def program_variant() -> tuple[bool, int, int]:
+  """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
+  BEAM=n a heuristic one (tensor/codegen/beam.py)."""
+  return bool(NOOPT), int(THREADS), int(BEAM)
 
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
