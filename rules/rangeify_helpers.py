@@ -184,5 +184,4 @@ def _reduce(ctx, a: UOp) -> UOp:
       new[ax] = rng
   inner = _at(x, a.src[1], new)
   if not ranges: return inner
-  ctx.origins[ranges[0]] = r  # the scheduler asks which REDUCE_AXIS a REDUCE came from
   return uop(Ops.REDUCE, r.dtype, (inner, *ranges), op)
