@@ -37,13 +37,13 @@ class CodegenContext:
 def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
   """Loops over each STORE's shape, and the stored value evaluated at those loop indices (AT), pushed down to loads."""
   from rules.rangeify import rangeify as rangeify_rules
+  from rules.rangeify_helpers import output_loops
   stores = []
   for st in ast.src:
     g, value = st.src
     shape = value.shape
     ix = ctx.index
-    idx, linear, stride = [], uop(Ops.CONST, ix, (), 0), 1
-    for d in shape: idx.append(uop(Ops.RANGE, ix, (_c(ix, d),), ctx.new_range()) if d != 1 else _c(ix, 0))
+    idx, linear, stride = output_loops(ctx, shape), uop(Ops.CONST, ix, (), 0), 1
     for i, d in reversed(list(zip(idx, shape))):
       if d != 1: linear = uop(Ops.ADD, ix, (uop(Ops.MUL, ix, (i, _c(ix, stride))), linear))
       stride = stride * d if stride.__class__ is int and d.__class__ is int else uop(Ops.MUL, ix, (_c(ix, stride), _c(ix, d)))

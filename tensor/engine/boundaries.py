@@ -18,6 +18,7 @@ from runtime.uop import UOp, uop
 from rules.boundaries import recompute
 from rules.boundaries_helpers import Reads
 from rules.rangeify import rangeify
+from rules.rangeify_helpers import output_loops
 from rules.symbolic import symbolic
 
 def recomputed_reductions(topo: list[UOp], points: set[UOp], is_input: Callable[[UOp], bool], value: Callable[[UOp], UOp]) -> set[UOp]:
@@ -57,16 +58,10 @@ class _Walk:
   def read(self, x: UOp, kernel: UOp, a: UOp) -> None: self.reads.at.setdefault(x, {})[(kernel, a)] = None
 
   def output_loops(self, x: UOp) -> UOp:
-    """x read at a kernel's output loops: one loop per dimension of size above 1, nested in order."""
-    ix, idx, outer = self.reads.index, [], frozenset()
-    for d in x.shape:
-      if d.__class__ is int and d == 1:
-        idx.append(uop(Ops.CONST, ix, (), 0))
-        continue
-      size = uop(Ops.CONST, ix, (), d) if d.__class__ is int else d if d.dtype is ix else uop(Ops.CAST, ix, (d,))
-      r = uop(Ops.RANGE, ix, (size,), self.reads.new_range())
-      outer = self.nest[r] = outer | {r}
-      idx.append(r)
+    """x read at a kernel's output loops, nested in order."""
+    idx, outer = output_loops(self.reads, x.shape), frozenset()
+    for r in idx:
+      if r.op is Ops.RANGE: outer = self.nest[r] = outer | {r}
     return uop(Ops.AT, x.dtype, (x, uop(Ops.CONST, dtypes.bool, (), True), *idx))
 
   def step(self, a: UOp) -> tuple[UOp | None, list[UOp]]:
@@ -111,7 +106,7 @@ class _Walk:
     if res.op is Ops.AT: return self.reads.used[res] if res in self.reads.used else _ranges(self.simplify(res.src[1:]))
     if res.op is Ops.RANGE: return frozenset((res,))
     if res.op is Ops.REDUCE: return self.free(res.src[0]) - set(res.src[1:])
-    if not any(n.op is Ops.AT for n in res.toposort()): return _ranges(self.simplify((res,)))  # a condition, as codegen simplifies it
+    if not _holds_read(res): return _ranges(self.simplify((res,)))  # a condition, as codegen simplifies it
     return frozenset().union(*(self.free(s) for s in res.src))
 
   def loops_around(self, r: UOp) -> frozenset:
@@ -126,12 +121,14 @@ class _Walk:
     index holding a read (a gather's) is left as it is: the rules would walk into the tensor graph below that read."""
     if all(i.op in _PLAIN for i in idx): return idx
     if (done := self.simplified.get(idx)) is None:
-      if any(n.op is Ops.AT for i in idx for n in i.toposort(gate=lambda n: n.op is not Ops.AT)): done = idx
+      if any(_holds_read(i) for i in idx): done = idx
       else: done = graph_rewrite(uop(Ops.SINK, dtypes.void, idx), symbolic, name="symbolic").src
       self.simplified[idx] = done
     return done
 
 _PLAIN = {Ops.RANGE, Ops.CONST}
+
+def _holds_read(u: UOp) -> bool: return any(n.op is Ops.AT for n in u.toposort(gate=lambda n: n.op is not Ops.AT))
 
 def _ranges(idx: tuple[UOp, ...]) -> frozenset:
   return frozenset(u for i in idx for u in i.toposort(gate=lambda n: n.op is not Ops.AT) if u.op is Ops.RANGE)

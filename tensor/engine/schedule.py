@@ -2,9 +2,9 @@
 
 A node becomes a kernel's output ("realize point") when it must exist in memory: a tensor being realized, a COPY,
 a CONTIGUOUS, an ASSIGN. Everything else fuses into the kernel that reads it, reductions included: a reduction whose
-result is broadcast back (softmax's max and sum, layernorm's mean) runs inside the consumer's loops when rangeify shows
-it is computed once per value it produces. A reduction becomes its own kernel only when fusing would recompute it
-(read by several kernels, evaluated at several indices, or inside loops it does not depend on).
+result is broadcast back (softmax's max and sum, layernorm's mean) runs inside the consumer's loops. A reduction becomes
+its own kernel only when fusing would recompute it (read by several kernels, evaluated at several indices, or inside
+loops it does not depend on): one walk over the graph decides it, tensor/engine/boundaries.py with rules/boundaries.rules.
 
 `kernelize` leaves ASSIGN(BUFFER, KERNEL) nodes in the graph, as the seeds show. A KERNEL's sources are its output
 buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must wait for without reading them (an
@@ -131,7 +131,11 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
     if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(strip(u.src[0]))
   # the reductions fusing would recompute, in one walk; then the kernels' regions, once, unless an assign or a very long
   # chain of ops needs more outputs (then again, with those)
-  def is_input(u: UOp) -> bool: return is_stored(u) or (u.op is Ops.RESHAPE and strip(u) in points)
+  def is_input(u: UOp) -> bool:  # in memory already, or a reshape of a kernel's output
+    if u.op is Ops.RESHAPE:
+      u = strip(u)
+      return u in points or u.op is Ops.BUFFER or is_kernelized(u)
+    return u.op is Ops.BUFFER or is_kernelized(u)
   while True:
     points |= recomputed_reductions(topo, points, is_input, kernel_value)
     regions = {x: region(x, points) for x in points}
