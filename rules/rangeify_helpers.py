@@ -14,6 +14,9 @@ def _c(ctx, v) -> UOp:
   # a size may be a Variable (a symbolic shape): its value, in the index type
   if v.__class__ is int: return uop(Ops.CONST, ctx.index, (), v)
   return v if v.dtype is ctx.index else uop(Ops.CAST, ctx.index, (v,))
+def output_loops(ctx, shape: tuple) -> list[UOp]:
+  """The indices of a kernel's output: a loop (a RANGE numbered by ctx) per dimension, 0 for a dimension of size 1."""
+  return [_c(ctx, 0) if d.__class__ is int and d == 1 else uop(Ops.RANGE, ctx.index, (_c(ctx, d),), ctx.new_range()) for d in shape]
 def _add(a: UOp, b: UOp) -> UOp: return uop(Ops.ADD, a.dtype, (a, b))
 def _mul(a: UOp, b: UOp) -> UOp: return uop(Ops.MUL, a.dtype, (a, b))
 # the value's dtype: a parameter's AT is an element, not the pointer
@@ -184,5 +187,4 @@ def _reduce(ctx, a: UOp) -> UOp:
       new[ax] = rng
   inner = _at(x, a.src[1], new)
   if not ranges: return inner
-  ctx.origins[ranges[0]] = r  # the scheduler asks which REDUCE_AXIS a REDUCE came from
   return uop(Ops.REDUCE, r.dtype, (inner, *ranges), op)

@@ -16,18 +16,16 @@ from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_max, dim_str
 from tensor.codegen.heuristic import hand_coded_opts
-from tensor.codegen.linearize import linearize, range_nests
+from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
 
-__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "recomputed_reductions"]
+__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name"]
 
 class CodegenContext:
-  """Counters for fresh RANGE and accumulator ids, the kernel's index type, the scope memo the lowering uses, and which
-  REDUCE_AXIS of the AST each reduction's first RANGE came from (the scheduler asks which reductions fusing would recompute)."""
+  """Counters for fresh RANGE and accumulator ids, the kernel's index type, and the memos the rules keep."""
   def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
     self.next_range, self.next_reg, self.index = first_range, 0, index
     self.scopes: dict = {}
-    self.origins: dict[UOp, UOp] = {}
     self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (rules/rangeify_helpers.at_reduce)
     self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
   def new_range(self) -> int:
@@ -40,13 +38,13 @@ class CodegenContext:
 def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
   """Loops over each STORE's shape, and the stored value evaluated at those loop indices (AT), pushed down to loads."""
   from rules.rangeify import rangeify as rangeify_rules
+  from rules.rangeify_helpers import output_loops
   stores = []
   for st in ast.src:
     g, value = st.src
     shape = value.shape
     ix = ctx.index
-    idx, linear, stride = [], uop(Ops.CONST, ix, (), 0), 1
-    for d in shape: idx.append(uop(Ops.RANGE, ix, (_c(ix, d),), ctx.new_range()) if d != 1 else _c(ix, 0))
+    idx, linear, stride = output_loops(ctx, shape), uop(Ops.CONST, ix, (), 0), 1
     for i, d in reversed(list(zip(idx, shape))):
       if d != 1: linear = uop(Ops.ADD, ix, (uop(Ops.MUL, ix, (i, _c(ix, stride))), linear))
       stride = stride * d if stride.__class__ is int and d.__class__ is int else uop(Ops.MUL, ix, (_c(ix, stride), _c(ix, d)))
@@ -79,41 +77,15 @@ def index_may_overflow(sink: UOp) -> bool:
     if u.dtype is dtypes.int32 and u.op is not Ops.DEFINE_VAR and not lo < u.vmin <= u.vmax < hi: return True
   return False
 
-def recomputed_reductions(sink: UOp, ctx: CodegenContext) -> set[UOp]:
-  """The REDUCE_AXIS nodes (of the AST rangeified into `sink`) whose reductions the loops would recompute: one evaluated
-  at several indices, or one sitting inside a loop its value does not depend on (the linearizer puts a node in every loop
-  enclosing the loops it uses, as rules/lower_helpers.scope and linearize's nests define them)."""
-  from rules.lower_helpers import scope
-  topo = list(sink.toposort())
-  reduces = [u for u in topo if u.op is Ops.REDUCE]
-  memo: dict = {}
-  nest = range_nests(topo, Ops.REDUCE, memo)
-  bad, seen = set(), set()
-  for q in reduces:
-    origin = ctx.origins.get(q.src[1])
-    if origin is None: continue
-    inside = scope(q, memo)
-    if origin in seen or frozenset().union(*(nest(r) for r in inside)) != inside: bad.add(origin)
-    seen.add(origin)
-  return bad
-
-_simplified: dict[UOp, tuple[UOp, CodegenContext]] = {}
-
 def rangeify_simplified(ast: UOp) -> tuple[UOp, CodegenContext]:
-  """rangeify then symbolic, remembered for the last few hundred ASTs: the scheduler's fusion check and the lowering of
-  the same kernel share it. Returns a fresh context (range counter and reduce origins as rangeify left them)."""
+  """rangeify then symbolic, with the context they leave (range counter, index type). A kernel whose int32 index math may
+  overflow is done again in int64."""
   from rules.symbolic import symbolic
-  if ast not in _simplified:
-    ctx = CodegenContext(index=index_dtype(ast))
+  ctx = CodegenContext(index=index_dtype(ast))
+  sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
+  if ctx.index is dtypes.int32 and index_may_overflow(sink):
+    ctx = CodegenContext(index=dtypes.int64)
     sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
-    if ctx.index is dtypes.int32 and index_may_overflow(sink):
-      ctx = CodegenContext(index=dtypes.int64)
-      sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
-    if len(_simplified) >= 512: _simplified.clear()
-    _simplified[ast] = (sink, ctx)
-  sink, done = _simplified[ast]
-  ctx = CodegenContext(done.next_range, done.index)
-  ctx.origins, ctx.reduces = done.origins, done.reduces
   return sink, ctx
 
 def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, device: str = "CPU") -> tuple[UOp, list[Opt]]:

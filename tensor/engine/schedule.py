@@ -2,9 +2,9 @@
 
 A node becomes a kernel's output ("realize point") when it must exist in memory: a tensor being realized, a COPY,
 a CONTIGUOUS, an ASSIGN. Everything else fuses into the kernel that reads it, reductions included: a reduction whose
-result is broadcast back (softmax's max and sum, layernorm's mean) runs inside the consumer's loops when rangeify shows
-it is computed once per value it produces. A reduction becomes its own kernel only when fusing would recompute it
-(read by several kernels, evaluated at several indices, or inside loops it does not depend on).
+result is broadcast back (softmax's max and sum, layernorm's mean) runs inside the consumer's loops. A reduction becomes
+its own kernel only when fusing would recompute it (read by several kernels, evaluated at several indices, or inside
+loops it does not depend on): one walk over the graph decides it, tensor/engine/boundaries.py with rules/boundaries.rules.
 
 `kernelize` leaves ASSIGN(BUFFER, KERNEL) nodes in the graph, as the seeds show. A KERNEL's sources are its output
 buffer, its input buffers (in DEFINE_GLOBAL order) and then any kernels it must wait for without reading them (an
@@ -21,6 +21,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
@@ -128,12 +129,17 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
     if u.op in (Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN) and not is_kernelized(u): points.add(u)
     # a copy moves a whole buffer: its source must be in memory
     if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(strip(u.src[0]))
-  # grow the set until every kernel is safe and computes each reduction once
-  checked: dict[tuple, set[UOp]] = {}
+  # the reductions fusing would recompute, in one walk; then the kernels' regions, once, unless an assign or a very long
+  # chain of ops needs more outputs (then again, with those)
+  def is_input(u: UOp) -> bool:  # in memory already, or a reshape of a kernel's output
+    if u.op is Ops.RESHAPE:
+      u = strip(u)
+      return u in points or u.op is Ops.BUFFER or is_kernelized(u)
+    return u.op is Ops.BUFFER or is_kernelized(u)
   while True:
+    points |= recomputed_reductions(topo, points, is_input, kernel_value)
     regions = {x: region(x, points) for x in points}
-    new = _shared_reductions(regions) | _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions)
-    if not new: new = set().union(*(_unfusable_reductions(x, nodes, ins, points, checked) for x, (nodes, ins) in regions.items()))
+    new = _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions)
     if not new: return points, regions
     points |= new
 
@@ -155,14 +161,6 @@ def _too_deep(regions: dict) -> set[UOp]:
           d = 0
       depth[u] = d
   return out
-
-def _shared_reductions(regions: dict) -> set[UOp]:
-  """A reduction that several kernels would compute is computed once, into its own buffer."""
-  owners: dict[UOp, int] = {}
-  for nodes, _ in regions.values():
-    for u in nodes:
-      if u.op is Ops.REDUCE_AXIS: owners[u] = owners.get(u, 0) + 1
-  return {u for u, n in owners.items() if n > 1}
 
 _SAME_INDEX = GroupOp.Elementwise | {Ops.RESHAPE}
 
@@ -211,23 +209,6 @@ def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
       ctx = KernelContext(r, points)
       out.update(u for u in nodes if i in u.src and w not in u.toposort(gate=lambda n: not ctx.is_input(n)))
   return out
-
-def _unfusable_reductions(x: UOp, nodes: list[UOp], inputs: list[UOp], points: set[UOp], checked: dict) -> set[UOp]:
-  """The reductions inside x's kernel that fusing would recompute: rangeify the kernel and look at each REDUCE's loops.
-  `checked` remembers the answer per kernel (its point and inputs fix its AST)."""
-  key = (x, frozenset(inputs))
-  if key in checked: return checked[key]
-  inner = [u for u in nodes if u.op is Ops.REDUCE_AXIS and u is not kernel_value(x)]
-  if not inner:
-    checked[key] = set()
-    return checked[key]
-  from tensor.codegen import rangeify_simplified, recomputed_reductions
-  ast, kctx = kernel_ast(x, points)
-  bad = recomputed_reductions(*rangeify_simplified(ast))
-  # which tensor-graph reduction each kernel-AST reduction is (the same rewrite with the same context gives the same nodes)
-  ks = graph_rewrite(uop(Ops.SINK, dtypes.void, tuple(inner)), to_kernel_ast, kctx, bottom_up=True, name="to_kernel_ast").src
-  checked[key] = {r for r, k in zip(inner, ks) if k in bad}
-  return checked[key]
 
 # ---- building the kernels ----
 

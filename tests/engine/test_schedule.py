@@ -154,6 +154,46 @@ def test_reduction_read_by_several_kernels_is_computed_once():
   close(x, a.sum(1) + 1)
   close(y, np.exp2(a.sum(1) * 2))
 
+def test_reduction_read_at_two_indices_is_computed_once():
+  a = rand(6, 8)
+  A, = inputs(a)
+  s = A.sum(1)
+  out = s + s.flip(0)  # row i needs the sums of rows i and 5-i: fused, each would be summed twice
+  assert count(out) == 2
+  close(out, a.sum(1) + a.sum(1)[::-1])
+
+def test_reduction_over_size_one_axes_is_no_loop_and_fuses():
+  a = rand(5, 1)
+  A, = inputs(a)
+  s = (A.flip(0) * A).sum(1, keepdim=True)
+  out = s.flip(1) * s  # read at two index expressions of the same place, but there is no loop to run twice
+  assert count(out) == 1
+  close(out, (a[::-1] * a) ** 2)
+
+def test_conv_batchnorm_relu():
+  from tensor import nn
+  a = rand(4, 8, 16, 16)
+  X, = inputs(a)
+  for training, most in ((False, 1), (True, 4)):  # eval: the running statistics; training: the conv, its mean, variance, the output
+    conv, bn = nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm(16)
+    for p in nn.state.get_parameters([conv, bn]): p.realize()
+    with Tensor.train(training):
+      out = bn(conv(X)).relu()
+      assert count(out) <= most
+      if training: Tensor.realize(bn.running_mean, bn.running_var)
+    ref = torch_conv_bn_relu(a, conv, bn, training)
+    if ref is not None: np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+def torch_conv_bn_relu(a, conv, bn, training):
+  try: import torch
+  except ImportError: return None
+  c = torch.nn.functional.conv2d(torch.tensor(a), torch.tensor(conv.weight.numpy()), torch.tensor(conv.bias.numpy()), padding=1)
+  if training: mean, var = c.mean((0, 2, 3)), c.var((0, 2, 3), unbiased=False)
+  else: mean, var = torch.zeros(16), torch.ones(16)
+  shape = (1, 16, 1, 1)
+  y = (c - mean.reshape(shape)) / torch.sqrt(var.reshape(shape) + bn.eps) * torch.tensor(bn.weight.numpy()).reshape(shape)
+  return torch.relu(y + torch.tensor(bn.bias.numpy()).reshape(shape)).numpy()
+
 def test_copied_input_read_by_several_kernels_is_copied_once():
   a = rand(4, 4)
   X = Tensor(a)  # a COPY from the host, not run yet

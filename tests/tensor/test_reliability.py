@@ -60,7 +60,6 @@ def test_index_math_that_may_overflow_int32_is_widened(monkeypatch):
   # sizes below the threshold, but an index that still passes 2**31: range analysis catches it and the kernel is redone in int64
   import tensor.codegen as codegen
   monkeypatch.setattr(codegen, "INT32_INDEX_LIMIT", 2**62)
-  monkeypatch.setattr(codegen, "_simplified", {})
   src = c_source(Tensor.ones(2**31 + 16, dtype=dtypes.uint8) + 1)
   assert "long long ridx0" in src
 
