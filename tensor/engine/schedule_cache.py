@@ -17,6 +17,7 @@ from runtime.helpers import LRU
 from runtime.ops import Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
+from rules.substitute import substitute
 
 class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a frozen dataclass takes a microsecond to build
   """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), its slot nodes, and whether it
@@ -153,8 +154,15 @@ def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
-  after = _build(shape, number, {orig: new.substitute(done) for orig, new in becomes.items()}, at)
+  after = _build(shape, number, resolved(becomes, done), at)
   return (tuple(launches), after) if after is not None else (None, None)
+
+def resolved(becomes: dict[UOp, UOp], done: dict[UOp, UOp]) -> dict[UOp, UOp]:
+  """`becomes` with the nodes in `done` (kernel outputs that ran: their buffers) replaced in its values, by one rewrite of
+  all the values together (rules/substitute.rules)."""
+  if not done or not becomes: return dict(becomes)
+  values = uop(Ops.SINK, dtypes.void, tuple(becomes.values()))
+  return dict(zip(becomes, graph_rewrite(values, substitute, done, bottom_up=True, name="substitute").src))
 
 def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
   """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
@@ -248,4 +256,4 @@ class ScheduleCache:
     self.recipes.clear()
     self.forms.clear()
     self.hits = self.misses = 0
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers", "resolved"]
