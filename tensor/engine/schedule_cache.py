@@ -41,6 +41,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   key: list = [extra_key]
   assigns = pending = False
   consts: list[UOp] = []
+  const_at: dict[UOp, int] = {}
   BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
   stack: list = [sink]
   visiting: set[UOp] = set()
@@ -48,6 +49,14 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
     u = stack.pop()
     if u in index: continue
     op = u.op
+    if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
+      # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
+      index[u] = len(topo)
+      topo.append(u)
+      fragment, c = atom
+      if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
+      key.append((fragment, None if c is None else j))
+      continue
     if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
       visiting.add(u)
       stack.append(u)
@@ -68,13 +77,35 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       if (s := slot_of.get(u)) is None: s = slot_of[u] = len(slots); slots.append(u)  # noqa: E702
       key.append((UNIQUE, s))
     elif op is CONST and u.src and (u.dtype in _NUMBERS):  # hash-consed: one node per (dtype, value, device), so equal values share
-      key.append((CONST, u.dtype, index[u.src[0]]))
-      consts.append(u)
+      if (j := const_at.get(u)) is None: j = const_at[u] = len(consts); consts.append(u)  # noqa: E702
+      key.append((CONST, u.dtype, index[u.src[0]], j))
     else:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple(map(index.__getitem__, u.src))))
   form = tuple(key)
   return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
+
+EXPAND, RESHAPE = Ops.EXPAND, Ops.RESHAPE
+# broadcast numbers seen (tensor/tensor.py keeps the nodes of `x + 1` for the next one): node -> (key fragment, its CONST or
+# None when the value is in the fragment); cleared when full
+_atoms: dict[UOp, tuple] = {}
+
+def _atom(u: UOp) -> tuple | None:
+  """A chain of RESHAPE/EXPAND over a CONST on a DEVICE (a Python number broadcast to a tensor's shape): its key fragment
+  (the chain's ops, dtypes, args and tags, the constant's dtype and device, and its value unless it is abstracted as the
+  graph walk abstracts constants), remembered; None for anything else. Its inner nodes get no places of their own in the
+  walk: the scheduler never makes one a kernel unless it is a root, and then the walk meets it as an atom of its own."""
+  chain, n = [], u
+  while n.op is EXPAND or n.op is RESHAPE:
+    if len(n.src) != 1: return None
+    chain.append((n.op, n.dtype, n._key[3], n.tag))
+    n = n.src[0]
+  if n.op is not Ops.CONST or len(n.src) != 1 or n.src[0].op is not Ops.DEVICE or n.tag is not None or n.src[0].tag is not None: return None
+  abstract = n.dtype in _NUMBERS
+  fragment = (EXPAND, tuple(chain), n.dtype, n.src[0].arg, None if abstract else n._key[3])
+  if len(_atoms) >= 4096: _atoms.clear()
+  atom = _atoms[u] = (fragment, n if abstract else None)
+  return atom
 
 _NUMBERS = frozenset(t for t in vars(dtypes).values() if isinstance(t, DType) and t.count == 1 and (dtypes.is_float(t) or dtypes.is_int(t)))
 
