@@ -4,7 +4,7 @@
 with DEV=NAME, or CPU=1 / PYTHON=1). A `Buffer` is a typed block of device memory; both devices keep it in host memory.
 """
 from __future__ import annotations
-import importlib, os, warnings
+import importlib, os, sys, warnings
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
@@ -44,7 +44,10 @@ class Buffer:
       self._array = raw[self.offset:self.offset + self.nbytes].view(_storage(self.dtype))
       self._ptr = self._array.ctypes.data
     elif self._array is None:
-      if _SANITIZE:  # exactly the buffer's bytes, so AddressSanitizer sees any access past either end
+      if (free := _pool.get((self.nbytes, self.dtype))):  # a freed buffer of this size and dtype: no allocation
+        self._array, self._ptr = free.pop()
+        _pooled[0] -= 1
+      elif _SANITIZE:  # exactly the buffer's bytes, so AddressSanitizer sees any access past either end
         self._array = np.empty(self.nbytes, dtype=np.uint8).view(_storage(self.dtype))
         self._ptr = self._array.ctypes.data
       else:
@@ -76,9 +79,27 @@ class Buffer:
   def __del__(self):
     # a view's memory is its base's, counted once there
     if self._array is not None and self.base is None:
-      try: GlobalCounters.mem_used -= self.nbytes
+      try:
+        GlobalCounters.mem_used -= self.nbytes
+        _recycle(self)
       except (AttributeError, TypeError): pass
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
+
+# small freed buffers by (nbytes, dtype): eager code frees a result and makes one of the same kind on every op, and numpy's
+# allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES
+POOL_BUFFERS, POOL_BYTES = 64, 1 << 16
+_pool: dict[tuple[int, DType], list[tuple[np.ndarray, int]]] = {}
+_pooled = [0]
+
+def _recycle(b: Buffer) -> None:
+  """Keep a dying buffer's memory for the next one of its kind, unless a view of it may be alive elsewhere (anything holding
+  the array, or another view of its raw block, shows in the reference counts)."""
+  a = b._array
+  if _SANITIZE or _pooled[0] >= POOL_BUFFERS or b.nbytes > POOL_BYTES or a is None: return
+  # references: b._array, `a`, getrefcount's argument; the raw block: a.base and the argument
+  if sys.getrefcount(a) != 3 or a.base is None or sys.getrefcount(a.base) != 2: return
+  _pool.setdefault((b.nbytes, b.dtype), []).append((a, b._ptr))
+  _pooled[0] += 1
 
 class Compiled:
   """A device: `program(source, name)` turns a kernel's source (rendered for this device by the tensor layer) into a

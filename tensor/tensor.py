@@ -59,6 +59,9 @@ def _acc_dtype(d: DType) -> DType:
   """The dtype a sum or product of `d` accumulates in: half and bfloat16 in float32 (then cast back), others in themselves."""
   return dtypes.float32 if d in (dtypes.float16, dtypes.bfloat16) else d
 
+# a Python number broadcast to a shape, by (its CONST node, the shape): a loop of `x * 0.5 + 1` builds these nodes once
+_broadcasts: dict[tuple[UOp, tuple], UOp] = {}
+
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
@@ -330,23 +333,31 @@ class Tensor(AutogradMixin, FunctionalMixin):
     else:
       if isinstance(other, UOp): return self._bound_variable_operands(other, reverse)
       if not isinstance(other, (bool, int, float, np.generic)): raise ArgumentTypeError(f"can't combine a Tensor with {type(other).__name__}")
-      other = other.item() if isinstance(other, np.generic) else other
-      # a Python number adapts to the tensor, except that a float meeting an int tensor makes it float (as in torch);
-      # an int that does not fit the tensor's int type is an OverflowError, as in numpy 2
-      dt = self.dtype
-      if isinstance(other, float) and not dtypes.is_float(dt): dt = dtypes.default_float
-      elif type(other) is int and dt is dtypes.bool: dt = _int_dtype_for(other, other, "constant")
-      check_fits(other, dt)
-      # the number broadcast to the tensor's shape, built as the nodes reshape and expand would build (the common case of
-      # every `x + 1`: no intermediate Tensors)
-      a, shape = self if dt is self.dtype else self.cast(dt), self.shape
-      c = uop(Ops.CONST, dt, (_device(self.device),), cast_value(other, dt))
-      if shape:
-        c = uop(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
-        if any(d != 1 for d in shape): c = uop(Ops.EXPAND, dt, (c,), shape)
+      a, c = self._number_operand(other.item() if isinstance(other, np.generic) else other)
       return (Tensor(c), a) if reverse else (a, Tensor(c))
     a, b = _broadcast(a, b)
     return (b, a) if reverse else (a, b)
+  def _number_operand(self, other: bool | int | float) -> tuple[Tensor, UOp]:
+    """(this tensor in the dtype an op with a Python number computes in, the number's node broadcast to its shape)."""
+    # a Python number adapts to the tensor, except that a float meeting an int tensor makes it float (as in torch);
+    # an int that does not fit the tensor's int type is an OverflowError, as in numpy 2
+    dt = self.dtype
+    if isinstance(other, float):
+      if not dtypes.is_float(dt): dt = dtypes.default_float
+    elif type(other) is int and dt is dtypes.bool: dt = _int_dtype_for(other, other, "constant")  # type: ignore[arg-type]
+    check_fits(other, dt)
+    u = self.uop
+    c = uop(Ops.CONST, dt, (_device(u.device),), cast_value(other, dt))  # type: ignore[arg-type]
+    shape = u.shape
+    if not shape: return (self if dt is u.dtype else self.cast(dt)), c
+    if (b := _broadcasts.get((c, shape))) is None:
+      # the number broadcast to the tensor's shape, built as the nodes reshape and expand would build; kept for the next
+      # `x + 1` of this shape, which then makes no new nodes
+      b = uop(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
+      if any(d != 1 for d in shape): b = uop(Ops.EXPAND, dt, (b,), shape)
+      if len(_broadcasts) >= 256: _broadcasts.clear()
+      _broadcasts[(c, shape)] = b
+    return (self if dt is u.dtype else self.cast(dt)), b
   def _bound_variable_operands(self, v: UOp, reverse: bool) -> tuple[Tensor, Tensor]:
     """`x * Variable("n", 1, 64).bind(8)`: the variable's value, broadcast; kernels read it as an argument (TinyJit replays
     them with each call's value)."""
@@ -359,8 +370,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
       if any(d != 1 for d in shape): c = uop(Ops.EXPAND, dt, (c,), shape)
     return (Tensor(c), a) if reverse else (a, Tensor(c))
   def _alu(self, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
-    return Tensor(uop(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
+    return _tensor(uop(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
   def _binop(self, op: Ops, other: Any, reverse: bool = False, out: DType | None = None) -> Tensor:
+    if other.__class__ is float or other.__class__ is int:  # `x + 1`, the common case: no Tensor for the number
+      a, c = self._number_operand(other)
+      return _tensor(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)))
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
 
@@ -663,6 +677,13 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   zero_sign = (a / b).signbit().where(-0.0, 0.0)
   floordiv = div.ne(0).where(fl, zero_sign.cast(a.dtype))
   return b.eq(0).where(a / b, floordiv), mod
+
+def _tensor(u: UOp) -> Tensor:
+  """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
+  t = object.__new__(Tensor)
+  t.uop, t.requires_grad, t.grad = u, None, None
+  Tensor._live.add(t)
+  return t
 
 def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   if a.shape == b.shape: return a, b

@@ -27,7 +27,7 @@ from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
-from tensor.engine.schedule_cache import Launcher, new_buffers
+from tensor.engine.schedule_cache import Launcher, new_buffers, resolved
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
@@ -248,7 +248,7 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if is_kernelized(u): done[u] = u.src[0]
-  apply_becomes({**{orig: new.substitute(done) for orig, new in becomes.items()}, **done})
+  apply_becomes({**resolved(becomes, done), **done})
 
 _NO_PLAN = MemoryPlan().summary()
 

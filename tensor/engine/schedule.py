@@ -21,6 +21,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from rules.substitute import substitute
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
 from tensor.engine.state import ENGINE, Engine
@@ -290,11 +291,15 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
   roots = {t.uop for t in live}
   inner = {k: v for k, v in becomes.items() if k in roots or is_kernelized(k)}
+  stale: list[Tensor] = []  # tensors whose graphs use a replaced node: rewritten together, sharing the work
   for t in live:
     u = t.uop
     if (n := becomes.get(u)) is not None: t.uop = n
     elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
-    elif inner and any(x in inner for x in u.toposort(gate=_gate)): t.uop = u.substitute(inner)
+    elif inner and any(x in inner for x in u.toposort(gate=_gate)): stale.append(t)
+  if stale:
+    graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
+    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop = n
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""

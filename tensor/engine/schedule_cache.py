@@ -17,6 +17,7 @@ from runtime.helpers import LRU
 from runtime.ops import Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
+from rules.substitute import substitute
 
 class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a frozen dataclass takes a microsecond to build
   """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), its slot nodes, and whether it
@@ -40,6 +41,7 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   key: list = [extra_key]
   assigns = pending = False
   consts: list[UOp] = []
+  const_at: dict[UOp, int] = {}
   BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
   stack: list = [sink]
   visiting: set[UOp] = set()
@@ -47,6 +49,14 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
     u = stack.pop()
     if u in index: continue
     op = u.op
+    if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
+      # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
+      index[u] = len(topo)
+      topo.append(u)
+      fragment, c = atom
+      if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
+      key.append((fragment, None if c is None else j))
+      continue
     if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
       visiting.add(u)
       stack.append(u)
@@ -67,13 +77,35 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       if (s := slot_of.get(u)) is None: s = slot_of[u] = len(slots); slots.append(u)  # noqa: E702
       key.append((UNIQUE, s))
     elif op is CONST and u.src and (u.dtype in _NUMBERS):  # hash-consed: one node per (dtype, value, device), so equal values share
-      key.append((CONST, u.dtype, index[u.src[0]]))
-      consts.append(u)
+      if (j := const_at.get(u)) is None: j = const_at[u] = len(consts); consts.append(u)  # noqa: E702
+      key.append((CONST, u.dtype, index[u.src[0]], j))
     else:
       if op is ASSIGN: assigns = True
       key.append((op, u.dtype, u._key[3], u.tag, tuple(map(index.__getitem__, u.src))))
   form = tuple(key)
   return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
+
+EXPAND, RESHAPE = Ops.EXPAND, Ops.RESHAPE
+# broadcast numbers seen (tensor/tensor.py keeps the nodes of `x + 1` for the next one): node -> (key fragment, its CONST or
+# None when the value is in the fragment); cleared when full
+_atoms: dict[UOp, tuple] = {}
+
+def _atom(u: UOp) -> tuple | None:
+  """A chain of RESHAPE/EXPAND over a CONST on a DEVICE (a Python number broadcast to a tensor's shape): its key fragment
+  (the chain's ops, dtypes, args and tags, the constant's dtype and device, and its value unless it is abstracted as the
+  graph walk abstracts constants), remembered; None for anything else. Its inner nodes get no places of their own in the
+  walk: the scheduler never makes one a kernel unless it is a root, and then the walk meets it as an atom of its own."""
+  chain, n = [], u
+  while n.op is EXPAND or n.op is RESHAPE:
+    if len(n.src) != 1: return None
+    chain.append((n.op, n.dtype, n._key[3], n.tag))
+    n = n.src[0]
+  if n.op is not Ops.CONST or len(n.src) != 1 or n.src[0].op is not Ops.DEVICE or n.tag is not None or n.src[0].tag is not None: return None
+  abstract = n.dtype in _NUMBERS
+  fragment = (EXPAND, tuple(chain), n.dtype, n.src[0].arg, None if abstract else n._key[3])
+  if len(_atoms) >= 4096: _atoms.clear()
+  atom = _atoms[u] = (fragment, n if abstract else None)
+  return atom
 
 _NUMBERS = frozenset(t for t in vars(dtypes).values() if isinstance(t, DType) and t.count == 1 and (dtypes.is_float(t) or dtypes.is_int(t)))
 
@@ -153,8 +185,15 @@ def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
-  after = _build(shape, number, {orig: new.substitute(done) for orig, new in becomes.items()}, at)
+  after = _build(shape, number, resolved(becomes, done), at)
   return (tuple(launches), after) if after is not None else (None, None)
+
+def resolved(becomes: dict[UOp, UOp], done: dict[UOp, UOp]) -> dict[UOp, UOp]:
+  """`becomes` with the nodes in `done` (kernel outputs that ran: their buffers) replaced in its values, by one rewrite of
+  all the values together (rules/substitute.rules)."""
+  if not done or not becomes: return dict(becomes)
+  values = uop(Ops.SINK, dtypes.void, tuple(becomes.values()))
+  return dict(zip(becomes, graph_rewrite(values, substitute, done, bottom_up=True, name="substitute").src))
 
 def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recipe | None:
   """The recipe of `becomes` (a kernelize result of shape's graph, whose kernels write the new buffers `made`), or None
@@ -248,4 +287,4 @@ class ScheduleCache:
     self.recipes.clear()
     self.forms.clear()
     self.hits = self.misses = 0
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers", "resolved"]

@@ -31,7 +31,7 @@ class Replay:
     return n
 
   def catch_up(self, root: int) -> int:
-    return substitute(self.rec, root, {n: self.latest(n) for n in self.done}) if self.done else root
+    return replace_nodes(self.rec, root, {n: self.latest(n) for n in self.done}) if self.done else root
 
   def root(self, step: int) -> int:
     steps = self.rw["steps"]
@@ -39,16 +39,20 @@ class Replay:
     while len(self.roots) <= step:
       _, before, after = steps[len(self.roots) - 1]
       root = self.roots[-1]
-      new = substitute(self.rec, root, {before: after})
+      new = replace_nodes(self.rec, root, {before: after})
       if new == root and before != after:  # `before` is not in the graph: the engine got there through its memo
         root = self.catch_up(root)
-        new = substitute(self.rec, root, {before: after})
+        new = replace_nodes(self.rec, root, {before: after})
       self.done[before] = after
+      if new == root and before != after:
+        # still not there: a bottom-up rewrite replaced `before` whole, where an earlier step rebuilt it from the inside
+        # (rules/substitute.rules with one key inside another): every step so far, on the input, each key matched first
+        new = self.catch_up(self.roots[0])
       if len(self.roots) == len(steps): new = self.catch_up(new)
       self.roots.append(new)
     return self.roots[step]
 
-def substitute(rec: Recording, root: int, mapping: dict[int, int]) -> int:
+def replace_nodes(rec: Recording, root: int, mapping: dict[int, int]) -> int:
   """The graph under `root` with each node that is a key of `mapping` replaced by its value (nodes above rebuilt, hash-consed)."""
   memo: dict[int, int] = dict(mapping)
   nodes = rec.nodes

@@ -58,3 +58,26 @@ def test_a_matrix_graph_with_several_kernels():
     x = M * np.float32(k)
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True) * np.float32(k + 1), rtol=1e-5, atol=1e-6)
+
+def test_a_number_broadcast_to_two_shapes_keeps_its_link():
+  # the walk takes a broadcast number (x + c) as one entry: the same number broadcast to two shapes must stay one constant,
+  # so `x*c + y*c` and `x*c + y*d` are two keys, and every value comes out right through hits and launchers
+  x, y = Tensor(M).realize(), Tensor(A[:8]).realize()
+  z = Tensor(A[:4]).realize()
+  # (2, 3, 2) and (2, 3, 3) have the same distinct values: only the link of e to c or to d tells them apart
+  for c, d, e in [(2.0, 2.0, 2.0), (3.0, 5.0, 6.0), (2.0, 3.0, 2.0), (2.0, 3.0, 3.0), (4.0, 4.0, 1.5), (2.0, 3.0, 2.0), (2.0, 3.0, 3.0)]:
+    out = (x * c + (y * d).reshape(1, 8) + (z * e).sum()).realize()
+    ref = M * np.float32(c) + A[:8].reshape(1, 8) * np.float32(d) + (A[:4] * np.float32(e)).sum()
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5)
+
+def test_the_same_number_node_in_another_graph_is_no_stale_hit():
+  a = Tensor(A).realize()
+  for _ in range(3): np.testing.assert_allclose((a + 1).realize().numpy(), A + 1, rtol=1e-6)
+  h = ENGINE.schedules.hits
+  np.testing.assert_allclose((a - 1).realize().numpy(), A - 1, rtol=1e-6)  # the broadcast 1 again, under another op
+  np.testing.assert_allclose((a.reshape(8, 8) + 1).realize().numpy(), A.reshape(8, 8) + 1, rtol=1e-6)  # another shape
+  np.testing.assert_allclose((1 + a + a).realize().numpy(), 1 + A + A, rtol=1e-6)
+  ai = Tensor(I).realize()
+  np.testing.assert_array_equal((ai + 1).realize().numpy(), I + 1)  # another dtype
+  for _ in range(2): np.testing.assert_allclose((a + 1).realize().numpy(), A + 1, rtol=1e-6)
+  assert ENGINE.schedules.hits >= h + 2
