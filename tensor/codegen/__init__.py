@@ -13,7 +13,7 @@ from runtime.dtype import DType, PtrDType, dtypes
 from runtime.helpers import NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
-from runtime.uop import UOp, uop, dim_max, dim_str
+from runtime.uop import UOp, uop, dim_ident, dim_max
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize, range_nests
 from tensor.codegen.opt import Opt, apply_opts
@@ -189,7 +189,7 @@ def kernel_name(ast: UOp) -> str:
   out = [d for d in value.shape if d != 1] or [1]
   red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
   dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
-  base = ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+  base = ("r_" if red else "E_") + "_".join(dim_ident(d) for d in dims)
   n = _names.get(base, 0) + 1
   _names[base] = n
   return base if n == 1 else f"{base}n{n}"
