@@ -46,7 +46,8 @@ def size_arg(s: Any, what: str, given: Any = _NONE) -> Any:
 
 def shape_arg(args: Sequence, what: str = "shape") -> tuple:
   """A shape given as sizes or one tuple/list of sizes: each an int >= 0 or a symbolic size (>= 0 for every value)."""
-  shape = tuple(size_arg(s, what, flat_args(args)) for s in flat_args(args))
+  given = flat_args(args)
+  shape = tuple(s if s.__class__ is int else size_arg(s, what, given) for s in given)
   for s in shape:
     if (s < 0) if s.__class__ is int else s.vmin < 0:
       raise ArgumentValueError(f"{what} {shape_str(shape)} has a size that is (or can be) negative")
@@ -65,15 +66,15 @@ def numel(sizes) -> Any:
   return out.simplify() if out.__class__ is UOp else out
 
 def check_shrink(pairs: tuple, shape: tuple, arg: Any) -> None:
-  """0 <= begin <= end <= size on every axis: at the bound values, and for every value of a symbolic begin or end."""
+  """0 <= begin <= end <= size on every axis: at the bound values, and for every value of a symbolic begin, end or size."""
   for axis, ((b, e), d) in enumerate(zip(pairs, shape)):
     if not 0 <= dim_value(b) <= dim_value(e) <= dim_value(d):
       raise ShapeError(f"shrink {arg_str(tuple(arg))} does not fit shape {shape_str(shape)}: axis {axis} keeps [{dim_value(b)}, {dim_value(e)}) "
                        f"of {dim_value(d)}")
-    if is_symbolic(b) or is_symbolic(e):
+    if is_symbolic(b) or is_symbolic(e) or is_symbolic(d):
       for lo, hi, what in ((0, b, "begin"), (b, e, "end - begin"), (e, d, "the axis size - end")):
         if not always_le(lo, hi):
           names = ", ".join(sorted({v.unbind_name() for x in (lo, hi) for v in dim_vars(x)}))
           raise ShapeError(f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis {axis} {what} can be negative for some value of "
-                           f"the Variables {names} (a TinyJit replay at that value would read outside the buffer): narrow the "
+                           f"the Variable{'s' if ',' in names else ''} {names} (a TinyJit replay at that value would read outside the buffer): narrow the "
                            f"Variable's range so the slice always fits")

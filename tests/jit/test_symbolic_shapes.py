@@ -168,17 +168,32 @@ def test_value_outside_the_range_is_an_error_at_bind():
 def test_a_slice_that_may_not_fit_is_an_error():
   # n up to 64 on an axis of 12: a replay at n = 20 would read outside the buffer
   with pytest.raises(ShapeError, match=r"shrink \(\(0, n=4\), None\) of shape \(12, 5\): on axis 0 the axis size - end can be negative for "
-                                       r"some value of the Variables n"):
+                                       r"some value of the Variable n"):
     Tensor(X)[:Variable("n", 1, 64).bind(4)]
   with pytest.raises(ShapeError, match=r"axis 0 keeps \[0, 9\) of 8"): Tensor(X[:8]).shrink(((0, _n(9)), None))
   with pytest.raises(ArgumentValueError, match="takes step 1"): Tensor(X)[:_n(4):2]
+  with pytest.raises(ShapeError, match=r"on axis 0 the axis size - end can be negative for some value of the Variable n"):
+    Tensor(X)[:_n(6)][:3]  # 3 rows of an axis of n rows: n can be 1
   with pytest.raises(TensorIndexError, match=r"index 3 on axis 0 of symbolic size n .* for every value of the Variable n"): Tensor(X)[:_n(4)][3]
 
 def test_a_variable_where_only_ints_work_names_the_op_and_the_variable():
   with pytest.raises(ArgumentTypeError, match=r"repeat count must be an integer, got the Variable n=3"): Tensor(X).repeat(_n(3), 1)
-  with pytest.raises(ArgumentTypeError, match=r"padding \(\(0, n=2\), None\): axis 0 must be an integer, got the Variable n=2"): Tensor(X).pad(((0, _n(2)), None))
+  with pytest.raises(ArgumentTypeError, match=r"padding \(\(0, n=2\), None\): axis 0 must be an integer, got the Variable n=2"):
+    Tensor(X).pad(((0, _n(2)), None))
   with pytest.raises(ArgumentTypeError, match=r"slice step must be an integer, got the Variable n=2: a slice takes no symbolic step"):
     Tensor(X)[::_n(2)]
 
 def test_one_variable_bound_to_two_values_is_an_error():
   with pytest.raises(ArgumentValueError, match=r"the Variable 'n' is bound to two values \(3 and 4\)"): Tensor.zeros(_n(3) + _n(4))
+
+def test_one_program_per_kernel_for_every_size():
+  from tensor.engine import realize
+  x = Tensor(X).realize()
+  for k in (2, 5, 9):
+    n = Variable("only_rows", 1, ROWS).bind(k)
+    np.testing.assert_allclose((x[:n] * 3.0).sum(axis=0).numpy(), X[:k].sum(axis=0) * 3, rtol=1e-5, atol=1e-5)
+    assert (Tensor.ones(2 * n, 2) + 1.0).numpy().shape == (2 * k, 2)
+  runners = [r for r in realize.ENGINE.programs.values()
+             if isinstance(r, realize.BoundRunner) and any(v.arg[0] == "only_rows" for v in r.program.vars)]
+  assert len(runners) == 6 and len({id(r.base) for r in runners}) == 2  # two kernels, each compiled once for the three sizes
+  assert sorted(r.base.program.name for r in runners[:2]) == ["E_only_rowsx2_2", "r_5_only_rows"]
