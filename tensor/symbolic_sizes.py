@@ -76,5 +76,5 @@ def check_shrink(pairs: tuple, shape: tuple, arg: Any) -> None:
         if not always_le(lo, hi):
           names = ", ".join(sorted({v.unbind_name() for x in (lo, hi) for v in dim_vars(x)}))
           raise ShapeError(f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis {axis} {what} can be negative for some value of "
-                           f"the Variable{'s' if ',' in names else ''} {names} (a TinyJit replay at that value would read outside the buffer): narrow the "
-                           f"Variable's range so the slice always fits")
+                           f"the Variable{'s' if ',' in names else ''} {names} (a TinyJit replay at that value would read outside the "
+                           "buffer): narrow the Variable's range so the slice always fits")
