@@ -25,7 +25,12 @@ class Params:
     return v
   def has_bound_size(self, u: UOp) -> bool:
     """A movement op with a symbolic size: reshape/expand sizes, or a shrink/pad pair (begin, end) that is an expression."""
-    return any(x.__class__ is UOp and _has_bind(x) for d in u.arg for x in (d if d.__class__ is tuple else (d,)))
+    for d in u.arg:  # plain loops: this runs on every movement op of every kernel parametrized
+      if d.__class__ is tuple:
+        for x in d:
+          if x.__class__ is UOp and _has_bind(x): return True
+      elif d.__class__ is UOp and _has_bind(d): return True
+    return False
   def unbind_size(self, d):
     """A size (an int, a bound Variable or an int expression of them) with its Variables unbound (values kept for this run)."""
     if d.__class__ is not UOp: return d

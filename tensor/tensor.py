@@ -10,7 +10,7 @@ import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
-from runtime.uop import UOp, uop, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from runtime.uop import UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from tensor import symbolic_sizes
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
@@ -109,23 +109,25 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return bool(self.item())
   def __repr__(self) -> str:  # as the seeds print it: <Tensor <UOp CPU (4,) int (Ops.COPY, None)> on CPU with grad None>
     u = self.uop
-    return f"<Tensor <UOp {self.device} {self.shape} {self.dtype.name} ({u.op!r}, {u.arg!r})> on {self.device} with grad {self.grad!r}>"
+    shape, arg = self.shape, repr(u.arg)
+    if any(d.__class__ is UOp for d in shape): shape, arg = shape_str(shape), arg_str(u.arg)  # (n=5, 3): not the Variable's graph
+    return f"<Tensor <UOp {self.device} {shape} {self.dtype.name} ({u.op!r}, {arg})> on {self.device} with grad {self.grad!r}>"
 
   # ---- creation ----
   @staticmethod
   def full(shape: Sequence[int] | int, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
-    shape = symbolic_sizes.shape_arg((shape,), "full")  # a size may be a bound Variable or an expression of them (2*n)
+    shape = symbolic_sizes.shape_arg((shape,), "full shape")  # a size may be a bound Variable or an expression of them (2*n)
     if isinstance(fill_value, Tensor): raise ArgumentTypeError("full takes a Python number as fill_value, not a Tensor: use expand")
     return Tensor(Tensor(fill_value, device, dtype).reshape((1,) * len(shape)).expand(shape).uop, **kwargs)
   @staticmethod
   def zeros(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(symbolic_sizes.shape_arg(shape, "zeros"), 0, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(symbolic_sizes.shape_arg(shape, "zeros shape"), 0, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def ones(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(symbolic_sizes.shape_arg(shape, "ones"), 1, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(symbolic_sizes.shape_arg(shape, "ones shape"), 1, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def empty(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    shape = symbolic_sizes.shape_arg(shape, "empty")
+    shape = symbolic_sizes.shape_arg(shape, "empty shape")
     dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
     n = math.prod(dim_max(d) for d in shape)  # a symbolic shape's storage holds its largest size; the first numel() elements are the data
     u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), n)
