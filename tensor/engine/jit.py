@@ -345,7 +345,10 @@ class _RetUnpickler(pickle.Unpickler):
     from tensor.tensor import buffer_uop
     _, k, shape, requires_grad = pid
     t = Tensor(buffer_uop(self.bufs[k]), requires_grad=requires_grad)
-    return t if t.shape == shape else t.reshape(shape)
+    if t.shape == shape: return t
+    # a symbolic shape views the first elements of storage sized for the Variables' maxima (not a reshape of all of it)
+    if any(d.__class__ is UOp for d in shape): return Tensor(UOp(Ops.RESHAPE, t.dtype, (t.uop,), shape), requires_grad=requires_grad)
+    return t.reshape(shape)
 
 def _dump_captured(c: CapturedJit) -> dict:
   """The capture as plain data: its buffers (with their contents: weights and other state the kernels read), the kernels'

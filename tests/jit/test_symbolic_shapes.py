@@ -209,3 +209,15 @@ def test_a_sliced_view_as_the_input():
   for k in (3, 5, 8, 2, ROWS):
     np.testing.assert_allclose(f(Tensor(X)[:_n(k)]).numpy(), X[:k].sum(axis=0) * 2, rtol=1e-5, atol=1e-5)
   assert len(calls) == 2
+
+def test_pickled_capture_with_symbolic_outputs_replays_new_sizes():
+  import pickle
+  @TinyJit
+  def f(x, n): return (x[:n] * 2.0).realize(), Tensor.ones(2 * n, 2).contiguous().realize()
+  x = Tensor(X).realize()
+  for k in (3, 5): f(x, _n(k))
+  g = pickle.loads(pickle.dumps(f))
+  for k in (7, 2, ROWS):
+    a, b = g(x, _n(k))
+    np.testing.assert_array_equal(a.numpy(), X[:k] * 2)
+    assert b.numpy().shape == (2 * k, 2) and b.shape[0].render() == "(n*2)"
