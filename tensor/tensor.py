@@ -140,7 +140,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if stop is None: start, stop = 0, start
     for name, v in (("start", start), ("stop", stop), ("step", step)):
       if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ArgumentTypeError(f"arange {name} must be a number, got {type(v).__name__} {v!r}")
+        raise ArgumentTypeError(f"arange {name} must be a number, got {type(v).__name__} {arg_str(v)}")
       if not math.isfinite(v): raise ArgumentValueError(f"arange {name} must be finite, got {v}")
     if step == 0: raise ArgumentValueError("arange step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
