@@ -23,14 +23,30 @@ class Params:
     if param_index(v) is not None: raise ValueError(f"the Variable name {v.arg[0]!r} is reserved for kernel parameters; rename it")
     self.bound[v.arg[0]] = b.src[1].arg
     return v
-  def has_bound_size(self, u: UOp) -> bool: return any(d.__class__ is UOp and d.op is Ops.BIND for d in u.arg)
+  def has_bound_size(self, u: UOp) -> bool:
+    """A movement op with a symbolic size: reshape/expand sizes, or a shrink/pad pair (begin, end) that is an expression."""
+    for d in u.arg:  # plain loops: this runs on every movement op of every kernel parametrized
+      if d.__class__ is tuple:
+        for x in d:
+          if x.__class__ is UOp and _has_bind(x): return True
+      elif d.__class__ is UOp and _has_bind(d): return True
+    return False
+  def unbind_size(self, d):
+    """A size (an int, a bound Variable or an int expression of them) with its Variables unbound (values kept for this run)."""
+    if d.__class__ is not UOp: return d
+    if d.op is Ops.BIND: return self.unbind(d)
+    binds = [b for b in d.toposort(gate=lambda x: x.op is not Ops.BIND) if b.op is Ops.BIND]
+    return d.substitute({b: self.unbind(b) for b in binds}) if binds else d
   def unbind_sizes(self, u: UOp) -> UOp:
     """A movement op whose sizes hold bound Variables, with the Variables unbound (their values kept for this run)."""
-    return u.replace(arg=tuple(self.unbind(d) if d.__class__ is UOp and d.op is Ops.BIND else d for d in u.arg))
+    return u.replace(arg=tuple(tuple(self.unbind_size(x) for x in d) if d.__class__ is tuple else self.unbind_size(d) for d in u.arg))
   def param(self, c: UOp) -> UOp:
     lo, hi = (dtypes.min(c.dtype), dtypes.max(c.dtype))
     self.values.append(c.arg)
     return uop(Ops.DEFINE_VAR, c.dtype, (), (f"{PARAM_PREFIX}{len(self.values) - 1}", lo, hi))
+
+def _has_bind(d: UOp) -> bool:
+  return d.op is Ops.BIND or (d.op is not Ops.DEFINE_VAR and any(x.op is Ops.BIND for x in d.toposort(gate=lambda x: x.op is not Ops.BIND)))
 
 def param_index(var: UOp) -> int | None:
   """i for the parameter cvar<i>, None for any other variable."""

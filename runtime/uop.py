@@ -367,36 +367,88 @@ def _shape_of(u: UOp):
   if op in _SAME_SHAPE: return s
   if s is None: return None
   if op is Ops.PERMUTE: return tuple(s[i] for i in u.arg)
-  if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, u.arg))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  # a symbolic size (an expression of Variables) is simplified, so equal sizes are one node
+  if op is Ops.PAD: return tuple(d + b + a if d.__class__ is int and b.__class__ is int and a.__class__ is int else sint_add(d, b, a)
+                                 for d, (b, a) in zip(s, u.arg))
+  if op is Ops.SHRINK: return tuple(e - b if e.__class__ is int and b.__class__ is int else sint_add(e, -b if b.__class__ is int else -1 * b)
+                                    for b, e in u.arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else d for i, d in enumerate(s))
   if op is Ops.GATHER: return None if u.src[1]._shape is None else u.src[1]._shape + s[1:]
   if op in GroupOp.ALU: return s
   return None
 
-# ---- symbolic sizes: a dim is an int, or a Variable (a BIND in a tensor graph, its DEFINE_VAR in a kernel AST) ----
+# ---- symbolic sizes: a dim is an int, or an int expression of Variables (n, 2*n, n+1, n*m): in a tensor graph its
+# Variables are BINDs (each carries its value), in a kernel AST their DEFINE_VARs ----
 
 def is_symbolic(d: Any) -> bool: return d.__class__ is UOp
 
+def dim_vars(d: Any) -> list[UOp]:
+  """The Variables of a dim, as they stand in it (BIND or DEFINE_VAR), each once; [] for an int."""
+  if d.__class__ is not UOp: return []
+  if d.op is Ops.BIND or d.op is Ops.DEFINE_VAR: return [d]
+  return [u for u in d.toposort(gate=lambda x: x.op is not Ops.BIND) if u.op is Ops.BIND or u.op is Ops.DEFINE_VAR]
+
 def dim_value(d: Any) -> int:
-  """The size a dim has now: an int, a bound Variable's value (an unbound Variable has none: its maximum is taken)."""
+  """The size a dim has now: an int, or the expression at its bound Variables' values (with an unbound Variable it has
+  none: its maximum is taken)."""
   if d.__class__ is not UOp: return d
-  return d.src[1].arg if d.op is Ops.BIND else d.vmax
+  if d.op is Ops.BIND: return d.src[1].arg
+  if any(v.op is Ops.DEFINE_VAR for v in dim_vars(d)): return d.vmax
+  return sym_infer(d, {})
 
 def dim_max(d: Any) -> int:
   """The largest size a dim can take (what storage is allocated for)."""
   return d if d.__class__ is not UOp else d.vmax
 
+def sint_add(*terms: Any) -> Any:
+  """The sum of sizes (ints or expressions): an int when all are ints, else the expression simplified, so equal sizes are
+  one node (shapes compare by identity)."""
+  if all(t.__class__ is int for t in terms): return sum(terms)
+  e: Any = 0
+  for t in terms:
+    if not (t.__class__ is int and t == 0): e = t if e.__class__ is int and e == 0 else e + t
+  return e.simplify() if e.__class__ is UOp else e
+
+def unbind_dim(d: Any) -> Any:
+  """A dim with its bound Variables unbound (one dim for every value)."""
+  if d.__class__ is not UOp: return d
+  if d.op is Ops.BIND: return d.src[0]
+  binds = [b for b in dim_vars(d) if b.op is Ops.BIND]
+  return d.substitute({b: b.src[0] for b in binds}) if binds else d
+
 def unbind_shape(shape: tuple) -> tuple:
   """A shape with its bound Variables unbound: one shape for every value (what TinyJit compares inputs by)."""
-  return tuple(d.src[0] if d.__class__ is UOp and d.op is Ops.BIND else d for d in shape)
+  return tuple(unbind_dim(d) if d.__class__ is UOp else d for d in shape)
 
-def dim_str(d: Any) -> str: return str(d) if d.__class__ is not UOp else d.unbind_name()
+def rebind_dim(d: Any, var_vals: dict[str, int]) -> Any:
+  """A dim with each of its bound Variables named in var_vals bound to that value instead."""
+  if d.__class__ is not UOp: return d
+  mapping = {b: b.src[0].bind(var_vals[b.unbind_name()]) for b in dim_vars(d) if b.op is Ops.BIND and b.unbind_name() in var_vals}
+  return mapping.get(d, d) if d.op is Ops.BIND else d.substitute(mapping) if mapping else d
+
+def dim_str(d: Any) -> str:
+  """A dim for names and messages: 4, n, (n*2)."""
+  if d.__class__ is not UOp: return str(d)
+  return d.unbind_name() if d.op is Ops.BIND or d.op is Ops.DEFINE_VAR else d.render()
+
+_IDENT = str.maketrans({"*": "x", "+": "p", "-": "m", "/": "d", "%": "r", "(": None, ")": None, " ": None})
+
+def dim_ident(d: Any) -> str:
+  """A dim as a piece of a C identifier (kernel names): 4, n, nx2 for (n*2), np1 for (n+1)."""
+  return dim_str(d).translate(_IDENT)
 
 def shape_str(shape: tuple) -> str:
-  """A shape for messages: (3, n=5) for a bound Variable, (3, n) for an unbound one."""
-  parts = [dim_str(d) + (f"={d.src[1].arg}" if d.__class__ is UOp and d.op is Ops.BIND else "") for d in shape]
+  """A shape for messages: (3, n=5) for a bound Variable, ((n*2)=10, 3) for an expression, (3, n) for an unbound one."""
+  parts = [dim_str(d) + (f"={dim_value(d)}" if d.__class__ is UOp and all(v.op is Ops.BIND for v in dim_vars(d)) else "") for d in shape]
   return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+def arg_str(x: Any) -> str:
+  """An argument for messages, its symbolic sizes written as sizes: (3, n=5), ((0, (n*2)=8), None)."""
+  if x.__class__ is UOp: return shape_str((x,))[1:-2]
+  if isinstance(x, (tuple, list)):
+    inner = ", ".join(arg_str(v) for v in x)
+    return f"({inner}{',' if len(x) == 1 else ''})" if isinstance(x, tuple) else f"[{inner}]"
+  return repr(x)
 
 # ---- range analysis: sound bounds [vmin, vmax] of every value a node can take, cached on the node ----
 

@@ -42,6 +42,11 @@ def as_int(v: Any, what: str) -> int:
   """v as a Python int when it is an integer (int, numpy int, anything with __index__); ArgumentTypeError naming `what`
   for anything else (a float, a string, a bool, a Tensor)."""
   if isinstance(v, bool) or not hasattr(v, "__index__"):
+    if type(v).__name__ == "UOp":  # a Variable where this op takes only ints: name it, not its graph
+      from runtime.uop import dim_str, dim_value, dim_vars
+      bound = all(x.op.name == "BIND" for x in dim_vars(v))
+      raise ArgumentTypeError(f"{what} must be an integer, got the Variable {dim_str(v)}{f'={dim_value(v)}' if bound else ''}: "
+                              "this op takes no symbolic sizes")
     raise ArgumentTypeError(f"{what} must be an integer, got {type(v).__name__} {v!r}")
   return operator.index(v)
 
@@ -76,7 +81,11 @@ def pads_arg(padding: Any, shape: tuple[int, ...], what: str = "padding") -> lis
   (before, after) pairs for the last axis first, as long as 2 * (the axes padded): one (before, after) per axis."""
   if not isinstance(padding, (tuple, list)): raise ArgumentTypeError(f"{what} must be a tuple or list, got {type(padding).__name__}")
   nd = len(shape)
-  def width(v, where: str) -> int: return 0 if v is None else as_int(v, f"{what} {tuple(padding)!r}: {where}")
+  def width(v, where: str) -> int:
+    if v is None: return 0
+    if type(v).__name__ != "UOp": return as_int(v, f"{what} {tuple(padding)!r}: {where}")
+    from runtime.uop import arg_str  # a Variable (pad takes no symbolic widths): the message shows it as n=2, not its graph
+    return as_int(v, f"{what} {arg_str(tuple(padding))}: {where}")
   if padding and all(p is None or isinstance(p, (tuple, list)) for p in padding):
     if len(padding) != nd: raise ShapeError(f"{what} {tuple(padding)!r} has {len(padding)} pairs for a tensor of shape {shape}")
     out = []

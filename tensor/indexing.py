@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from runtime.dtype import dtypes
 from runtime.ops import Ops
-from runtime.uop import uop
+from runtime.uop import arg_str, dim_str, is_symbolic, shape_str, uop
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg
 from tensor.random import iota
+from tensor.symbolic_sizes import always_le, size_arg, var_names
 from tensor.tensor import Tensor, _broadcast, broadcast_shape
 
 # ---- take: the one gather everything here is built on ----
@@ -97,14 +98,21 @@ class _Parsed:
         continue
       n = out.shape[axis]
       taxis = len(placement)
-      if isinstance(it, slice):
+      if isinstance(it, slice) and (is_symbolic(n) or any(is_symbolic(v) for v in (it.start, it.stop, it.step))):
+        out, where = _symbolic_slice(out, axis, it, taxis)  # x[:n] with n a bound Variable
+        placement.append(where)
+      elif isinstance(it, slice):
         start, stop, step = _slice_args(it, n, t.shape, taxis)
         count = max(0, math.ceil((stop - start) / step))
         out = _apply_slice(out, axis, start, step, count)
         placement.append((start, step, count))
       elif isinstance(it, int) and not self.has_adv:
-        if not -n <= it < n: raise TensorIndexError(f"index {it} is out of range for axis {taxis} of size {n} (shape {t.shape})")
-        i = it % n
+        if is_symbolic(n):
+          if not (0 <= it and always_le(it + 1, n)):
+            raise TensorIndexError(f"index {it} on axis {taxis} of symbolic size {dim_str(n)} (shape {shape_str(t.shape)}): it must be >= 0 "
+                                   f"and inside the axis for every value of the Variable {var_names(n)}")
+        elif not -n <= it < n: raise TensorIndexError(f"index {it} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+        i = it if is_symbolic(n) else it % n
         out = out.shrink(tuple((i, i + 1) if k == axis else (0, d) for k, d in enumerate(out.shape)))
         squeeze.append(axis)
         placement.append(i)
@@ -114,6 +122,24 @@ class _Parsed:
       axis += 1
     if squeeze: out = out.reshape(tuple(d for k, d in enumerate(out.shape) if k not in squeeze))
     return out, adv, placement
+
+def _symbolic_slice(x: Tensor, axis: int, it: slice, taxis: int) -> tuple[Tensor, tuple]:
+  """A slice with a bound Variable (or an expression of them) as start or stop, or of an axis of symbolic size: a shrink
+  (step 1; start and stop count from the axis start)."""
+  if is_symbolic(it.step):
+    raise ArgumentTypeError(f"slice step must be an integer, got the Variable {arg_str(it.step)}: a slice takes no symbolic step")
+  if it.step is not None and not (it.step.__class__ is int and it.step == 1):
+    raise ArgumentValueError(f"a slice with a symbolic bound or of a symbolic axis takes step 1, got {it.step!r} (axis {taxis} of shape "
+                             f"{shape_str(x.shape)})")
+  n = x.shape[axis]
+  start = 0 if it.start is None else size_arg(it.start, "slice start")
+  stop = n if it.stop is None else size_arg(it.stop, "slice stop")
+  for v, name in ((start, "start"), (stop, "stop")):
+    if v.__class__ is int and v < 0:
+      raise ArgumentValueError(f"slice {name} {v} with a symbolic size (axis {taxis} of shape {shape_str(x.shape)}): negative bounds "
+                               "count from a symbolic end; give the bound as an expression instead (n - 1)")
+  out = x.shrink(tuple((start, stop) if k == axis else None for k in range(x.ndim)))
+  return out, (start, 1, out.shape[axis])
 
 def _slice_args(it: slice, n: int, shape, taxis: int) -> tuple[int, int, int]:
   for name, v in (("start", it.start), ("stop", it.stop), ("step", it.step)):

@@ -9,21 +9,19 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
-from runtime.ops import Ops, cast_value
-from runtime.uop import UOp, uop, dim_value, is_symbolic, shape_str
+from runtime.ops import GroupOp, Ops, cast_value
+from runtime.uop import UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from tensor import symbolic_sizes
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
-                           DeviceMismatchError, as_int, flat_args, shape_arg, axis_arg, axes_arg, pads_arg, check_fits)
+                           DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits)
 
 __all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
 
 _unique = [0]
-def _size_arg(s: Any, what: str) -> Any:
-  """A size: an integer, or a bound Variable (Variable("n", 1, 64).bind(8): a symbolic size, one TinyJit capture for every value)."""
-  if s.__class__ is UOp and s.op is Ops.BIND and dtypes.is_int(s.dtype): return s
-  if s.__class__ is UOp: raise ArgumentTypeError(f"{what} must be an integer or a bound Variable, got {s.op} (bind the Variable first)")
-  return as_int(s, what)
+# a size: an int, or a bound Variable or an int expression of them (one TinyJit capture for every value): tensor/symbolic_sizes.py
+_size_arg = symbolic_sizes.size_arg
 
 def _new_unique() -> UOp:
   _unique[0] += 1
@@ -114,26 +112,29 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return bool(self.item())
   def __repr__(self) -> str:  # as the seeds print it: <Tensor <UOp CPU (4,) int (Ops.COPY, None)> on CPU with grad None>
     u = self.uop
-    return f"<Tensor <UOp {self.device} {self.shape} {self.dtype.name} ({u.op!r}, {u.arg!r})> on {self.device} with grad {self.grad!r}>"
+    shape, arg = self.shape, repr(u.arg)
+    if any(d.__class__ is UOp for d in shape): shape, arg = shape_str(shape), arg_str(u.arg)  # (n=5, 3): not the Variable's graph
+    return f"<Tensor <UOp {self.device} {shape} {self.dtype.name} ({u.op!r}, {arg})> on {self.device} with grad {self.grad!r}>"
 
   # ---- creation ----
   @staticmethod
   def full(shape: Sequence[int] | int, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
-    shape = shape_arg((shape,))
+    shape = symbolic_sizes.shape_arg((shape,), "full shape")  # a size may be a bound Variable or an expression of them (2*n)
     if isinstance(fill_value, Tensor): raise ArgumentTypeError("full takes a Python number as fill_value, not a Tensor: use expand")
     return Tensor(Tensor(fill_value, device, dtype).reshape((1,) * len(shape)).expand(shape).uop, **kwargs)
   @staticmethod
   def zeros(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(shape_arg(shape), 0, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(symbolic_sizes.shape_arg(shape, "zeros shape"), 0, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def ones(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(shape_arg(shape), 1, dtype or dtypes.default_float, device, **kw)
+    return Tensor.full(symbolic_sizes.shape_arg(shape, "ones shape"), 1, dtype or dtypes.default_float, device, **kw)
   @staticmethod
   def empty(*shape, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    shape = shape_arg(shape)
+    shape = symbolic_sizes.shape_arg(shape, "empty shape")
     dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
-    u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), math.prod(shape))
-    buffers[u] = Buffer(dev, math.prod(shape), dt)
+    n = math.prod(dim_max(d) for d in shape)  # a symbolic shape's storage holds its largest size; the first numel() elements are the data
+    u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), n)
+    buffers[u] = Buffer(dev, n, dt)
     return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | None = None,
@@ -142,7 +143,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if stop is None: start, stop = 0, start
     for name, v in (("start", start), ("stop", stop), ("step", step)):
       if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ArgumentTypeError(f"arange {name} must be a number, got {type(v).__name__} {v!r}")
+        raise ArgumentTypeError(f"arange {name} must be a number, got {type(v).__name__} {arg_str(v)}")
       if not math.isfinite(v): raise ArgumentValueError(f"arange {name} must be finite, got {v}")
     if step == 0: raise ArgumentValueError("arange step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
@@ -223,7 +224,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def reshape(self, *shape) -> Tensor:
     """A new shape with the same elements; one size may be -1 (inferred), None keeps that dimension."""
     given = flat_args(shape)
-    shape = tuple(self.shape[i] if s is None and i < self.ndim else _size_arg(s, f"reshape {given!r}: each size") for i, s in enumerate(given))
+    shape = tuple(self.shape[i] if s is None and i < self.ndim else _size_arg(s, "reshape", given) for i, s in enumerate(given))
     if any(is_symbolic(s) for s in shape + self.shape): return self._symbolic_reshape(shape, given)
     if any(s < -1 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0, or -1 for one inferred size")
     if shape.count(-1) > 1: raise ArgumentValueError(f"reshape to {shape}: only one dimension can be -1")
@@ -235,8 +236,16 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return self if shape == self.shape else self._mv(Ops.RESHAPE, shape)
   def _symbolic_reshape(self, shape: tuple, given) -> Tensor:
     # a bound Variable among the sizes (one TinyJit capture for every value): the sizes are checked at the bound values
-    if -1 in shape: raise ArgumentValueError(f"reshape {given!r}: -1 can't be used with a symbolic size")
-    if any(dim_value(s) < 0 for s in shape): raise ArgumentValueError(f"reshape {given!r}: sizes must be >= 0")
+    if sum(1 for s in shape if s.__class__ is int and s == -1) > 1:
+      raise ArgumentValueError(f"reshape to {shape_str(shape)}: only one dimension can be -1")
+    if -1 in shape:  # inferred: the element count (an expression) divided by the other sizes
+      rest = symbolic_sizes.numel([s for s in shape if not (s.__class__ is int and s == -1)])
+      total = symbolic_sizes.numel(self.shape)
+      if rest.__class__ is int and rest == 0: raise ShapeError(f"can't reshape {shape_str(self.shape)} to {shape_str(shape)}")
+      inferred = total // rest if total.__class__ is int and rest.__class__ is int else (total // rest).simplify()
+      shape = tuple(inferred if s.__class__ is int and s == -1 else s for s in shape)
+    if any(dim_value(s) < 0 or (is_symbolic(s) and s.vmin < 0) for s in shape):
+      raise ArgumentValueError(f"reshape {symbolic_sizes.arg_str(given)}: sizes must be >= 0 (for every value of their Variables)")
     if math.prod(dim_value(s) for s in shape) != self.numel():
       raise ShapeError(f"can't reshape a tensor of shape {shape_str(self.shape)} ({self.numel()} elements) to {shape_str(shape)} "
                        f"({math.prod(dim_value(s) for s in shape)} elements at the bound values)")
@@ -257,7 +266,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 dimensions (and new leading ones) to `shape`; -1 keeps a dimension."""
     given = flat_args(shape)
-    sizes = tuple(_size_arg(s, f"expand {given!r}: each size") for s in given)
+    sizes = tuple(_size_arg(s, "expand", given) for s in given)
     if any(not is_symbolic(s) and s < -1 for s in sizes): raise ArgumentValueError(f"expand {given!r}: sizes must be >= 0, or -1 to keep one")
     if len(sizes) < self.ndim: raise ShapeError(f"can't expand shape {self.shape} to fewer dimensions {sizes}")
     lead = len(sizes) - self.ndim
@@ -294,8 +303,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
     """Keep [begin, end) of each axis: ((begin, end) or None, ...), one entry per axis."""
     if not isinstance(arg, (tuple, list)): raise ArgumentTypeError(f"shrink takes a tuple of (begin, end) pairs, got {type(arg).__name__}")
     if len(arg) != self.ndim: raise ShapeError(f"shrink {tuple(arg)} has {len(arg)} entries for a tensor of shape {self.shape}")
-    pairs = tuple((0, d) if p is None else (as_int(p[0], "shrink begin"), as_int(p[1], "shrink end")) for p, d in zip(arg, self.shape))
-    if any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)): raise ShapeError(f"shrink {tuple(arg)} does not fit shape {self.shape}")
+    pairs = tuple((0, d) if p is None else (_size_arg(p[0], "shrink begin"), _size_arg(p[1], "shrink end")) for p, d in zip(arg, self.shape))
+    if any(is_symbolic(x) for p in pairs for x in p) or any(is_symbolic(d) for d in self.shape):
+      symbolic_sizes.check_shrink(pairs, self.shape, arg)  # x.shrink(((0, n), None)) with n a bound Variable: x[:n]
+    elif any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)): raise ShapeError(f"shrink {tuple(arg)} does not fit shape {self.shape}")
     return self if all(p == (0, d) for p, d in zip(pairs, self.shape)) else self._mv(Ops.SHRINK, pairs)
   def flip(self, *axis) -> Tensor:
     axes = {axis_arg(a, self.shape) for a in flat_args(axis)}
@@ -361,7 +372,8 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def _bound_variable_operands(self, v: UOp, reverse: bool) -> tuple[Tensor, Tensor]:
     """`x * Variable("n", 1, 64).bind(8)`: the variable's value, broadcast; kernels read it as an argument (TinyJit replays
     them with each call's value)."""
-    if v.op is not Ops.BIND: raise ArgumentTypeError(f"a Tensor op takes Tensors, Python numbers or bound Variables, not a UOp {v.op}")
+    if not dtypes.is_int(v.dtype) or any(x.op is not Ops.BIND for x in dim_vars(v)) or v.op not in GroupOp.ALU | {Ops.BIND}:
+      raise ArgumentTypeError(f"a Tensor op takes Tensors, Python numbers, bound Variables or int expressions of them, not a UOp {v.op}")
     dt = self.dtype if self.dtype is not dtypes.bool else v.dtype
     a, shape = self, self.shape
     c = v if dt is v.dtype else uop(Ops.CAST, dt, (v,))
@@ -552,14 +564,14 @@ class Tensor(AutogradMixin, FunctionalMixin):
   def mean(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
     if not dtypes.is_float(out_dt): raise DTypeError(f"mean gives a float: dtype {out_dt!r} is not a float type")
-    n = math.prod(self.shape[a] for a in axes_arg(axis, self.shape))
+    n = symbolic_sizes.numel([self.shape[a] for a in axes_arg(axis, self.shape)])  # over a symbolic axis: its bound value
     out = self.cast(_acc_dtype(out_dt)).sum(axis, keepdim)
-    return (out / n if n else out * math.nan).cast(out_dt)
+    return (out / n if is_symbolic(n) or n else out * math.nan).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    n = math.prod(self.shape[a] for a in axes_arg(axis, self.shape))
+    n = symbolic_sizes.numel([self.shape[a] for a in axes_arg(axis, self.shape)])
     x = self.cast(_acc_dtype(least_upper_float(self.dtype)))
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
-    return (sq / max(n - correction, 0)).cast(least_upper_float(self.dtype))
+    return (sq / (max(n - correction, 0) if n.__class__ is int else (n - correction).maximum(0).simplify())).cast(least_upper_float(self.dtype))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool).max(axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()

@@ -14,7 +14,7 @@ from runtime.dtype import DType, PtrDType, dtypes
 from runtime.helpers import BEAM, NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
-from runtime.uop import UOp, uop, dim_max, dim_str
+from runtime.uop import UOp, uop, dim_ident, dim_max
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
@@ -188,7 +188,7 @@ def base_name(ast: UOp) -> str:
   out = [d for d in value.shape if d != 1] or [1]
   red = [x for x in value.toposort() if x.op is Ops.REDUCE_AXIS]
   dims = out + ([d for r in red[:1] for a, d in enumerate(r.src[0].shape) if a in r.arg[1] and d != 1] if red else [])
-  return ("r_" if red else "E_") + "_".join(dim_str(d) for d in dims)
+  return ("r_" if red else "E_") + "_".join(dim_ident(d) for d in dims)
 
 def kernel_name(ast: UOp) -> str:
   """base_name, numbered from the second kernel of that name in this process (E_4n2)."""

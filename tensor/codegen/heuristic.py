@@ -84,8 +84,9 @@ def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: Ve
   inner = [r for r in outs if stride(st, r) == 1]
   if not inner: return None
   row = inner[-1]
-  n_rows = next((k for k in (6, 4, 3, 2) if (trip_count(row) or 0) % k == 0 and k <= caps.registers // 2), None)
-  vec = [r for r in outs if r is not row and (trip_count(r) or 0) % width == 0 and any(stride(ld.src[0].src[1], r) == 0 for ld in lds)
+  # a loop of symbolic length (trip_count None) divides by nothing
+  n_rows = next((k for k in (6, 4, 3, 2) if (trip_count(row) or 1) % k == 0 and k <= caps.registers // 2), None)
+  vec = [r for r in outs if r is not row and (trip_count(r) or 1) % width == 0 and any(stride(ld.src[0].src[1], r) == 0 for ld in lds)
          and any(stride(ld.src[0].src[1], row) == 0 for ld in lds)]
   if n_rows is None or not vec: return None
   col = vec[-1]

@@ -13,7 +13,7 @@ from runtime.device import Buffer, Device
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
-from runtime.uop import UOp, dim_value, shape_str, unbind_shape
+from runtime.uop import UOp, dim_vars, rebind_dim, shape_str, unbind_shape
 from tensor.engine import realize as engine
 from tensor.engine.memory import NO_MEMORY_PLANNER, plan_memory
 from tensor.engine.schedule import ENGINE_LOCK, live_tensors
@@ -155,7 +155,7 @@ class CapturedJit(Generic[ReturnType]):
 def _rebind(tensors: list, var_vals: dict[str, int]) -> None:
   for t in tensors:
     u = t.uop
-    shape = tuple(d.src[0].bind(var_vals[d.unbind_name()]) if d.__class__ is UOp and d.unbind_name() in var_vals else d for d in u.shape)
+    shape = tuple(rebind_dim(d, var_vals) if d.__class__ is UOp else d for d in u.shape)
     t.uop = u.replace(arg=shape) if u.op is Ops.RESHAPE else UOp(Ops.RESHAPE, u.dtype, (u,), shape)
 
 # ---- inputs ----
@@ -185,7 +185,7 @@ def _jit_inputs(args: tuple, kwargs: dict) -> tuple[list[int | str], list[Buffer
   for k, (shape, dt, dev) in enumerate(info):
     if any(d.__class__ is UOp for d in shape):  # a symbolic shape: its Variables are bound by this call, compared unbound
       for d in shape:
-        if d.__class__ is UOp: var_vals[d.unbind_name()] = dim_value(d)
+        for v in dim_vars(d): var_vals[v.unbind_name()] = v.src[1].arg  # n, or each Variable of an expression (2*n)
       info[k] = (unbind_shape(shape), dt, dev)
   if len(bufs) > 1 and len({id(b) for b in bufs}) != len(bufs):
     seen: dict[int, int | str] = {}
@@ -345,7 +345,10 @@ class _RetUnpickler(pickle.Unpickler):
     from tensor.tensor import buffer_uop
     _, k, shape, requires_grad = pid
     t = Tensor(buffer_uop(self.bufs[k]), requires_grad=requires_grad)
-    return t if t.shape == shape else t.reshape(shape)
+    if t.shape == shape: return t
+    # a symbolic shape views the first elements of storage sized for the Variables' maxima (not a reshape of all of it)
+    if any(d.__class__ is UOp for d in shape): return Tensor(UOp(Ops.RESHAPE, t.dtype, (t.uop,), shape), requires_grad=requires_grad)
+    return t.reshape(shape)
 
 def _dump_captured(c: CapturedJit) -> dict:
   """The capture as plain data: its buffers (with their contents: weights and other state the kernels read), the kernels'

@@ -150,4 +150,5 @@ def test_symbolic_reshape_errors():
   t = Tensor(np.zeros((3, 4), dtype=np.float32))
   with pytest.raises(ShapeError, match=r"can't reshape a tensor of shape \(3, 4\) \(12 elements\) to \(3, n=5\) \(15 elements at the bound values"):
     t.reshape(3, _n(5))
-  with pytest.raises(ArgumentTypeError, match="must be an integer or a bound Variable, got Ops.DEFINE_VAR"): t.reshape(3, Variable("n", 1, 64))
+  with pytest.raises(ArgumentTypeError, match="must be an integer or a bound Variable, got the unbound Variable 'n': bind it first"):
+    t.reshape(3, Variable("n", 1, 64))
