@@ -2,7 +2,8 @@
 
 Each node goes in the innermost loop it needs (the RANGEs it depends on, minus those a REDUCE/END below it closes),
 so loop-invariant work stays outside loops. Inside one loop body, nodes and nested loops are ordered by their
-dependencies, then by the graph's depth-first order (each value made next to its first use), stores last. Not a rewrite: an instruction schedule, the one place no rule applies.
+dependencies, then by the graph's depth-first order (each value made next to its first use), stores last.
+Not a rewrite: an instruction schedule, the one place no rule applies.
 """
 from __future__ import annotations
 from runtime.dtype import dtypes
