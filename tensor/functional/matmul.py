@@ -28,6 +28,7 @@ def panel_tile(x: Tensor, w: Tensor) -> tuple[int, int] | None:
   from tensor.codegen.heuristic import register_tile
   rows, cols = register_tile(vector_caps("CPU"), 4)
   k, n = w.shape
+  if k == 0: return None  # an empty sum: the plain path fills zeros
   m = x.numel() // k
   if m < MIN_ROWS or n % cols or m * k * n < MIN_MACS: return None
   return rows, cols

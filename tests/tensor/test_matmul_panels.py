@@ -32,6 +32,8 @@ def test_small_odd_and_batched_shapes_take_the_plain_path_and_stay_right():
   assert panel_tile(Tensor(rand(2, 64, 64)), Tensor(rand(2, 64, 64))) is None     # a batched right operand
   assert panel_tile(Tensor(rand(32, 32)), Tensor(rand(32, 32))) is None           # below MIN_MACS
   assert 32 ** 3 < MIN_MACS
+  assert panel_tile(Tensor(rand(64, 0)), Tensor(rand(0, 64))) is None             # an empty sum (k = 0)
+  np.testing.assert_array_equal((Tensor(rand(64, 0)) @ Tensor(rand(0, 64))).numpy(), np.zeros((64, 64), np.float32))
   for m, k, n in ((8, 64, 64), (64, 64, 20), (100, 100, 100)): check(rand(m, k), rand(k, n))
   check(rand(2, 64, 64), rand(2, 64, 64))
 
