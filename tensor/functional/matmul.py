@@ -5,7 +5,8 @@ reads B at consecutive addresses instead of one row of B (a new page at N=1024) 
   B (K, N) -> panels (N/cols, K, cols), one copy of O(K*N); A's rows padded to a multiple of the tile's rows (a copy of
   O(M*K) when they are not one already); out[m, j*cols + l] = sum_k A[m, k] * panels[j, k, l], its padding cut off.
 
-Measured with `python -m bench.kernels --only matmul` (AVX2, 1 thread, ratios to torch): see the commit that added it.
+`python -m bench.kernels --clock cpu --threads 1` (AVX2 Zen 3, load ~16), GFLOP/s at 256/512/1024: plain 45/38/23,
+packed with the 6x16 tile 63/71/78, torch 77/82/87 in the same runs.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
