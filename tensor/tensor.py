@@ -14,6 +14,7 @@ from runtime.uop import UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symb
 from tensor import symbolic_sizes
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
+from tensor.functional.matmul import packed_matmul, panel_tile
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
                            DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits)
 
@@ -619,6 +620,8 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if x.shape[-1] != k_w: raise ShapeError(f"matmul shapes {x.shape} and {w.shape} don't fit: {x.shape[-1]} != {k_w}")
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_dtype(x.dtype, w.dtype)
     acc = _acc_dtype(least_upper_dtype(x.dtype, w.dtype))
+    # a large float32 matmul on the CPU reads w from column panels (tensor/functional/matmul.py)
+    if (tile := panel_tile(x, w)) is not None: return packed_matmul(x, w, tile).cast(out_dt)
     xs = x.cast(acc).reshape(*x.shape[:-1], 1, x.shape[-1])                     # (..., n, 1, k)
     ws = w.cast(acc).reshape(*w.shape[:-2], 1, w.shape[-2], w.shape[-1]).transpose(-1, -2) if w.ndim >= 2 else \
       w.cast(acc).reshape(1, w.shape[0])                                          # (..., 1, m, k)

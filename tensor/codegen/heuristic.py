@@ -14,6 +14,7 @@ from tensor.codegen.opt import MAX_LANES, Opt, output_loops, reduce_loops, trip_
 
 UPCAST_MAX = 4     # a short innermost output loop, unrolled whole
 SPLIT_MIN = 64     # shorter reductions stay one loop
+MAX_ROWS = 8       # rows of a matmul's register tile at most (one broadcast each per step of k)
 SPLIT_BYTES = 64   # lanes of a split reduction: 64 bytes (16 floats: one AVX-512 register, two AVX2 ones)
 # a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
 VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
@@ -61,20 +62,28 @@ def matmul_opts(sink: UOp, caps: VectorCaps | None) -> list[Opt] | None:
   cols = [r for r in outs if stride(st, r) == 1 and fits(r, width) and any(stride(ld.src[0].src[1], r) == 1 for ld in lds)]
   if not cols: return gathered_tile(outs, st, lds, width, caps)
   col = cols[-1]
-  # rows: an output loop that some load does not move with (that load is shared by the tile's rows)
-  rows = [r for r in outs if r is not col and any(stride(ld.src[0].src[1], r) == 0 for ld in lds) and
-          all(stride(ld.src[0].src[1], r) is not None for ld in lds)]
+  # rows: an output loop the column vectors' loads do not move with (each vector is shared by the tile's rows) while
+  # another load does (one broadcast value per row); in a matmul over packed panels the panel loop is not one
+  vecs = [ld for ld in lds if stride(ld.src[0].src[1], col) == 1]
+  rows = [r for r in outs if r is not col and all(stride(ld.src[0].src[1], r) == 0 for ld in vecs) and
+          all(stride(ld.src[0].src[1], r) is not None for ld in lds) and any(stride(ld.src[0].src[1], r) for ld in lds)]
   if not rows: return None
   row = rows[-1]
-  # half the vector registers hold accumulators (the rest: the column vectors loaded and a broadcast row value)
-  col_vectors = 2 if fits(col, 2 * width) else 1
-  want_rows = max(1, caps.registers // 2 // col_vectors)
-  n_rows = next((k for k in (want_rows, 8, 4, 2) if k <= want_rows and fits(row, k)), None)
+  want_rows, n_cols = register_tile(caps, q.dtype.itemsize, 2 if fits(col, 2 * width) else 1)
+  n_rows = next((k for k in range(want_rows, 1, -1) if fits(row, k)), None)
   if n_rows is None: return None
-  n_cols = width * col_vectors
   # the row UPCAST first; when it takes the whole loop, the loop is gone and a column loop after it shifts down
   col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
   return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, n_cols)]
+
+def register_tile(caps: VectorCaps | None, itemsize: int, col_vectors: int = 2) -> tuple[int, int]:
+  """(rows, columns) of a matmul's register tile: `col_vectors` vectors of columns per row, and as many rows as leave
+  one register for the broadcast row value and one for a product beside the column vectors and the accumulators
+  (AVX2: 6 rows x 16 floats, 12 accumulators of 16 registers; 1.75x the 4x16 tile at matmul 1024, measured in C).
+  tensor/functional/matmul.py pads a matmul's rows to a multiple of the rows."""
+  if caps is None: caps = VECTOR_CAPS
+  width = max(1, caps.register_bytes // itemsize)
+  return max(1, min(MAX_ROWS, (caps.registers - col_vectors - 2) // col_vectors)), width * col_vectors
 
 def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: VectorCaps) -> list[Opt] | None:
   """A register tile when no consecutive loop divides into vectors (a convolution's 54 columns): vectors over an output

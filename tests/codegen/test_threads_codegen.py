@@ -8,12 +8,14 @@ from runtime.helpers import Context
 from runtime.ops import Ops
 from runtime.ops_cpu import openmp_flags
 from tensor import Tensor
-from tensor.engine.realize import get_program
+from tensor.engine.realize import get_program, schedule_of
 
 def ast_of(t: Tensor):
+  """The AST of t's main kernel: its reduction's when it has one (a packed matmul also runs copy kernels), else its last."""
   t.kernelize()
   u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  return u.src[1].arg.ast
+  asts = [k.arg.ast for k in schedule_of([u])]
+  return next((a for a in asts if any(x.op is Ops.REDUCE_AXIS for x in a.toposort())), u.src[1].arg.ast)
 
 rng = np.random.default_rng(0)
 
