@@ -7,6 +7,7 @@ wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
+from runtime.ops import Ops
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
@@ -55,6 +56,12 @@ def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[i
   return rcout >= IMPLICIT_GEMM_MIN_COUT and red >= IMPLICIT_GEMM_MIN_REDUCE and \
     bs * groups * rcout * math.prod(out) * red >= IMPLICIT_GEMM_MIN_MACS
 
+def contiguous_backward(t: Tensor) -> Tensor:
+  """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
+  from tensor.tensor import Tensor
+  from runtime.uop import uop
+  return Tensor(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
+
 def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
                   dtype: Any) -> Tensor:
   """x (bs, cin, *spatial) already padded, weight (cout, cin/groups, *kernel), bias (cout,) or None -> (bs, cout, *out)
@@ -73,10 +80,11 @@ def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, s
   win = win.reshape(bs, groups, cin_g, *out, *kernel).permute(0, *range(3, 3 + nd), 1, *range(3 + nd, 3 + 2 * nd), 2)
   win = win.reshape(bs, *out, groups, 1, *kernel, cin_g)                                     # (bs, *out, g, 1, *k, cin_g)
   w = weight.reshape(groups, rcout, cin_g, *kernel).permute(0, *range(3, 3 + nd), 2, 1).contiguous()  # (g, *k, cin_g, rcout)
+  w = contiguous_backward(w)  # the weight's gradient is a GEMM too when stored in this layout (rcout consecutive)
   w = w.permute(0, 2 + nd, *range(1, 2 + nd)).reshape(1, *[1] * nd, groups, rcout, *kernel, cin_g)
   ret = (win * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype)                               # (bs, *out, g, rcout)
   if bias is not None: ret = ret + bias.reshape(groups, rcout)                               # in the GEMM's kernel
-  ret = ret.contiguous()
+  ret = contiguous_backward(ret.contiguous())  # the incoming gradient made channels-last: the weight gradient's vectors
   return ret.reshape(bs, *out, cout).permute(0, 1 + nd, *range(1, 1 + nd))
 
 def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> list[tuple[int, int]]:
