@@ -19,24 +19,18 @@ SPLIT_BYTES = 64   # lanes of a split reduction: 64 bytes (16 floats: one AVX-51
 # a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
 VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
 
-def terms(x: UOp) -> list[UOp]:
-  """The terms of a sum."""
-  out, stack = [], [x]
-  while stack:
-    u = stack.pop()
-    if u.op is Ops.ADD: stack.extend(u.src)
-    else: out.append(u)
-  return out
-
 def stride(idx: UOp, r: UOp) -> int | None:
-  """How far an index moves per iteration of loop r: 0 when it does not use r, its factor when r is a term (r or r*c)
-  and appears nowhere else, else None (a division, a modulo, ...)."""
+  """How far an index moves per iteration of loop r: 0 when it does not use r, its coefficient when the index is linear
+  in r (sums and products by constants: a conv window's (oh + kh) * 64 too), else None (a division, a modulo, ...)."""
   if r not in idx.toposort(): return 0
-  ts = [t for t in terms(idx) if r in t.toposort()]
-  if len(ts) != 1: return None
-  t = ts[0]
-  if t is r: return 1
-  if t.op is Ops.MUL and r in t.src and (c := t.src[1] if t.src[0] is r else t.src[0]).op is Ops.CONST: return c.arg
+  if idx is r: return 1
+  # s17/convsm: linear through nested sums and constant factors (was: r or r*c as one top-level term)
+  if idx.op is Ops.ADD:
+    parts = [stride(s, r) for s in idx.src]
+    return None if None in parts else sum(p for p in parts if p is not None)
+  if idx.op is Ops.MUL and (c := idx.src[1] if idx.src[0].op is not Ops.CONST else idx.src[0]).op is Ops.CONST:
+    inner = stride(idx.src[0] if c is idx.src[1] else idx.src[1], r)
+    return None if inner is None else inner * c.arg
   return None
 
 def loads(x: UOp) -> list[UOp]: return [u for u in x.toposort() if u.op is Ops.LOAD]

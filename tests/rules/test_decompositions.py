@@ -23,6 +23,8 @@ from tensor.codegen.linearize import linearize
 from tensor.renderer.cstyle import render_c
 
 MAX_ULPS = 0.501  # rounded once from float64: the correctly rounded value, or within 0.001 ulp of a tie
+EXP2_F32_ULPS = 1.22  # float32's exp2 is computed in float32 (the Horner steps round): the bound the rules' comment states
+BOUND = {"exp2": EXP2_F32_ULPS, "log2": MAX_ULPS}  # of float32 results
 
 def ast_of(t: Tensor) -> UOp:
   t.kernelize()
@@ -87,23 +89,25 @@ def dense_float32(n_every: int, n_middle: int) -> np.ndarray:
 # ---- float32 on the CPU, densely over the whole range ----
 
 @pytest.mark.parametrize("fn", ["exp2", "log2"])
-def test_float32_within_half_an_ulp_over_the_whole_range_on_cpu(fn):
+def test_float32_within_its_bound_over_the_whole_range_on_cpu(fn):
   x = dense_float32(n_every=2**21, n_middle=2**20)  # every 2048th bit pattern, and 1M more in [-152, 152]
   got = run(fn, x, dtypes.float32, "CPU")
   err = ulps(got, x, fn)
   worst = int(np.argmax(err))
-  assert err[worst] <= MAX_ULPS, f"{fn}({x[worst]!r}) = {got[worst]!r}: {err[worst]:.4f} ulps"
+  assert err[worst] <= BOUND[fn], f"{fn}({x[worst]!r}) = {got[worst]!r}: {err[worst]:.4f} ulps"
   # values that are exact (numpy's own float32 exp2 and log2 are not correctly rounded: the oracle is float64)
   exact = np.isin(SPECIALS, [0.0, np.inf, -np.inf, 1.0, -1.0, 0.5, 2.0, 127.0, 128.0, -126.0, -149.0, -150.0, -151.0, -200.0]) | np.isnan(SPECIALS)
   with np.errstate(all="ignore"): want = getattr(np, fn)(SPECIALS[exact].astype(np.float64)).astype(np.float32)
   np.testing.assert_array_equal(got[: len(SPECIALS)][exact], want)
 
 def test_exp2_subnormal_results_and_overflow():
-  # results in the subnormal range round once (no double rounding): every float32 in [-150, -126] at a fine stride
+  # results in the subnormal range: the float32 polynomial's result rounded once more, to the subnormal's ulp (the
+  # polynomial's error counts fully just below 2^-126, where the ulp is that of the smallest normals): every float32 in
+  # [-150, -126] at a fine stride
   lo, hi = np.float32(-126).view(np.uint32), np.float32(-150.5).view(np.uint32)
   x = np.arange(lo, hi, 7, dtype=np.uint32).view(np.float32)
   got = run("exp2", x, dtypes.float32, "CPU")
-  assert ulps(got, x, "exp2").max() <= MAX_ULPS
+  assert ulps(got, x, "exp2").max() <= EXP2_F32_ULPS
   big = np.array([127.9999, 128.0, 1000.0, 3e38, np.inf], np.float32)
   assert np.isinf(run("exp2", np.resize(big, x.size), dtypes.float32, "CPU")[1:5]).all()
 
@@ -129,7 +133,7 @@ def test_python_device_gives_the_cpu_values_bit_for_bit(seed):
     nan = np.isnan(py)
     assert nan.tolist() == np.isnan(cpu).tolist()
     assert py[~nan].view(np.uint32).tolist() == cpu[~nan].view(np.uint32).tolist()
-    assert ulps(py, x, fn).max() <= MAX_ULPS
+    assert ulps(py, x, fn).max() <= BOUND[fn]
 
 # ---- float16 and bfloat16: computed in float64, rounded once to the dtype ----
 

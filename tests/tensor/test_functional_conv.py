@@ -155,3 +155,58 @@ def test_windows_every_small_case():
   for k, s, d in [((1, 3), (3, 1), (1, 2)), ((2, 1), (2, 3), (1, 1)), ((3, 2), (1, 2), (2, 1)), ((2, 2), (2, 2), (1, 1))]:
     x = rng.standard_normal((1, 7, 8)).astype(np.float32)
     np.testing.assert_array_equal(windows(Tensor(x, device="PYTHON"), k, s, d).numpy(), ref(x, k, s, d), err_msg=f"{k=} {s=} {d=}")
+
+# ---- the implicit GEMM path (large convs): forced at small sizes, and at a real size on both sides of the threshold ----
+
+@pytest.fixture
+def gemm_always(monkeypatch):
+  import tensor.functional.conv as cv
+  monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_MACS", 0)
+  monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_COUT", 1)
+  monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_REDUCE", 1)
+
+@pytest.mark.parametrize("device", R.DEVICES)
+def test_implicit_gemm_every_form(device, gemm_always):
+  """Every conv through the implicit GEMM (channels-last input and weight): groups, strides, dilations, paddings, bias,
+  1-3 spatial dims and the transposed convs, against numpy and torch as the fused path is."""
+  R.run(device, lambda data: _check_conv(device, data, 2, 6 if device == "CPU" else 3), st.data())
+  R.run(device, lambda data: _check_conv(device, data, 1, 9 if device == "CPU" else 4), st.data(), examples=R.EXAMPLES[device] // 2)
+  R.run(device, lambda data: _check_conv(device, data, 3, 3 if device == "CPU" else 2), st.data(), examples=R.EXAMPLES[device] // 2)
+  R.run(device, lambda data: _check_conv(device, data, 2, 5 if device == "CPU" else 3, transposed=True), st.data(),
+        examples=R.EXAMPLES[device] // 2)
+
+def test_implicit_gemm_gradients(gemm_always):
+  """Gradients through the GEMM path (the layout copies and window movement ops) against torch's."""
+  if R.torch is None: pytest.skip("torch is not installed")
+  rng = np.random.default_rng(5)
+  x, w, b = R.rand(rng, 2, 6, 7, 7), R.rand(rng, 4, 3, 3, 3), R.rand(rng, 4)
+  xt, wt, bt = (Tensor(a, requires_grad=True) for a in (x, w, b))
+  out = xt.conv2d(wt, bt, groups=2, stride=2, padding=1, dilation=1)
+  g = R.rand(rng, *out.shape)
+  (out * Tensor(g)).sum().backward()
+  tx, tw, tb = (R.T(a).requires_grad_() for a in (x, w, b))
+  (R.torch.nn.functional.conv2d(tx, tw, tb, 2, 1, 1, 2) * R.T(g)).sum().backward()
+  for ours, theirs in ((xt, tx), (wt, tw), (bt, tb)): R.close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+
+def _kernels(t: Tensor) -> int:
+  from tensor import GlobalCounters
+  GlobalCounters.reset()
+  t.realize()
+  return GlobalCounters.kernel_count
+
+@pytest.mark.parametrize("bs, stride", [(2, 1), (4, 1), (4, 2)])
+def test_threshold_both_sides_at_real_sizes(bs, stride):
+  """(bs, 32, 32, 32) x (64, 32, 3, 3) padded by 1: 38M multiply-adds at bs 2 (below the threshold: one fused kernel),
+  75M at bs 4 (above: the GEMM's kernels), 19M at bs 4 with stride 2 (below again). Against numpy (and torch)."""
+  import tensor.functional.conv as cv
+  rng = np.random.default_rng(6)
+  x, w, b = R.rand(rng, bs, 32, 32, 32), R.rand(rng, 64, 32, 3, 3), R.rand(rng, 64)
+  out = Tensor(x).realize().conv2d(Tensor(w).realize(), Tensor(b).realize(), stride=stride, padding=1)
+  oh = (32 + 2 - 3) // stride + 1
+  above = bs * 64 * oh * oh * 32 * 9 >= cv.IMPLICIT_GEMM_MIN_MACS
+  assert above == (bs == 4 and stride == 1)
+  n = _kernels(out)
+  assert (n > 1) if above else (n == 1), n
+  R.close(out, R.conv(x, w, b, stride, 1, 1), rtol=1e-4, atol=1e-4)
+  if R.torch is not None:
+    R.close(out, R.torch.nn.functional.conv2d(R.T(x), R.T(w), R.T(b), stride, 1), rtol=1e-4, atol=1e-4)
