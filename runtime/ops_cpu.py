@@ -6,7 +6,8 @@ CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (de
 (default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
 assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
-one value change, (float)(int)x folded into truncf(x) keeping -0.0, the C renderer writes around: rules/render_c.rules);
+one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping -0.0, the C renderer writes around:
+rules/render_c.rules);
 never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
