@@ -8,8 +8,9 @@ It stops when a round finds nothing faster. A candidate without THREADS renders 
 cost model gives it, so its timing includes them; THREADS 1 (tensor/codegen's THREADS_OPT) keeps the kernel on one.
 
 The chosen list is kept on disk (runtime/kernel_cache.py's data entries) under a key made from the kernel's AST, the
-device, the compiler and its flags, THREADS, n and the version of the code that lowers kernels: a second process with the
-same BEAM takes it from there without searching. DEBUG>=1 prints each search: candidates, seconds, the list and its speed
+device, the compiler, its flags and what -march=native means here, THREADS, the machine (vector registers, cores), n and
+the version of the code that lowers kernels: a second process on the same kind of machine with the same BEAM takes it from
+there without searching. DEBUG>=1 prints each search: candidates, seconds, the list and its speed
 against the heuristic's.
 """
 from __future__ import annotations
@@ -53,11 +54,11 @@ def beam_opts(ast: UOp, device: str, amount: int) -> list[Opt]:
   return opts
 
 def cache_key(ast: UOp, device: str, amount: int) -> str:
-  from tensor.engine.program_cache import ast_text, code_version
-  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), code_version()]
+  from tensor.engine.program_cache import ast_text, code_version, machine
+  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), machine(device), code_version()]
   if device != "PYTHON":
-    from runtime.ops_cpu import cflags, compiler_version
-    parts += [" ".join(cflags()), compiler_version()]
+    from runtime.ops_cpu import cflags, compiler_version, native_target
+    parts += [" ".join(cflags()), compiler_version(), native_target()]
   return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 def _load(key: str) -> list[Opt] | None:

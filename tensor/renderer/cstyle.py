@@ -3,7 +3,7 @@
 the file: includes, vector types, helper functions, the kernel's header and its entry point.
 """
 from __future__ import annotations
-import functools, subprocess
+import functools
 from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
@@ -22,11 +22,8 @@ VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG
 def cpu_vector_caps() -> VectorCaps:
   """VECTOR_CAPS with the vector registers of the CPU kernels compile for (-march=native): AVX-512 has 32 of 64 bytes,
   AVX2 16 of 32, else (SSE, or a compiler that does not say) 16 of 16."""
-  from runtime.ops_cpu import find_compiler
-  try:
-    out = subprocess.run([find_compiler() or "cc", "-march=native", "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True,
-                         timeout=60).stdout
-  except (OSError, subprocess.TimeoutExpired): out = ""
+  from runtime.ops_cpu import native_macros
+  out = native_macros()
   size, count = (64, 32) if "__AVX512F__" in out else (32, 16) if "__AVX2__" in out else (16, 16)
   # no vector wider than a register: gcc keeps a wider one in memory (a 4x16 matmul tile of 64-byte vectors ran at 1 GFLOP/s on AVX2)
   return VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, min(VECTOR_CAPS.min_bytes, size), size, size, count)
