@@ -47,7 +47,9 @@ _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int3
 _SHORT = {dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.int32: "i32", dtypes.uint32: "u32",
           dtypes.int64: "i64", dtypes.uint64: "u64", dtypes.float32: "f32", dtypes.float64: "f64"}
 
-def unsigned(d: DType) -> DType: return _UNSIGNED.get(d.scalar, d.scalar)
+def unsigned(d: DType) -> DType:
+  u = _UNSIGNED.get(d.scalar, d.scalar)
+  return u.vec(d.count) if d.count > 1 else u
 
 def ctype(d: DType, unsigned: bool = False) -> str:
   """The C type a value of d computes in: a vector type (f32x16, a typedef of the kernel: vector_typedefs) for a vector;
