@@ -31,6 +31,7 @@ class Param(NamedTuple):
 def fn(kind: str, dtype: DType, src: DType | None = None) -> Fn: return Fn(kind, dtype, src)
 def c(*pieces) -> tuple: return pieces
 def line(*pieces) -> Line: return Line(pieces)
+def named(name: tuple, *pieces) -> Line: return Line(pieces, name)
 def loop(name: tuple, *pieces) -> Line: return Line(pieces, name, 1)
 def close(*pieces) -> Line: return Line(pieces, None, -1)
 def param(name: tuple, ctype: tuple, array: str, slot: int | None = None) -> Param: return Param(name, ctype, array, slot)
