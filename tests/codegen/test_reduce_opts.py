@@ -100,6 +100,15 @@ def test_stash_computes_each_exponential_once():
   assert "*(data1" not in with_stash[2] and "*(data0+" in with_stash[2] and "12582912.0f" not in with_stash[2]
   assert "*(data1" in without[2] and "12582912.0f" in without[2]
 
+def test_one_stash_for_two_reductions_it_could_take():
+  # the output holds one row of values: the heuristic stashes the first (a second STASH no longer applies)
+  a = rng.standard_normal((4, 64)).astype(np.float32)
+  A = Tensor(a).realize()
+  e1, e2 = A.exp(), (A * 2).exp()
+  t = e1 / e1.sum(1, keepdim=True) + e2 / e2.sum(1, keepdim=True)
+  assert kinds(t).count("STASH") == 1
+  np.testing.assert_allclose(t.numpy(), softmax_ref(a) + softmax_ref(2 * a), rtol=2e-6, atol=1e-7)
+
 def test_stash_not_past_its_row_size():
   a = rng.standard_normal((2, STASH_MAX_BYTES // 4 + 16)).astype(np.float32)
   A = Tensor(a).realize()
