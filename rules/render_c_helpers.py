@@ -37,6 +37,10 @@ def close(*pieces) -> Line: return Line(pieces, None, -1)
 def param(name: tuple, ctype: tuple, array: str, slot: int | None = None) -> Param: return Param(name, ctype, array, slot)
 def binary(f, name: str, body: tuple) -> tuple: return ("static inline ", f.dtype, " ", name, "(", f.dtype, " a, ", f.dtype, " b) { ", body, " }")
 def vmax_select(d: DType) -> tuple: return ("return (", d, ")((m & (", mask_type(d), ")a) | (~m & (", mask_type(d), ")b));")
+def plain_constant(v) -> bool:
+  """v is one float constant in every lane, neither nan nor zero (a max with it has no nan in b, nor a signed-zero tie)."""
+  x = v.src[0] if v.op.name == "VECTORIZE" and all(s is v.src[0] for s in v.src) else v
+  return x.op.name == "CONST" and x.arg == x.arg and x.arg != 0
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",

@@ -256,6 +256,16 @@ def test_vector_shifts_and_bitcasts(fn):
   A, B = Tensor(a, device="PYTHON").realize(), Tensor(b, device="PYTHON").realize()
   np.testing.assert_array_equal(run(fn(A, B), [], "PYTHON"), want)
 
+@pytest.mark.parametrize("k", [3.0, -151.0, 0.0, -0.0, np.inf])
+def test_vector_max_with_a_constant(k):
+  # one comparison when the constant is not nan nor zero: the same values as exec_alu's max (nan wins; a tie gives b)
+  x = np.float32([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 3.0, -151.0, 1e-45, -1e-45, 2.5, 7.0, -200.0, 151.0, 3.0000002, 2.9999998])
+  t = Tensor(x).realize().maximum(k)
+  src = source(t, [Opt("UPCAST", 0, 16)])
+  assert ("vmaxk_" in src) == (k not in (0.0,) and k == k)
+  want = run(Tensor(x, device="PYTHON").realize().maximum(k), [], "PYTHON")
+  np.testing.assert_array_equal(run(t, [Opt("UPCAST", 0, 16)]).view(np.uint32), want.view(np.uint32))
+
 # ---- the OpenMP loop ----
 
 def test_parallel_loop_keeps_its_inner_loops_vectorized(tmp_path):
