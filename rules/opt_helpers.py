@@ -2,7 +2,8 @@
 
 tensor/codegen/opt.py checks an Opt and builds its OptContext: the loop it changes, and what takes that loop's place.
 Lanes are UNROLL((CONST 0), ..., (CONST n-1)) with arg ((uid, n),): "this index is each of 0..n-1", one lane each,
-which rules/expand.rules later turns into one scalar copy of every node above it per lane.
+which rules/expand.rules later turns into one scalar copy of every node above it per lane. STASH, SPLIT and PREFETCH
+have contexts of their own (Stash, Split, Prefetch); `partials` builds a SPLIT's partial reductions.
 """
 from __future__ import annotations
 from typing import Callable, NamedTuple
