@@ -11,7 +11,7 @@
                values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
 from __future__ import annotations
-import itertools
+import itertools, math
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from rules.vectorize_helpers import VectorCaps
@@ -143,15 +143,33 @@ def prefetch_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
   k = max(sorted(multi), key=work)
   return [o] if applies(sink, o := Opt("PREFETCH", len(outs) + k, 1)) else []
 
+def split_opts(sink: UOp, outs: list[UOp], reds: list[UOp], unrolls: dict[int, int]) -> list[Opt]:
+  """SPLIT each reduction outside every loop (a whole tensor's sum, max, mean) of SPLIT_MIN_BYTES or more, at its loop
+  moving furthest in memory (the outer dimension: each partial a contiguous block), into PARTIALS blocks (fewer where
+  they do not divide it, and whole vectors where that loop is UNROLLed too)."""
+  from rules.lower_helpers import scope
+  memo: dict = {}
+  opts = []
+  for q in dict.fromkeys(q for r in reds for q in reductions_over(sink, r)):
+    trips = [trip_count(r) for r in q.src[1:]]
+    if None in trips or scope(q, memo) or math.prod(trips) * q.dtype.itemsize < SPLIT_MIN_BYTES: continue  # type: ignore[arg-type]
+    def reach(r: UOp) -> int: return max([abs(stride(ld.src[0].src[1], r) or 0) for ld in loads(q.src[0])], default=0)
+    r = max(q.src[1:], key=reach)
+    k, n = reds.index(r), trip_count(r) or 0
+    parts = next((p for p in (PARTIALS, 16, 8, 4, 2) if p < n and n % (p * unrolls.get(k, 1)) == 0), None)
+    if parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
+  return opts
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
+  unrolls: dict[int, int] = {}
   for k, r in enumerate(reds):
     n = trip_count(r) or 0
-    qs = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+    qs = reductions_over(sink, r)
     if not qs or n < SPLIT_MIN or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs): continue
     # the widest lanes dividing the loop (a row of 1000: 8 lanes), no fewer than 4
     want = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
@@ -160,11 +178,10 @@ def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
     if n % amount or not moving or any(stride(ld.src[0].src[1], r) != 1 for ld in moving): continue
     # nested reductions multiply their lanes: stay within what apply_opts takes
     if lanes * amount > MAX_LANES: continue
-    # a whole tensor's reduction (outside every loop, else SPLIT does not apply): partials of whole vectors
-    parts = next((p for p in (PARTIALS, 16, 8, 4, 2) if n % (p * amount) == 0), None)
-    if n * qs[0].dtype.itemsize >= SPLIT_MIN_BYTES and parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
     lanes *= amount
-    opts.append(Opt("UNROLL", len(outs) + k, amount))
+    unrolls[k] = amount
+  # SPLITs first: a reduction of vectors (UNROLLed) is no longer split
+  opts += split_opts(sink, outs, reds, unrolls) + [Opt("UNROLL", len(outs) + k, a) for k, a in unrolls.items()]
   if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
     # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
     opts.append(Opt("UPCAST", len(outs) - 1, 0))

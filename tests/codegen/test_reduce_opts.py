@@ -158,6 +158,16 @@ def test_split_sum_and_max(n, parts):
   assert one[1] == a.max()
   if parts: assert "#pragma omp parallel for" in source(A.sum(), threads=2) and "#pragma" not in source(A.sum(), threads=1)
 
+def test_split_of_a_2d_sum_at_its_outer_loop():
+  a = rng.standard_normal((1024, SPLIT_MIN_BYTES // 4 // 1024)).astype(np.float32)
+  A = Tensor(a).realize()
+  assert heuristic(A.sum())[0] == Opt("SPLIT", 0, PARTIALS)  # the rows' loop: each partial a block of whole rows
+  with Context(THREADS=1): one = A.sum().numpy()
+  with Context(THREADS=2): two = A.sum().numpy()
+  assert one.tobytes() == two.tobytes()
+  np.testing.assert_allclose(one, a.astype(np.float64).sum(), rtol=0, atol=2e-7 * np.abs(a).sum())
+  assert "SPLIT" not in kinds(Tensor(a[:, : a.shape[1] // 2 - 1]).realize().sum())  # just under 2 MiB
+
 def test_split_max_keeps_nan_and_inf():
   a = np.full(SPLIT_MIN_BYTES // 4, -np.inf, np.float32)
   A = Tensor(a).realize()
