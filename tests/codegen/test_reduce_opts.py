@@ -141,6 +141,14 @@ def test_stash_with_other_opts_on_python(opts):
   np.testing.assert_array_equal(run(t, [Opt(*o) for o in opts], "PYTHON"), run(t, [], "PYTHON"))
   np.testing.assert_array_equal(run(t, [Opt(*o) for o in opts], "CPU"), run(t, [], "PYTHON"))
 
+@pytest.mark.parametrize("cols, lanes", [(1024, 16), (1000, 8), (1004, 4), (1001, None)])
+def test_row_reductions_take_the_widest_lanes_that_divide_the_row(cols, lanes):
+  a = rng.standard_normal((3, cols)).astype(np.float32)
+  A = Tensor(a).realize()
+  assert [o.amount for o in heuristic(A.sum(1)) if o.op == "UNROLL"] == ([lanes] if lanes else [])
+  np.testing.assert_allclose(A.sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+  np.testing.assert_array_equal(A.max(1).numpy(), a.max(1))
+
 # ---- SPLIT: a whole tensor's reduction in partials that threads share out ----
 
 @pytest.mark.parametrize("n, parts", [(SPLIT_MIN_BYTES // 4 - 16, None), (SPLIT_MIN_BYTES // 4, PARTIALS), (SPLIT_MIN_BYTES // 4 + 256, 16),
