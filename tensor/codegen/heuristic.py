@@ -123,8 +123,8 @@ def stash_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
   """STASH the first reduction of expensive values (exp, log, ...) that the store computes again, when its row stays
   cached (one: the output holds one row of values)."""
   for k, r in enumerate(reds):
-    q = reductions_over(sink, r)[0]
-    if (trip_count(r) or 0) * q.dtype.itemsize > STASH_MAX_BYTES or not any(u.op in EXPENSIVE for u in q.src[0].toposort()): continue
+    q, n = reductions_over(sink, r)[0], trip_count(r)
+    if n is None or n * q.dtype.itemsize > STASH_MAX_BYTES or not any(u.op in EXPENSIVE for u in q.src[0].toposort()): continue
     if applies(sink, o := Opt("STASH", len(outs) + k, 0)): return [o]
   return []
 

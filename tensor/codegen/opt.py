@@ -130,7 +130,7 @@ def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   if len(sink.src) != 1 or sink.src[0].op is not Ops.STORE or len(sink.src[0].src[0].src) != 2: raise no("a kernel of one unguarded store")
   (g, i), v = sink.src[0].src[0].src, sink.src[0].src[1]
   o = outs[-1] if outs else None
-  if o is None or trip_count(o) != trip_count(r) or o in q.toposort() or o not in i.toposort():
+  if o is None or o.src[0] is not r.src[0] or o in q.toposort() or o not in i.toposort():
     raise no("a last output loop of the same length, that the store's index uses and the reduction does not")
   if q.src[0].dtype is not g.dtype.base or any(u.op is Ops.INDEX and u.src[0] is g for u in v.toposort()):
     raise no("reduced values of the output's dtype, and an output the kernel does not read")
