@@ -1,6 +1,7 @@
 """Threads inside CPU kernels: how many a kernel may use, and when it should stay on one. The renderer asks
 `threads_for(...)` while it writes a kernel and puts `parallel_pragma(n)` on its outermost loop (`loop_bound_hint` inside
-it); runtime/ops_cpu.py builds a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere the pragma is ignored: serial).
+it); runtime/ops_cpu.py builds a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere
+the pragma is ignored: serial).
 
 THREADS=n caps the threads of every kernel (default 0: the cores this process may run on); `Context(THREADS=1)` for a block.
 """

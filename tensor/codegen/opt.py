@@ -117,7 +117,7 @@ def _split(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UO
 
 def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   """STASH of reduction loop r: its one reduction q (over r alone) reduces values x(r); the kernel's one store writes
-  f(x(o), q) at index i(o) of the last output loop o, of r's length, that q does not use. Then x(r) is also stored at
+  f(x(o), q) at index i(o) of the last output loop o, of r's bound, that q does not use. Then x(r) is also stored at
   i(r) inside r's loop, and f reads x(o) back from i(o), after q: the same value (stored in its own dtype), so the same
   results. The output is not read otherwise, so the stores in r's loop clobber nothing the kernel still needs."""
   from rules import opt as rules
@@ -142,15 +142,17 @@ def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   return graph_rewrite(sink, rules.stash, Stash(value, load, store), name="STASH")
 
 def _prefetch(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
-  """PREFETCH in reduction loop r: each load there whose index moves with r and with an output loop a (the innermost
-  one) also prefetches its element at a + amount (modulo a's length, so the address stays inside the buffer)."""
+  """PREFETCH in reduction loop r: each unguarded load there whose index moves with r and with an output loop a (the
+  innermost one) also prefetches its element at a + amount (modulo a's length, so the address stays inside the buffer;
+  a guarded load's index may point outside it: not prefetched)."""
   from rules import opt as rules
   from rules.opt_helpers import Prefetch
   if r in outs or opt.amount < 1: raise OptError(f"{opt}: PREFETCH takes a reduction loop and a distance of 1 or more")
   nodes: dict[UOp, None] = {}
   for ld in (u for u in sink.toposort() if u.op is Ops.LOAD and r in u.src[0].src[1].toposort()):
     idx = ld.src[0]
-    if not (moving := [a for a in outs if a in idx.toposort() and trip_count(a)]): continue
+    guarded = len(idx.src) > 2 and not (idx.src[2].op is Ops.CONST and idx.src[2].arg is True)
+    if guarded or not (moving := [a for a in outs if a in idx.toposort() and trip_count(a)]): continue
     a = moving[-1]
     ahead = uop(Ops.MOD, a.dtype, (uop(Ops.ADD, a.dtype, (a, uop(Ops.CONST, a.dtype, (), opt.amount))), a.src[0]))
     # a -> a placeholder loop -> (a + amount) % n: the result holds a, so not in one rewrite
