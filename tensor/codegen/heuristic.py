@@ -154,7 +154,7 @@ def split_opts(sink: UOp, outs: list[UOp], reds: list[UOp], unrolls: dict[int, i
     trips = [trip_count(r) for r in q.src[1:]]
     if None in trips or scope(q, memo) or math.prod(trips) * q.dtype.itemsize < SPLIT_MIN_BYTES: continue  # type: ignore[arg-type]
     def reach(r: UOp) -> int: return max([abs(stride(ld.src[0].src[1], r) or 0) for ld in loads(q.src[0])], default=0)
-    r = max(q.src[1:], key=reach)
+    if reach(r := max(q.src[1:], key=reach)) == 0: continue  # loads nothing that moves (ones(10**12).sum() folds to n * 1)
     k, n = reds.index(r), trip_count(r) or 0
     parts = next((p for p in (PARTIALS, 16, 8, 4, 2) if p < n and n % (p * unrolls.get(k, 1)) == 0), None)
     if parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
