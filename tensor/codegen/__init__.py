@@ -3,7 +3,7 @@
   rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
   symbolic   index arithmetic simplified                                 rules/symbolic.rules
   float32    float16/bfloat16 arithmetic computed in float32               rules/float_compute.rules
-  opts       long reductions split, small inner loops unrolled (not NOOPT) tensor/codegen/opt.py
+  opts       an Opt list: vectors, tiles, partials, stash (not NOOPT)      tensor/codegen/opt.py, rules/opt.rules
   lower      reductions become accumulators                              rules/lower.rules
   linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
 Python here only drives the passes; every rewrite is a rule.

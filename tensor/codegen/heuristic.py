@@ -2,20 +2,35 @@
 
   matmul-like  a sum of products of two loads whose indices move with different output loops: a register tile of two
                output loops (rows x one or two vectors of columns), the reduction loop innermost
-  reductions   over >= 64 consecutive elements: partial accumulators (one vector) instead of one serial chain
+  reductions   over >= 64 consecutive elements: partial accumulators (one vector) instead of one serial chain; one
+               outside every loop (a whole tensor's sum) over 2 MiB and more: SPLIT into partials that threads share out
   elementwise  the output loop that is consecutive in memory, as vectors of the SIMD width
   small        an innermost output loop of at most 4 iterations is unrolled (the seeds' E_4n2)
+  prefetch     a kernel reading each row in several loops (softmax, layernorm): the next row prefetched (PREFETCH)
+  stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
+               values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
 from __future__ import annotations
-from runtime.ops import Ops
+import itertools, math
+from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from rules.vectorize_helpers import VectorCaps
-from tensor.codegen.opt import MAX_LANES, Opt, output_loops, reduce_loops, trip_count
+from tensor.codegen.opt import MAX_LANES, Opt, OptError, apply_opt, output_loops, reduce_loops, trip_count
 
 UPCAST_MAX = 4     # a short innermost output loop, unrolled whole
 SPLIT_MIN = 64     # shorter reductions stay one loop
 MAX_ROWS = 8       # rows of a matmul's register tile at most (one broadcast each per step of k)
 SPLIT_BYTES = 64   # lanes of a split reduction: 64 bytes (16 floats: one AVX-512 register, two AVX2 ones)
+# STASH when a row of the reduction is at most this (its stores are read back from the L2 cache, 256 KiB and more on x86
+# CPUs); measured on softmax (4096, 1024) float32: 7.6 -> 5.2 ms on one thread, the exp2 polynomial once per element
+STASH_MAX_BYTES = 256 * 1024
+# SPLIT a reduction outside every loop from this size on: from about here the cost model of runtime/threads.py runs it on
+# two threads (2 MiB of float32: 154 us on one, 115 on two). Into PARTIALS blocks (fewer when they don't divide it): enough
+# for a few cores, and the same on any number of threads (so the same sum)
+SPLIT_MIN_BYTES = 2 * 1024 * 1024
+PARTIALS = 32
+# ops worth storing instead of computing again: a polynomial or a math.h call each
+EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.SQRT})
 # a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
 VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
 
@@ -96,23 +111,77 @@ def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: Ve
   col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
   return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, width)]
 
+def reductions_over(sink: UOp, r: UOp) -> list[UOp]: return [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+
+def applies(sink: UOp, opt: Opt) -> bool:
+  """Whether an Opt applies to the kernel (apply_opt raises OptError otherwise); the kernel it makes is dropped."""
+  try: apply_opt(sink, opt, itertools.count(1 << 30).__next__)
+  except OptError: return False
+  return True
+
+def stash_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+  """STASH the first reduction of expensive values (exp, log, ...) that the store computes again, when its row stays
+  cached (one: the output holds one row of values)."""
+  for k, r in enumerate(reds):
+    q, n = reductions_over(sink, r)[0], trip_count(r)
+    if n is None or n * q.dtype.itemsize > STASH_MAX_BYTES or not any(u.op in EXPENSIVE for u in q.src[0].toposort()): continue
+    if applies(sink, o := Opt("STASH", len(outs) + k, 0)): return [o]
+  return []
+
+def prefetch_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+  """PREFETCH the next row where a kernel reads each row in several loops (softmax: max, sum and output loops; layernorm):
+  between those loops no new line is asked for, so the hardware prefetcher falls behind and the next row's first loop
+  waits for memory. Prefetched in the reduction loop doing the most arithmetic (softmax's exp). Softmax (4096, 1024):
+  5.1 -> 4.0 ms; rows of 256 to 16384 floats gain 12-22%. A row sum, read once, gains nothing."""
+  readers: dict[UOp, set[int]] = {}  # buffer -> the reduction loops (axes) reading it
+  for k, r in enumerate(reds):
+    for ld in loads(reductions_over(sink, r)[0].src[0]):
+      if r in ld.src[0].src[1].toposort(): readers.setdefault(ld.src[0].src[0], set()).add(k)
+  multi = {k for ks in readers.values() if len(ks) > 1 for k in ks}
+  if not outs or not multi: return []
+  def work(k: int) -> int: return sum(1 for u in reductions_over(sink, reds[k])[0].src[0].toposort() if u.op in GroupOp.ALU)
+  k = max(sorted(multi), key=work)
+  return [o] if applies(sink, o := Opt("PREFETCH", len(outs) + k, 1)) else []
+
+def split_opts(sink: UOp, outs: list[UOp], reds: list[UOp], unrolls: dict[int, int]) -> list[Opt]:
+  """SPLIT each reduction outside every loop (a whole tensor's sum, max, mean) of SPLIT_MIN_BYTES or more, at its loop
+  moving furthest in memory (the outer dimension: each partial a contiguous block), into PARTIALS blocks (fewer where
+  they do not divide it, and whole vectors where that loop is UNROLLed too)."""
+  from rules.lower_helpers import scope
+  memo: dict = {}
+  opts = []
+  for q in dict.fromkeys(q for r in reds for q in reductions_over(sink, r)):
+    trips = [trip_count(r) for r in q.src[1:]]
+    if None in trips or scope(q, memo) or math.prod(trips) * q.dtype.itemsize < SPLIT_MIN_BYTES: continue  # type: ignore[arg-type]
+    def reach(r: UOp) -> int: return max([abs(stride(ld.src[0].src[1], r) or 0) for ld in loads(q.src[0])], default=0)
+    if reach(r := max(q.src[1:], key=reach)) == 0: continue  # loads nothing that moves (ones(10**12).sum() folds to n * 1)
+    k, n = reds.index(r), trip_count(r) or 0
+    parts = next((p for p in (PARTIALS, 16, 8, 4, 2) if p < n and n % (p * unrolls.get(k, 1)) == 0), None)
+    if parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
+  return opts
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
-  opts: list[Opt] = []
+  opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
+  unrolls: dict[int, int] = {}
   for k, r in enumerate(reds):
     n = trip_count(r) or 0
-    qs = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+    qs = reductions_over(sink, r)
     if not qs or n < SPLIT_MIN or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs): continue
-    amount = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
+    # the widest lanes dividing the loop (a row of 1000: 8 lanes), no fewer than 4
+    want = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
+    amount = next((a for a in (want, want // 2, want // 4) if a >= 4 and n % a == 0), want)
     moving = [ld for q in qs for ld in loads(q.src[0]) if r in ld.src[0].toposort()]
     if n % amount or not moving or any(stride(ld.src[0].src[1], r) != 1 for ld in moving): continue
     # nested reductions multiply their lanes: stay within what apply_opts takes
     if lanes * amount > MAX_LANES: continue
     lanes *= amount
-    opts.append(Opt("UNROLL", len(outs) + k, amount))
+    unrolls[k] = amount
+  # SPLITs first: a reduction of vectors (UNROLLed) is no longer split
+  opts += split_opts(sink, outs, reds, unrolls) + [Opt("UNROLL", len(outs) + k, a) for k, a in unrolls.items()]
   if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
     # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
     opts.append(Opt("UPCAST", len(outs) - 1, 0))
