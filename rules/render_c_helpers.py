@@ -36,6 +36,9 @@ def close(*pieces) -> Line: return Line(pieces, None, -1)
 def param(name: tuple, ctype: tuple, array: str, slot: int | None = None) -> Param: return Param(name, ctype, array, slot)
 def binary(f, name: str, body: tuple) -> tuple: return ("static inline ", f.dtype, " ", name, "(", f.dtype, " a, ", f.dtype, " b) { ", body, " }")
 def vmax_select(d: DType) -> tuple: return ("return (", d, ")((m & (", mask_type(d), ")a) | (~m & (", mask_type(d), ")b));")
+def fma_lanes(d: DType) -> str:
+  """The lanes of a vector fma of a, b and c, one fma call each (gcc makes them one vector FMA instruction)."""
+  return ", ".join(f"{math_fn('__builtin_fma', d)}(a[{i}], b[{i}], c[{i}])" for i in range(d.count))
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
