@@ -77,13 +77,13 @@ def test_inner_loop_is_a_register_tile_over_a_panel():
   assert [(o.op, o.amount) for o in p.opts] == [("UPCAST", rows), ("UPCAST", cols)]
   lines = p.src[p.src.rindex("for ("):].splitlines()
   lines = lines[:next(i for i, ln in enumerate(lines) if ln.strip() == "}")]  # the innermost loop: k
-  updates = [re.search(r"(acc\d+) = \(\1\+\((vec\d+)\*(val\d+)\)\);", ln) for ln in lines]
+  updates = [re.search(r"(acc\d+) = vfma_f32x\d+\((vec\d+), (val\d+), \1\);", ln) for ln in lines]  # fused multiply-adds
   updates = [u for u in updates if u]
   assert len(updates) == rows * cols // (vector_caps("CPU").register_bytes // 4)
   # the panel is read at consecutive addresses: one step of k moves by the panel's width
   assert re.search(rf"ridx\d+\*{cols}(ll)?\)", "".join(lines))
   # each broadcast row value is used right after it is made (one live at a time): AVX2's 6x16 tile fits its 16 registers
   made = {u.group(2): next(i for i, ln in enumerate(lines) if f"{u.group(2)} = ((f32x" in ln) for u in updates}
-  last_use = {v: max(i for i, ln in enumerate(lines) if f"({v}*" in ln) for v in made}
+  last_use = {v: max(i for i, ln in enumerate(lines) if f"({v}, " in ln) for v in made}
   spans = sorted((made[v], last_use[v]) for v in made)
   assert len(spans) == rows and all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
