@@ -1,8 +1,8 @@
 """Convolutions of any number of spatial dims through one path: sliding windows made of movement ops (`windows`),
 multiplied by the weight and summed, so a small conv is one reduction kernel (fused with its bias, activation and
-pooling). A large one is an implicit GEMM (`implicit_gemm`): channels-last input and weight, so the codegen's matmul
-register tile applies. conv1d/conv2d/conv3d and the transposed convs (zero-stuffed input, flipped weight) are thin
-wrappers. Mixed into Tensor by tensor/functional/__init__.py.
+pooling). A large one, or one whose output rows don't divide into vectors, is an implicit GEMM (`implicit_gemm`):
+channels-last input and weight, so the codegen's matmul register tile applies. conv1d/conv2d/conv3d and the transposed
+convs (zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 """
 from __future__ import annotations
 import math
@@ -43,18 +43,31 @@ def windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
   # (..., o0, k0, o1, k1, ...) -> (..., *out, *kernel)
   return x.permute(*range(len(lead)), *[len(lead) + 2 * j for j in range(n)], *[len(lead) + 2 * j + 1 for j in range(n)])
 
-# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel wins (no layout copies, and the
-# bias, activation and pooling fuse into it); conv2d (8,64,56,56) x (64,64,3,3) (860M) ran 5x faster as a GEMM.
-# Module-level so tests can move it to run both paths at small sizes.
+# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel is as fast (no layout copies, and
+# the bias, activation and pooling fuse into it) when its output rows divide into vectors: it tiles them as a matmul's
+# columns. Rows that don't (54, 30, 14 columns) leave that kernel gathering weights, 10x slower: from
+# IMPLICIT_GEMM_UNALIGNED_MIN_MACS such a conv takes the GEMM (AVX-512, 1 thread: (8,16,32,32) x (32,16,3,3) 4.2 -> 42
+# GFLOP/s, (8,16,16,16) x 32 6.8 -> 52; aligned (4,32,34,34) x 32 59 fused, 53 as a GEMM). conv2d (8,64,56,56) x
+# (64,64,3,3) (860M) ran 5x faster as a GEMM. Module-level so tests can move them to run both paths at small sizes.
 IMPLICIT_GEMM_MIN_MACS = 1 << 26
+IMPLICIT_GEMM_UNALIGNED_MIN_MACS = 1 << 18
 # the GEMM's vector columns are output channels (per group) and its reduction the input channels times the taps
 IMPLICIT_GEMM_MIN_COUT = 16
 IMPLICIT_GEMM_MIN_REDUCE = 32
 
-def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...]) -> bool:
+def vector_floats(device: str) -> int:
+  """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
+  from tensor.codegen import vector_caps
+  from tensor.codegen.heuristic import VECTOR_CAPS
+  return max(1, (vector_caps(device) or VECTOR_CAPS).register_bytes // 4)
+
+def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...], width: int) -> bool:
+  """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
+  work when the output rows don't divide into vectors of `width` (the fused kernel's tile needs them to)."""
   red = cin_g * math.prod(kernel)
+  macs = bs * groups * rcout * math.prod(out) * red
   return rcout >= IMPLICIT_GEMM_MIN_COUT and red >= IMPLICIT_GEMM_MIN_REDUCE and \
-    bs * groups * rcout * math.prod(out) * red >= IMPLICIT_GEMM_MIN_MACS
+    (macs >= IMPLICIT_GEMM_MIN_MACS or macs >= IMPLICIT_GEMM_UNALIGNED_MIN_MACS and out[-1] % width != 0)
 
 def contiguous_backward(t: Tensor) -> Tensor:
   """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
@@ -119,7 +132,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   x = x.pad([(0, 0), (0, 0), *pads])
   rcout = cout // groups
   out = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(x.shape[2:], kernel, stride, dilation))
-  if use_implicit_gemm(bs, rcout, cin_g, groups, out, kernel):
+  if use_implicit_gemm(bs, rcout, cin_g, groups, out, kernel, vector_floats(x.device)):
     ret = implicit_gemm(x, weight, bias, groups, stride, dilation, dtype)
     return ret.reshape(ret.shape[1:]) if unbatched else ret
   win = windows(x, kernel, stride, dilation)                                                # (bs, cin, *out, *k)

@@ -25,8 +25,11 @@ def kernels():
   img, f = rng.standard_normal((4, 8, 18, 18)).astype(np.float32), rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
   a, b = (rng.standard_normal(1 << 21).astype(np.float32) for _ in range(2))
   big = rng.standard_normal((2048, 512)).astype(np.float32)
+  # rows of 14 outputs (no multiple of a vector): the implicit GEMM (tensor/functional/conv.py) with its layout copies
+  img2, f2 = rng.standard_normal((2, 16, 16, 16)).astype(np.float32), rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
   return {"matmul": lambda: Tensor(x) @ Tensor(w), "softmax": lambda: Tensor(s).softmax(1), "layernorm": lambda: Tensor(s).layernorm(),
-          "conv": lambda: Tensor(img).conv2d(Tensor(f)), "a*b+1": lambda: Tensor(a) * Tensor(b) + 1,
+          "conv": lambda: Tensor(img).conv2d(Tensor(f)), "conv gemm": lambda: Tensor(img2).conv2d(Tensor(f2)),
+          "a*b+1": lambda: Tensor(a) * Tensor(b) + 1,
           "row sums": lambda: Tensor(big).sum(1), "column max": lambda: Tensor(big).max(0)}
 
 KERNELS = kernels()

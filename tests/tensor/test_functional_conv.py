@@ -210,3 +210,19 @@ def test_threshold_both_sides_at_real_sizes(bs, stride):
   R.close(out, R.conv(x, w, b, stride, 1, 1), rtol=1e-4, atol=1e-4)
   if R.torch is not None:
     R.close(out, R.torch.nn.functional.conv2d(R.T(x), R.T(w), R.T(b), stride, 1), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("bs, hw", [(1, 6), (1, 14), (3, 16)])
+def test_unaligned_rows_threshold_both_sides(bs, hw):
+  """Output rows of 4, 12 and 14 columns (no multiple of 8 or 16: the fused kernel can't tile them into vectors) take the
+  GEMM from IMPLICIT_GEMM_UNALIGNED_MIN_MACS: (1, 16, 6, 6) x (32, 16, 3, 3) is 74K multiply-adds (one fused kernel),
+  (1, 16, 14, 14) 664K and (3, 16, 16, 16) 2.5M (the GEMM's kernels). Against numpy (and torch)."""
+  import tensor.functional.conv as cv
+  rng = np.random.default_rng(7)
+  x, w = R.rand(rng, bs, 16, hw, hw), R.rand(rng, 32, 16, 3, 3)
+  out = Tensor(x).realize().conv2d(Tensor(w).realize())
+  macs = bs * 32 * (hw - 2) ** 2 * 16 * 9
+  assert (hw - 2) % 8 and (macs >= cv.IMPLICIT_GEMM_UNALIGNED_MIN_MACS) == (hw > 6) and macs < cv.IMPLICIT_GEMM_MIN_MACS
+  n = _kernels(out)
+  assert (n > 1) if hw > 6 else (n == 1), n
+  R.close(out, R.conv(x, w, None, 1, 1, 0), rtol=1e-4, atol=1e-4)
+  if R.torch is not None: R.close(out, R.torch.nn.functional.conv2d(R.T(x), R.T(w)), rtol=1e-4, atol=1e-4)
