@@ -188,6 +188,19 @@ def test_implicit_gemm_gradients(gemm_always):
   (R.torch.nn.functional.conv2d(tx, tw, tb, 2, 1, 1, 2) * R.T(g)).sum().backward()
   for ours, theirs in ((xt, tx), (wt, tw), (bt, tb)): R.close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
 
+def test_implicit_gemm_reads_a_realized_input_in_place(gemm_always):
+  """A realized unpadded input is read where it is (NCHW, the taps innermost); an input still to compute, or padded, is
+  copied channels-last first: one kernel more. Both against numpy, 1 and 2 groups, stride 1 and 2."""
+  rng = np.random.default_rng(8)
+  for groups, stride in ((1, 1), (2, 2)):
+    x, w = R.rand(rng, 2, 6, 9, 9), R.rand(rng, 4, 6 // groups, 3, 3)
+    X, W = Tensor(x).realize(), Tensor(w).realize()
+    in_place, computed = X.conv2d(W, groups=groups, stride=stride), (X * 2).conv2d(W, groups=groups, stride=stride)
+    padded = X.conv2d(W, groups=groups, stride=stride, padding=1)
+    assert _kernels(in_place) + 1 == _kernels((X * 2).conv2d(W, groups=groups, stride=stride))
+    for t, scale, pads in ((in_place, 1, 0), (computed, 2, 0), (padded, 1, 1)):
+      R.close(t, R.conv(scale * x, w, None, stride, 1, pads, groups), rtol=1e-4, atol=1e-4)
+
 def _kernels(t: Tensor) -> int:
   from tensor import GlobalCounters
   GlobalCounters.reset()
