@@ -107,7 +107,7 @@ def col_vectors(caps: VectorCaps | None) -> int:
 def register_tile(caps: VectorCaps | None, itemsize: int, n_vectors: int | None = None) -> tuple[int, int]:
   """(rows, columns) of a matmul's register tile: `n_vectors` vectors of columns per row (default: the most,
   `col_vectors(caps)`), and as many rows as leave one register for the broadcast row value and one for a product beside
-  the column vectors and the accumulators. AVX-512: 6 rows x 64 floats (24 accumulators of 32 registers: 1.3x the 8 x 32
+  the column vectors and the accumulators. AVX-512: 6 rows x 64 floats (24 accumulators of 32 registers: 1.15x the 8 x 32
   tile at matmul 1024, measured in C); AVX2: 6 x 16 (12 of 16; 1.75x its 4x16 tile). tensor/functional/matmul.py pads a
   matmul's rows and columns to multiples of the tile."""
   if caps is None: caps = VECTOR_CAPS
