@@ -137,6 +137,11 @@ def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   value = graph_rewrite(q.src[0], rules.upcast, OptContext(r, o), name="STASH index")  # x(o): the values at the output loop
   if value not in v.toposort() or q not in v.toposort(): raise no("a stored value using the reduction and its values at the output loop")
   at = graph_rewrite(i, rules.upcast, OptContext(o, r), name="STASH index")  # i(r)
+  # a store inside r's loop can only see the loops q is inside: an index that uses another output loop (q is hoisted out
+  # of it, as in v * softmax(a) broadcast over v's rows) would be stored from outside that loop, for one row only
+  inside = set(q.toposort())
+  if any(u.op is Ops.RANGE and u is not r and u not in inside for u in at.toposort()):
+    raise no("a store index that uses only the loops the reduction is inside")
   load = uop(Ops.LOAD, value.dtype, (uop(Ops.INDEX, g.dtype, (uop(Ops.AFTER, g.dtype, (g, q)), i)),))
   store = uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g.dtype, (g, at)), q.src[0]))
   return graph_rewrite(sink, rules.stash, Stash(value, load, store), name="STASH")

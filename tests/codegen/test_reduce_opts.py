@@ -122,6 +122,15 @@ def test_stash_leaves_half_softmax_alone():
   assert "STASH" not in kinds(A.softmax(-1))
   np.testing.assert_allclose(A.softmax(-1).numpy().astype(np.float64), softmax_ref(a), rtol=2e-3, atol=1e-5)
 
+@pytest.mark.parametrize("rows,cols", [(3, 3), (5, 64), (7, 1024)])
+def test_no_stash_of_a_softmax_broadcast_over_another_loop(rows, cols):
+  # v * softmax(a): the softmax's reductions do not use v's row loop, so they run once before it, and a store of the
+  # exponentials at the output's index (which uses the row loop) has no row to store to: gcc saw an undeclared value
+  v, a = rng.standard_normal((rows, 1)).astype(np.float32), rng.standard_normal(cols).astype(np.float32)
+  t = Tensor(v).realize() * Tensor(a).realize().softmax(-1)
+  assert "STASH" not in kinds(t)
+  with Context(NOOPT=0): np.testing.assert_allclose(t.numpy(), v * softmax_ref(a[None])[0], rtol=1e-5, atol=1e-7)
+
 def test_stash_applies_only_where_the_value_is_read_back():
   sink, _ = rangeify_simplified(kernel_of(Tensor(np.ones((4, 32), np.float32)).realize().log_softmax(-1))[0])
   with pytest.raises(OptError, match="STASH"): apply_opt(sink, Opt("STASH", 2, 0), lambda: 99)  # log_softmax stores x - max - log(sum)
