@@ -243,54 +243,53 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
       for c in chain: memo[c] = n
   return memo[root]
 
+_ACTIVE = object()  # bottom-up: the memo's value for a node whose rewrite waits on its sources or on its rebuilt form
+
 def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
   # memo as in _rewrite: the node met, each node its rules passed through, the fixed point they reached and the node
-  # rebuilt from that one's final sources all map to the final form
-  memo: dict[UOp, UOp] = {}
+  # rebuilt from that one's final sources all map to the final form. Until then the node met maps to _ACTIVE: meeting it
+  # again inside its own rewrite is a cycle
+  memo: dict[UOp, Any] = {}
   get = memo.get
-  pending: dict[UOp, _Pending] = {}
   limit = REWRITE_LIMIT.value
-  # entries: a UOp to visit, or (the node met, the fixed point its rules reached, the nodes they passed through in between
-  # or None) once the fixed point's sources are on the stack above it
+  # entries: a UOp to visit; (the node met, the fixed point its rules reached, the nodes they passed through in between or
+  # None, the last rule that fired or None) once the fixed point's sources are on the stack above it; a _Pending
   stack: list = [root]
   pop, push = stack.pop, stack.append
-  active: dict[UOp, Rule | None] = {}
+  ACTIVE = _ACTIVE
   while stack:
     e = pop()
-    if e.__class__ is _Pending:
-      n = memo[e.target]
-      for c in e.nodes: memo[c] = n
-      del pending[e.node]
-      continue
-    if e.__class__ is tuple:
-      u, n, between = e
-      del active[u]
+    if (c := e.__class__) is tuple:
+      u, n, between, last = e
       src = n.src
       for s in src:
         if memo[s] is not s: break
       else:
         memo[u] = memo[n] = n
         if between is not None:
-          for c in between: memo[c] = n
+          for b in between: memo[b] = n
         continue
       # the sources changed: the rebuilt node may match again, so visit it like a new node
       n2 = uop(n.op, n.dtype, tuple([memo[s] for s in src]), n.arg, n.tag)
       if (f := get(n2)) is not None:
+        if f is ACTIVE: _raise_wrap(n2, stack, label)
         memo[u] = memo[n] = f
         if between is not None:
-          for c in between: memo[c] = f
+          for b in between: memo[b] = f
         continue
       nodes = [u] if n is u else [u, n]
       if between is not None: nodes += between
-      p = _Pending(nodes, n2, None)
-      pending[u] = p
-      push(p)
+      push(_Pending(nodes, n2, last))
       push(n2)
       continue
+    if c is _Pending:
+      n = memo[e.target]
+      for b in e.nodes: memo[b] = n
+      continue
     u = e
-    if u in memo: continue
-    if pending and u in pending: _raise_cycle(u, stack, label)
-    if u in active: _raise_self_wrap(u, active, label)
+    if (f := get(u)) is not None:
+      if f is ACTIVE: _raise_wrap(u, stack, label)
+      continue
     fn = table[u.op]
     if fn is None or (r := fn(u, ctx)) is None: n, between, last = u, None, None
     else:
@@ -303,20 +302,22 @@ def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
           if history is None: history = []
           history.append((rule, n))
           _check_runaway(history, steps, limit, label)
-        if (f := get(n)) is not None: break  # a node met before: the rewrite ends as it did then
+        if (f := get(n)) is not None:  # a node met before: the rewrite ends as it did then
+          if f is ACTIVE: _raise_wrap(n, stack, label)
+          break
         if (fn := table[n.op]) is None or (r := fn(n, ctx)) is None: break
         if between is None: between = [n]
         else: between.append(n)
       if f is not None:
         memo[u] = f
         if between is not None:
-          for c in between: memo[c] = f
+          for b in between: memo[b] = f
         continue
-    # u is active until the sources of its rewrite are done: meeting it among them again is a cycle
-    active[u] = last
-    push((u, n, between))
+    memo[u] = ACTIVE
+    push((u, n, between, last))
     for s in reversed(n.src):
-      if s not in memo: push(s)
+      if (f := get(s)) is None: push(s)
+      elif f is ACTIVE: _raise_wrap(s, stack, label)
   return memo[root]
 
 # ---- loop diagnostics ----
@@ -350,11 +351,18 @@ def _raise_cycle(u: UOp, stack: list, label: str) -> None:
       if inside and e.rule is not None: rules.append(e.rule)
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
-def _raise_self_wrap(u: UOp, active: dict, label: str) -> None:
-  # every node rewritten since u (still waiting on its sources) is part of the cycle
-  chain = list(active.items())
-  start = next(i for i, (n, _) in enumerate(chain) if n is u)
-  rules = [r for _, r in chain[start:] if r is not None]
+def _raise_wrap(u: UOp, stack: list, label: str) -> None:
+  # bottom-up: u is met inside its own rewrite. Every rewrite on the stack from u's own on (each waiting on its sources or
+  # on its rebuilt form) is part of the cycle
+  rules: list[Rule] = []
+  inside = False
+  for e in stack:
+    if e.__class__ is tuple:
+      if e[0] is u: inside = True
+      if inside and e[3] is not None: rules.append(e[3])
+    elif e.__class__ is _Pending:
+      if e.node is u: inside = True
+      if inside and e.rule is not None: rules.append(e.rule)
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
 NESTING_PER_NODE = 4
