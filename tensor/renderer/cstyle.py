@@ -10,11 +10,12 @@ from runtime.uop import UOp, uop
 from rules.render_c import render_c as render_rules, render_value, render_operand, c_function
 from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
-from runtime.threads import parallel_pragma
+from runtime.threads import loop_bound_hint, parallel_pragma
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
-# 256 bytes (wider than a register: gcc splits them), the ops C has on vectors, and max through a helper
-VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}),
+# 256 bytes (wider than a register: gcc splits them), the ops C has on vectors (shifts by a constant amount, bit casts
+# between vectors of one size), and max through a helper
+VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.SHL, Ops.SHR, Ops.BITCAST}),
                          frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                                     dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
 
@@ -118,6 +119,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
+  before_loops: list[str] = []  # the variables declared outside every loop so far (a parallel loop's firstprivate ones)
   for u in uops:
     op = u.op
     out = render_rules.rewrite(u)
@@ -130,9 +132,10 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if out.__class__ is Line:
       if out.name is not None: ctx.text[u] = ctx.join(out.name)
       if out.indent < 0: depth += out.indent
-      if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
+      if u in threads: body.append("  " * depth + parallel_pragma(threads[u], private=tuple(before_loops)))
       body.append("  " * depth + ctx.join(out.pieces))
       if out.indent > 0: depth += out.indent
+      if u in threads: body.append("  " * depth + loop_bound_hint(ctx.text[u], ctx.join((u.src[0],))))
       continue
     text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
     if op in GroupOp.ALU and (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
@@ -145,6 +148,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
     counters[prefix] = counters.get(prefix, 0) + 1
     var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
     body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
+    if depth == 1: before_loops.append(var)
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
   return "\n".join(head + entry_points(name, params, body)) + "\n"
 
