@@ -142,7 +142,9 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   """`sink` with `matcher` applied to every node until no rule fires anywhere.
 
   Default: sources are rewritten before the node that uses them. bottom_up=True: a node is rewritten before its
-  sources, and again after them if they changed. Memoized within one call; iterative, so graph depth is unlimited.
+  sources, and again after them if they changed. Memoized within one call: every node met or made on the way (the node
+  rebuilt from final sources, each node a chain of rules passes through) maps to its final form, so no rule is tried twice
+  on one node. Iterative, so graph depth is unlimited.
   Raises RewriteLoopError, naming the rules by file:line, when the rules cycle or keep growing the graph, and RuleError,
   naming the rule and the node, when a rule's guard, helper or result raises (the original is its __cause__).
   """
@@ -162,11 +164,15 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
     raise err from e
 
 class _Pending:
-  # on the stack under `target`: once target is final, `node` is final as whatever target became
-  __slots__ = ("node", "target", "rule")
-  def __init__(self, node: UOp, target: UOp, rule: Rule): self.node, self.target, self.rule = node, target, rule
+  # on the stack under `target`: once target is final, every node of `nodes` (`node`, the one the walk met, first) is
+  # final as whatever target became
+  __slots__ = ("node", "nodes", "target", "rule")
+  def __init__(self, nodes: list[UOp], target: UOp, rule: Rule | None):
+    self.node, self.nodes, self.target, self.rule = nodes[0], nodes, target, rule
 
 def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
+  # memo: every node met or made on the way (the node the walk met, the node rebuilt from its final sources, each result
+  # a rule chain passed through) -> its final form, so no rule fires twice on one node; a final form maps to itself
   memo: dict[UOp, UOp] = {}
   final, get = memo.__getitem__, memo.get
   pending: dict[UOp, _Pending] = {}
@@ -176,7 +182,8 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
   while stack:
     u = pop()
     if u.__class__ is _Pending:
-      memo[u.node] = memo[u.target]
+      n = memo[u.target]
+      for c in u.nodes: memo[c] = n
       del pending[u.node]
       continue
     if u in memo: continue
@@ -193,28 +200,34 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
       elif f is not s: changed = True
     if not ready: continue
     if pending and u in pending: _raise_cycle(u, stack, label)
-    n = uop(u.op, u.dtype, tuple(map(final, src)), u.arg, u.tag) if changed else u
+    if changed:
+      n = uop(u.op, u.dtype, tuple(map(final, src)), u.arg, u.tag)
+      if (f := get(n)) is not None:  # rebuilt into a node met before
+        memo[u] = f
+        continue
+    else: n = u
     # rewrite to a fixed point while the result's sources are already final
     fn = table[n.op]
     if fn is None or (r := fn(n, ctx)) is None:
       memo[u] = n
       if n is not u: memo[n] = n
       continue
+    chain = [u] if n is u else [u, n]  # the nodes that end as the chain's last node
     steps, history = 0, None
-    while r is not None:
+    while True:
       rule, n = r
       steps += 1
       if steps > 8:
         if history is None: history = []
         history.append((rule, n))
         _check_runaway(history, steps, limit, label)
-      if n in memo:
-        n = memo[n]
+      if (f := get(n)) is not None:
+        n = f
         break
       for s in n.src:
-        if memo.get(s) is not s:
-          # the result has new sources: rewrite them first, then resolve u to the result's final form
-          p = _Pending(u, n, rule)
+        if get(s) is not s:
+          # the result has new sources: rewrite them first, then resolve the chain to the result's final form
+          p = _Pending(chain, n, rule)
           pending[u] = p
           if len(pending) > limit: limit = _nesting_limit(root, pending, label)
           push(p)
@@ -222,58 +235,89 @@ def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
           n = None
           break
       if n is None: break
-      r = fn(n, ctx) if (fn := table[n.op]) is not None else None
-    if n is not None: memo[u] = memo[n] = n
+      if (fn := table[n.op]) is None or (r := fn(n, ctx)) is None:
+        memo[n] = n
+        break
+      chain.append(n)
+    if n is not None:
+      for c in chain: memo[c] = n
   return memo[root]
 
+_ACTIVE = object()  # bottom-up: the memo's value for a node whose rewrite waits on its sources or on its rebuilt form
+
 def _rewrite_bottom_up(root: UOp, table: list, ctx: Any, label: str) -> UOp:
-  memo: dict[UOp, UOp] = {}
-  pending: dict[UOp, _Pending] = {}
+  # memo as in _rewrite: the node met, each node its rules passed through, the fixed point they reached and the node
+  # rebuilt from that one's final sources all map to the final form. Until then the node met maps to _ACTIVE: meeting it
+  # again inside its own rewrite is a cycle
+  memo: dict[UOp, Any] = {}
+  get = memo.get
   limit = REWRITE_LIMIT.value
-  # entries: a UOp to visit, or (original, rewritten) once the rewritten node's sources are on the stack above it
+  # entries: a UOp to visit; (the node met, the fixed point its rules reached, the nodes they passed through in between or
+  # None, the last rule that fired or None) once the fixed point's sources are on the stack above it; a _Pending
   stack: list = [root]
-  active: dict[UOp, Rule | None] = {}
+  pop, push = stack.pop, stack.append
+  ACTIVE = _ACTIVE
   while stack:
-    e = stack.pop()
-    if e.__class__ is _Pending:
-      memo[e.node] = memo[e.target]
-      del pending[e.node]
-      continue
-    if e.__class__ is tuple:
-      u, n = e
-      del active[u]
-      nsrc = tuple([memo[s] for s in n.src])
-      if nsrc == n.src:
+    e = pop()
+    if (c := e.__class__) is tuple:
+      u, n, between, last = e
+      src = n.src
+      for s in src:
+        if memo[s] is not s: break
+      else:
         memo[u] = memo[n] = n
+        if between is not None:
+          for b in between: memo[b] = n
         continue
       # the sources changed: the rebuilt node may match again, so visit it like a new node
-      n2 = uop(n.op, n.dtype, nsrc, n.arg, n.tag)
-      if n2 in memo: memo[u] = memo[n2]; continue  # noqa: E702
-      p = _Pending(u, n2, None)  # type: ignore[arg-type]
-      pending[u] = p
-      stack.append(p)
-      stack.append(n2)
+      n2 = uop(n.op, n.dtype, tuple([memo[s] for s in src]), n.arg, n.tag)
+      if (f := get(n2)) is not None:
+        if f is ACTIVE: _raise_wrap(n2, stack, label)
+        memo[u] = memo[n] = f
+        if between is not None:
+          for b in between: memo[b] = f
+        continue
+      nodes = [u] if n is u else [u, n]
+      if between is not None: nodes += between
+      push(_Pending(nodes, n2, last))
+      push(n2)
+      continue
+    if c is _Pending:
+      n = memo[e.target]
+      for b in e.nodes: memo[b] = n
       continue
     u = e
-    if u in memo: continue
-    if u in pending: _raise_cycle(u, stack, label)
-    if u in active: _raise_self_wrap(u, active, label)
-    n, steps, history, last = u, 0, None, None
-    while (fn := table[n.op]) is not None and (r := fn(n, ctx)) is not None:
-      rule, n = r
-      last = rule
-      steps += 1
-      if steps > 8:
-        if history is None: history = []
-        history.append((rule, n))
-        _check_runaway(history, steps, limit, label)
-    if n is not u and n in memo:
-      memo[u] = memo[n]
+    if (f := get(u)) is not None:
+      if f is ACTIVE: _raise_wrap(u, stack, label)
       continue
-    # u is active until the sources of its rewrite are done: meeting it among them again is a cycle
-    active[u] = last
-    stack.append((u, n))
-    stack.extend(s for s in reversed(n.src) if s not in memo)
+    fn = table[u.op]
+    if fn is None or (r := fn(u, ctx)) is None: n, between, last = u, None, None
+    else:
+      between, steps, history = None, 0, None
+      while True:
+        rule, n = r
+        last = rule
+        steps += 1
+        if steps > 8:
+          if history is None: history = []
+          history.append((rule, n))
+          _check_runaway(history, steps, limit, label)
+        if (f := get(n)) is not None:  # a node met before: the rewrite ends as it did then
+          if f is ACTIVE: _raise_wrap(n, stack, label)
+          break
+        if (fn := table[n.op]) is None or (r := fn(n, ctx)) is None: break
+        if between is None: between = [n]
+        else: between.append(n)
+      if f is not None:
+        memo[u] = f
+        if between is not None:
+          for b in between: memo[b] = f
+        continue
+    memo[u] = ACTIVE
+    push((u, n, between, last))
+    for s in reversed(n.src):
+      if (f := get(s)) is None: push(s)
+      elif f is ACTIVE: _raise_wrap(s, stack, label)
   return memo[root]
 
 # ---- loop diagnostics ----
@@ -307,11 +351,18 @@ def _raise_cycle(u: UOp, stack: list, label: str) -> None:
       if inside and e.rule is not None: rules.append(e.rule)
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
-def _raise_self_wrap(u: UOp, active: dict, label: str) -> None:
-  # every node rewritten since u (still waiting on its sources) is part of the cycle
-  chain = list(active.items())
-  start = next(i for i, (n, _) in enumerate(chain) if n is u)
-  rules = [r for _, r in chain[start:] if r is not None]
+def _raise_wrap(u: UOp, stack: list, label: str) -> None:
+  # bottom-up: u is met inside its own rewrite. Every rewrite on the stack from u's own on (each waiting on its sources or
+  # on its rebuilt form) is part of the cycle
+  rules: list[Rule] = []
+  inside = False
+  for e in stack:
+    if e.__class__ is tuple:
+      if e[0] is u: inside = True
+      if inside and e[3] is not None: rules.append(e[3])
+    elif e.__class__ is _Pending:
+      if e.node is u: inside = True
+      if inside and e.rule is not None: rules.append(e.rule)
   raise RewriteLoopError(f"graph_rewrite({label}): the rules rewrite a node into a graph that contains it (a cycle):\n{_describe(rules)}", rules)
 
 NESTING_PER_NODE = 4

@@ -84,6 +84,29 @@ def test_memoized_shared_subgraph_is_rewritten_once(bottom_up):
   assert calls[shared] == 1 and calls[X] == 1
   assert max(calls.values()) == 1, [(u.render(), n) for u, n in calls.items() if n > 1]
 
+# x*3 -> x*2 and x+0 -> x: with mul2 (x*2 -> x+x) each x*3 passes through x*2 on its way to x+x
+mul3 = rule(5, "x * 3 -> x * 2", [Ops.MUL], lambda u, ctx: u.src[0] * 2 if is_const(u.src[1]) and u.src[1].arg == 3 else None)
+add0 = rule(6, "x + 0 -> x", [Ops.ADD], lambda u, ctx: u.src[0] if is_const(u.src[1]) and u.src[1].arg == 0 else None)
+
+@pytest.mark.parametrize("bottom_up", [False, True])
+def test_nodes_a_rewrite_passes_through_are_remembered(bottom_up):
+  # x*3 -> x*2 -> x+x: the graph holds x*2 too, met before or after the chain (sources are visited last first, bottom-up
+  # first first). (x+0)*2 is rebuilt as x*2 from its final sources; bottom-up, (x+0)*3 reaches (x+0)+(x+0) by rules
+  # alone, then x+x once its sources are final. Every one of those nodes met again is final at once: no rule is tried
+  # on any node twice
+  calls: collections.Counter = collections.Counter()
+  def count(u, ctx):
+    calls[u] += 1
+    return None
+  m = matcher("count", rule(10, "count", None, count), mul3, mul2, add0)
+  x0 = X + 0
+  parts = [X * 2, X * 3, x0 * 2, x0 * 3, x0 + x0, X + X]
+  root = UOp(Ops.SINK, dtypes.void, tuple(parts + parts[::-1]))
+  out = graph_rewrite(root, m, bottom_up=bottom_up)
+  assert out is UOp(Ops.SINK, dtypes.void, (X + X,) * 12)
+  assert max(calls.values()) == 1, [(u.render(), n) for u, n in calls.items() if n > 1]
+  assert calls[X * 2] == 1 and (not bottom_up or calls[x0 * 2] == calls[x0 + x0] == 1)  # top-down tries rebuilt nodes only
+
 @pytest.mark.parametrize("bottom_up", [False, True])
 def test_diamond_graph_is_linear_not_exponential(bottom_up):
   # 2**60 paths from root to leaf: only memoization makes this finish
