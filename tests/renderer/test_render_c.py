@@ -131,6 +131,43 @@ def test_vector_max_matches_exec_alu(d):
   want = [exec_alu(Ops.MAX, d, [x.item(), y.item()]) for x, y in zip(xa, xb)]
   assert "vmax_" in src and np.array_equal(bufs[0].numpy(), np.array(want, dtype=dtypes.to_numpy(d)), equal_nan=True), src
 
+def hard_fma_operands(d: DType, rng) -> list[np.ndarray]:
+  """N triples (a, b, c) where a*b + c rounds differently fused and unfused: c cancels most of a*b, or is tiny beside it."""
+  t = dtypes.to_numpy(d).type
+  a = (rng.standard_normal(N) * 2.0 ** rng.integers(-20, 20, N)).astype(t)
+  b = rng.standard_normal(N).astype(t)
+  c = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(N) * 1e-3)).astype(t)
+  c[::3] = rng.standard_normal(len(c[::3])).astype(t) * t(1e-6)
+  a[:4], b[:4], c[:4] = [np.inf, 0.0, -0.0, np.nan], [0.0, 5.0, 2.0, 1.0], [1.0, -0.0, 0.0, 1.0]
+  return [a, b, c]
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64], ids=str)
+def test_mulacc_is_a_fused_multiply_add_as_exec_alu(d):
+  """MULACC rounds once (C's fma), scalar and on vectors (the vector helper gcc makes one FMA instruction), as exec_alu."""
+  rng = np.random.default_rng(4)
+  a, b, c = hard_fma_operands(d, rng)
+  want = np.array([exec_alu(Ops.MULACC, d, [x.item(), y.item(), z.item()]) for x, y, z in zip(a, b, c)], dtype=dtypes.to_numpy(d))
+  with np.errstate(invalid="ignore"): assert np.sum(want != (a * b + c)) > N // 3  # the operands tell fused from unfused
+  got = run(Ops.MULACC, d, [(d, a), (d, b), (d, c)])
+  assert np.array_equal(got, want, equal_nan=True)
+  v = d.vec(4)
+  gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), i) for i in range(4)]
+  n, four = UOp.const(dtypes.int32, N // 4), UOp.const(dtypes.int32, 4)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  at = r * four
+  idx = [uop(Ops.INDEX, g.dtype, (g, at)) for g in gs]
+  xs = [uop(Ops.LOAD, v, (i,)) for i in idx[1:]]
+  f = uop(Ops.MULACC, v, tuple(xs))
+  st = uop(Ops.STORE, dtypes.void, (idx[0], f))
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, [*gs, n, r, four, at, *[y for p in zip(idx[1:], xs) for y in p], f, idx[0], st, uop(Ops.END, dtypes.void, (st, r))])
+  # the target's FMA instruction (x86 with FMA or AVX-512), and the fallback of one fma per lane (other targets)
+  for text in (src, src.replace("#if defined(", "#if 0 && defined(")):
+    bufs = [Buffer("CPU", N, d)] + [Buffer("CPU", N, d, x) for x in (a, b, c)]
+    ops_cpu.program(text, name)(bufs)
+    assert "vfma_" in text and np.array_equal(bufs[0].numpy(), want, equal_nan=True), text
+  assert src.count("#if defined(") == 1
+
 def test_kernel_layout():
   """The pieces of the rules laid out: includes, the kernel with one restrict pointer per buffer and its scalars, the
   loop a RANGE opens and its END closes, a load in a variable, a small-int result wrapped back to its type, the entry point reading the arrays."""
