@@ -6,6 +6,7 @@ helper) changes no kernel: collect the kernel ASTs once, render them with the co
       in M minutes) and the bench's (bench/bench_codegen.py)
   python bench/codegen_corpus.py render CORPUS.pkl OUT.json.gz        each kernel's code in every variant below; run it with
       PYTHONPATH at the tree to measure (an unpacked `git archive` of the commit before), the script from this tree
+      (a third argument: only the variants whose name starts with it, e.g. PYTHON)
   python -m bench.codegen_corpus compare BEFORE.json.gz AFTER.json.gz  how many kernels and variants, and the first that differ
 
 The variants of a kernel: the CPU with the heuristic's Opts on 1 and on 2 threads, NOOPT=1, the PYTHON device's linear
@@ -123,7 +124,9 @@ def render_one(ast, device: str, opts, threads: int, noopt: int) -> str:
       sink, applied = lower_kernel(ast, opts=None if opts is None else [Opt(*o) for o in opts], device=device)
       uops = linearize(sink)
       with Context(THREADS=thread_cap(applied) or threads): src = render(device, "k", uops)
-    if not isinstance(src, str): src = "\n".join(f"{u.op} {u.dtype!r} {[uops.index(s) for s in u.src]} {u.arg!r}" for u in src)
+    if not isinstance(src, str):  # the PYTHON device's program: its UOps, as DEBUG=5 prints them
+      at = {u: i for i, u in enumerate(src)}
+      src = "\n".join(f"{u.op} {u.dtype!r} {[at.get(s, '-') for s in u.src]} {u.arg!r}" for u in src)
     return f"opts {[tuple(o) for o in applied]}\n{src}"
   except Exception as e:  # noqa: BLE001 (a variant that raises is a result to compare too)
     return f"error {type(e).__name__}: {e}"
@@ -133,11 +136,11 @@ def variants(lists: list) -> list[tuple[str, str, object, int, int]]:
           ("PYTHON", "PYTHON", None, 1, 0)]
   return base + [(f"opts {list(o)} t{1 + k % 2}", "CPU", o, 1 + k % 2, 0) for k, o in enumerate(lists)]
 
-def render_all(corpus_path: str, out: str) -> None:
+def render_all(corpus_path: str, out: str, only: str = "") -> None:
   with open(corpus_path, "rb") as f: corpus = pickle.load(f)
   result = {}
   for n, (key, ast, lists) in enumerate(corpus):
-    result[key] = {name: render_one(ast, *v) for name, *v in variants(lists)}
+    result[key] = {name: render_one(ast, *v) for name, *v in variants(lists) if name.startswith(only)}
     if n % 100 == 99: print(f"{n + 1}/{len(corpus)} kernels", file=sys.stderr, flush=True)
   with gzip.open(out, "wt") as f: json.dump(result, f)
   print(f"{len(result)} kernels, {sum(map(len, result.values()))} variants -> {out}")
