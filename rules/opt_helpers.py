@@ -3,11 +3,10 @@
 tensor/codegen/opt.py checks an Opt and builds its OptContext: the loop it changes, and what takes that loop's place.
 Lanes are UNROLL((CONST 0), ..., (CONST n-1)) with arg ((uid, n),): "this index is each of 0..n-1", one lane each,
 which rules/expand.rules later turns into one scalar copy of every node above it per lane. STASH, SPLIT and PREFETCH
-have contexts of their own (Stash, Split, Prefetch); `partials` builds a SPLIT's partial reductions.
+have contexts of their own (Stash, Split, Prefetch), declared in rules/opt.rules as what its rules read.
 """
 from __future__ import annotations
 from typing import Callable, NamedTuple
-from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -17,10 +16,12 @@ def lanes(dtype, uid: int, n: int) -> UOp:
 
 class OptContext:
   """One Opt being applied: `rng` is the loop it changes and `index` the expression taking its place (rules/opt.rules).
-  `outer` and `inner` are the loops of that expression (None where it has none), `uid` the id of its lanes."""
+  `outer` and `inner` are the loops of that expression (None where it has none; `loops`: those it has, outer first),
+  `uid` the id of its lanes."""
   def __init__(self, rng: UOp | None, index: UOp | None, outer: UOp | None = None, inner: UOp | None = None, uid: int = -1, amount: int = 1,
                ids: dict[UOp, int] | None = None):
     self.rng, self.index, self.outer, self.inner, self.uid, self.amount = rng, index, outer, inner, uid, amount
+    self.loops = tuple(r for r in (outer, inner) if r is not None)
     self.ids = ids or {}  # SWAP: loop -> its new id (loops nest by id, tensor/codegen/linearize.py)
 
 class Stash(NamedTuple):
@@ -43,27 +44,12 @@ class Split(NamedTuple):
   inner: UOp
   amount: int
   new_id: Callable[[], int]
+  @property
+  def loops(self) -> tuple[UOp, ...]: return (self.inner,)  # the loops of `index` a partial reduction runs over
 
-def partials(ctx: Split, q: UOp) -> UOp:
-  """Reduction q over ctx.index (and maybe other loops) as partial reductions over ctx.inner, one per iteration of loop
-  ctx.part, each stored into its element of a local array; then the reduction of the array's elements in order (a loop
-  after the partials' loop ends: AFTER its END)."""
-  local = uop(Ops.DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id())
-  partial = uop(Ops.REDUCE, q.dtype, (q.src[0], *(ctx.inner if r is ctx.index else r for r in q.src[1:])), q.arg)
-  done = uop(Ops.END, dtypes.void, (uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, local.dtype, (local, ctx.part)), partial)), ctx.part))
-  each = uop(Ops.RANGE, ctx.part.dtype, ctx.part.src, ctx.new_id())
-  value = uop(Ops.LOAD, q.dtype, (uop(Ops.INDEX, local.dtype, (uop(Ops.AFTER, local.dtype, (local, done)), each)),))
-  return uop(Ops.REDUCE, q.dtype, (value, each), q.arg)
-
-def loops_of(ctx: OptContext) -> tuple[UOp, ...]:
-  """The loops that take the place of ctx.rng in a reduction's list of loops (outer first)."""
-  return tuple(r for r in (ctx.outer, ctx.inner) if r is not None)
-
-def with_loops(ctx: OptContext, ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
+def with_loops(ctx: OptContext | Split, ranges: tuple[UOp, ...]) -> tuple[UOp, ...]:
   """A reduction's loops with the replaced one (now ctx.index) swapped for the loops of ctx.index."""
-  out: list[UOp] = []
-  for r in ranges: out.extend(loops_of(ctx) if r is ctx.index else (r,))
-  return tuple(out)
+  return tuple(x for r in ranges for x in (ctx.loops if r is ctx.index else (r,)))
 
 def combined(op: Ops, parts: UOp) -> UOp:
   """The lanes of a vector of partial reductions combined by op, as a balanced tree (short dependency chains)."""
