@@ -82,6 +82,9 @@ class ExprBuilder:
       self.cost = 10
       return f"{self.wrap(c[0], 9)}.{c[1]}{self.args(c[2])})", 9
     if k == "getitem": return f"{self.wrap(c[0], 9)}[{self.emit(c[1])[0]}]", 9
+    if k == "getslice":
+      lo, hi = (self.emit(x)[0] if x is not None else "" for x in c[1:])
+      return f"{self.wrap(c[0], 9)}[{lo}:{hi}]", 9
     if k == "fcall":
       self.cost = 10
       self.names.add(str(c[0])[:-1])

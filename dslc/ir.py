@@ -118,7 +118,7 @@ class Splice:
 
 @dataclass(eq=False)
 class Update:
-  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src) replaced."""
+  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src, tag) replaced."""
   name: str
   fields: dict[str, Expr]
   span: Span | None = None
@@ -130,7 +130,23 @@ class TupleResult:
   span: Span | None = None
   comp: Comprehension | None = None          # the entries repeat once per element (their number is known when it fires)
 
-Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
+@dataclass(eq=False)
+class Seq:
+  """`[TERM for TARGETS in ITER if COND]`: the term once per element, a list of nodes. A `where` value (spliced as `name*`), or
+  spliced in place among a constructor's sources (`(AT x v [... for ...]*)`)."""
+  elem: Result
+  comp: Comprehension
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Cond:
+  """`A if TEST else B`: a `where` value or a sequence's element that is one of two results."""
+  test: Expr
+  then: Result
+  other: Result
+  span: Span | None = None
+
+Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update | Seq | Cond
 
 @dataclass(eq=False)
 class Binding:

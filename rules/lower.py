@@ -35,9 +35,9 @@ def lower_REDUCE(_u: UOp, ctx):
       if (_r := without_unused_loops(ctx, r)) is not None: return (r75804a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r5d30c3: r@(REDUCE (CONST [v]) rs*) if r.arg is Ops.ADD and unused_loops(ctx, r) == rs -> exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats( ...
     if r.arg is ADD:
-      rs = _u.src[1:]
       if _u_0.op is CONST:
         v = _u_0.arg
+        rs = _u.src[1:]
         if unused_loops(ctx, r) == rs:
           if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return (r5d30c3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rcbb5b1: r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) -> (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), ...
@@ -99,9 +99,9 @@ def r5d30c3_alone(_u: UOp, ctx):
     r = _u
     if r.arg is ADD:
       _u_0 = _u.src[0]
-      rs = _u.src[1:]
       if _u_0.op is CONST:
         v = _u_0.arg
+        rs = _u.src[1:]
         if unused_loops(ctx, r) == rs:
           if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
