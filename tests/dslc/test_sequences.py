@@ -130,3 +130,12 @@ def test_iconst_is_uop_const():
       try: want = UOp.const(d, v)
       except (OverflowError, ValueError, TypeError): continue
       assert iconst(d, v) is want, (d, v)
+
+def test_explain_runs_sequences_and_choices():
+  # explain interprets the rule IR: a sequence's comprehension reads the rule's captures, as the generated code does
+  from dslc.compile import load_rules
+  from dslc.explain import explain_on, module_namespace, parse_on
+  src = "ruleset t\n(SINK x rest*) if len(rest) > 0 -> (SINK negs* (NEG x)) where negs = [(NEG s) for s in rest if s is not x]\n"
+  rf = load_rules("e.rules", source=src)
+  lines = explain_on(rf, module_namespace(rf, compile_rules("e.rules", source=src)), parse_on("(SINK a b a)"))
+  assert lines[-1].strip() == "FIRES -> (SINK (NEG b) (NEG a))", lines
