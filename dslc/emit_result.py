@@ -191,7 +191,9 @@ class ResultBuilder:
     c = r.comp
     assert c is not None
     head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
-    src = f"tuple({srcs[0]} for {head})" if len(srcs) == 1 and not srcs[0].startswith("*") else f"tuple(_s for {head} for _s in ({', '.join(srcs)},))"
+    # a list comprehension made a tuple: faster than tuple() of a generator
+    one = len(srcs) == 1 and not srcs[0].startswith("*")
+    src = f"tuple([{srcs[0]} for {head}])" if one else f"tuple([_s for {head} for _s in ({', '.join(srcs)},)])"
     local = re.compile(r"\b(" + "|".join(map(re.escape, sorted(c.bound))) + r")\b")
     if is_fold(r):
       # an associative op over a comprehension: its elements folded, ((e0 op e1) op e2) ...; a dtype that reads the

@@ -46,7 +46,7 @@ def rangeify_AT(_u: UOp, ctx):
       op = _u_0.op
       rest = _u.src[1:]
       x = _u_0
-      return (rd4886e, _uop(op, x.dtype, tuple(_uop(AT, s.dtype, (s, *rest), None) for s in x.src), x.arg))
+      return (rd4886e, _uop(op, x.dtype, tuple([_uop(AT, s.dtype, (s, *rest), None) for s in x.src]), x.arg))
     # r5a2ac5: (AT c@(CONST) _...) -> c{src: ()}
     if _u_0.op is CONST: c = _u_0; return (r5a2ac5, _uop(c.op, c.dtype, (), c.arg, c.tag))
   if len(_u.src) >= 2:
@@ -196,7 +196,7 @@ def rd4886e_alone(_u: UOp, ctx):
       op = _u_0.op
       rest = _u.src[1:]
       x = _u_0
-      return _uop(op, x.dtype, tuple(_uop(AT, s.dtype, (s, *rest), None) for s in x.src), x.arg)
+      return _uop(op, x.dtype, tuple([_uop(AT, s.dtype, (s, *rest), None) for s in x.src]), x.arg)
 
 def r5a2ac5_alone(_u: UOp, ctx):
   if len(_u.src) >= 1:
