@@ -271,9 +271,13 @@ class Checker:
           self.error(f"a node has no attribute '{n.attr}'" + (f" (did you mean '{close[0]}'?)" if close else ""), e.span or r.span, n.attr)
 
   def check_comp(self, c, r: Rule, known: set[str]) -> None:
-    for n in sorted(c.iter.names - known): self.error(self.unbound(n, r, "the result"), c.iter.span, n)
-    if c.cond is not None:
-      for n in sorted(c.cond.names - known - c.bound): self.error(self.unbound(n, r, "the result"), c.cond.span, n)
+    seen: frozenset[str] = frozenset()
+    for clause in c.clauses():
+      # a clause's iter reads the targets of the clauses before it; its condition, those and its own
+      for n in sorted(clause.iter.names - known - seen): self.error(self.unbound(n, r, "the result"), clause.iter.span, n)
+      seen = seen | comp_targets_of(clause)
+      if clause.cond is not None:
+        for n in sorted(clause.cond.names - known - seen): self.error(self.unbound(n, r, "the result"), clause.cond.span, n)
 
   def check_per_source(self, res: TupleResult, r: Rule) -> None:
     """A tuple has one entry per source of the node the pattern matches: that number must be known and equal."""
@@ -420,8 +424,7 @@ def _exprs(r: Rule) -> list:
     elif isinstance(x, Cond):
       out.append(x.test)
       stack += [x.then, x.other]
-    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None:
-      out += [e for e in (x.comp.iter, x.comp.cond) if e is not None]
+    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None: out += x.comp.exprs()
   return out
 
 def _result_refs(r: Result) -> set[str]:
@@ -443,13 +446,16 @@ def _result_refs(r: Result) -> set[str]:
     elif isinstance(x, Cond):
       out |= x.test.names
       stack += [x.then, x.other]
-    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None:
-      out |= x.comp.iter.names | (x.comp.cond.names if x.comp.cond is not None else frozenset())
+    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None: out |= {n for e in x.comp.exprs() for n in e.names}
   return out
 
 def _expr_names(r: Rule) -> set[str]:
   """Every name the guards, the `where` values and the result of a rule read."""
   return {n for g in r.guards for n in g.names}.union(_result_refs(r.result), *(_result_refs(b.value) for b in r.bindings))
+
+def comp_targets_of(c) -> frozenset[str]:
+  """The names one clause's targets bind (c.bound holds those of the clauses after it too)."""
+  return c.bound - (c.inner.bound if c.inner is not None else frozenset())
 
 def _branches(r: Result) -> list[Result]:
   """The results a choice may give (a chain of them, `A if c else B if d else C`, flattened); any other result is its own."""

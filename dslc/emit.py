@@ -16,6 +16,8 @@ from dslc.stamp import source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
+_STATIC_DTYPE = re.compile(r"dtypes\.[a-z][a-z0-9_]*")
+_LITERAL = re.compile(r"-?(\d+|\d*\.\d+(e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)|True|False")
 _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 _ASSIGN = re.compile(r"\s*(?:if \()?([A-Za-z_]\w*) :?= ")
 _ALIAS = re.compile(r"([a-z]\w*) = (_u[_0-9]*)")   # a capture bound to the variable holding its node
@@ -55,6 +57,15 @@ class Consts:
   helpers: set[str] = field(default_factory=set)   # module-level helper functions the code uses (HELPERS)
   loops: bool = False                               # some rule tries two source orders in a loop (_ORDERS)
   loop_choice: dict[str, bool] = field(default_factory=dict)  # rule id -> whether it tries its orders in loops
+  literals: dict[tuple[str, str], str] = field(default_factory=dict)  # (dtype text, value text) -> a module constant's name
+  hoist: bool = True                                # make those module constants (explain, which evaluates results, does not)
+
+  def const(self, dt: str, value: str) -> str:
+    """A constant of a literal value: made once at import as a module global when its dtype is written (`dtypes.bool`),
+    else built where it is needed, as UOp.const builds it."""
+    if not (self.hoist and _STATIC_DTYPE.fullmatch(dt) and _LITERAL.fullmatch(value)): return f"_const({dt}, {value})"
+    if (dt, value) not in self.literals: self.literals[(dt, value)] = f"_K{len(self.literals)}"
+    return self.literals[(dt, value)]
 
   def op(self, o: Ops) -> str:
     self.ops.add(o)
@@ -610,6 +621,8 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     elif name.startswith("OPS_"): head.append(f"{name} = frozenset({{{', '.join(f'Ops.{o.name}' for o in sorted(s))}}})")
     else: head.append(f"{name} = frozenset({{{', '.join(f'dtypes.{_dtype_name(d)}' for d in sorted(s, key=_dtype_name))}}})")
   for d, name in sorted(consts.dts.items(), key=lambda x: x[1]): head.append(f"{name} = dtypes.{_dtype_name(d)}")
+  if consts.literals: head.append("# constants of the results, made once")
+  for (dt, value), name in consts.literals.items(): head.append(f"{name} = _const({dt}, {value})")
   head.append("")
   parts = ["\n".join(head), *consts.rest_fns, *body,
            "# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----\n", *alone]

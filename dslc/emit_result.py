@@ -58,7 +58,7 @@ class ResultBuilder:
       c = r.comp
       items = ["None" if e is None else repr(e.value) if isinstance(e, Lit) else e.name if isinstance(e, Ref) else
                self.expr(e, "None") for e in r.entries]
-      head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+      head = c.head()
       gen = f"{items[0]} for {head}" if len(items) == 1 else f"_s for {head} for _s in ({', '.join(items)},)"
       self.c.helpers |= {"_per_source", "_entry"}
       return f"_per_source(tuple({gen}), {ROOT}, {self.rule.id})"
@@ -113,7 +113,7 @@ class ResultBuilder:
       if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
       if r.name in self.python and ctx_dt != f"{ROOT}.dtype": return f"_as_src({r.name}, {ctx_dt})"
       return r.name
-    if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
+    if isinstance(r, Lit): return self.c.const(ctx_dt, repr(r.value))
     if isinstance(r, PyResult): return r.expr.text
     if isinstance(r, Cond): return f"({self.expr(r.then, ctx_dt)} if {r.test.text} else {self.expr(r.other, ctx_dt)})"
     if isinstance(r, Seq): return f"[{self.seq(r, 'None')}]"  # a list comprehension: faster than a generator, and a sequence
@@ -137,7 +137,7 @@ class ResultBuilder:
         # an int written for a dtype known when it runs (`(CONST:ctx.index [0])`): UOp.const's node, cheaper (_iconst)
         self.c.helpers.add("_iconst")
         return f"_iconst({dt}, {r.arg.text})"
-      return f"_const({dt}, {r.arg.text})"
+      return self.c.const(dt, r.arg.text)
     # a literal source takes the dtype of the other operands: a comparison's, or the result's
     operand_dt = dt
     if r.op in GroupOp.Comparison or (r.op is None and any(o in GroupOp.Comparison for o in self.rule.opvars.get(r.opvar, ()))):  # type: ignore[arg-type]
@@ -157,8 +157,10 @@ class ResultBuilder:
       text = self.expr(s, sdt)
       # a {python} source, or a comprehension's name among an ALU op's sources (`(IDIV f s) for s in strides`), may be a
       # number: a constant of the source's dtype
-      if isinstance(s, PyResult) or isinstance(s, Ref) and s.name in self.local and r.op in GroupOp.ALU and sdt != f"{s.name}.dtype":
-        text = f"_as_src({text}, {sdt})"
+      if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
+      elif isinstance(s, Ref) and s.name in self.local and r.op in GroupOp.ALU and sdt != f"{s.name}.dtype":
+        self.c.helpers |= {"_iconst", "_local_src"}
+        text = f"_local_src({text}, {sdt})"
       srcs.append(text)
     self.local = outer
     arg = r.arg.text if r.arg is not None else "None"
@@ -177,7 +179,7 @@ class ResultBuilder:
   def seq(self, r: Seq, dt: str) -> str:
     """The generator of a sequence's elements (a number is a constant of dtype dt, when dt is known)."""
     c = r.comp
-    head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+    head = c.head()
     outer, self.local = self.local, self.local | set(c.bound)
     try:
       elem = self.expr(r.elem, dt)
@@ -190,7 +192,7 @@ class ResultBuilder:
     names is taken from the first source when it runs (_comp), and a VECTORIZE gets one lane per source."""
     c = r.comp
     assert c is not None
-    head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+    head = c.head()
     # a list comprehension made a tuple: faster than tuple() of a generator
     one = len(srcs) == 1 and not srcs[0].startswith("*")
     src = f"tuple([{srcs[0]} for {head}])" if one else f"tuple([_s for {head} for _s in ({', '.join(srcs)},)])"
@@ -230,11 +232,16 @@ def _result_names(r: Result) -> set[str]:
 
 def _comp_names(c, inner: set[str]) -> set[str]:
   if c is None: return inner
-  return (inner | set(c.cond.names if c.cond is not None else ())) - c.bound | set(c.iter.names)
+  return (inner | {n for e in c.exprs() for n in e.names}) - c.bound
 
 # module-level helpers, emitted only in modules that use them (RAISING: those that raise RewriteError)
 RAISING = {"_per_source", "_comp"}
 HELPERS = {
+  "_local_src": """
+def _local_src(value, dtype):
+  # a comprehension's name among an ALU op's sources: a node as it is, a number a constant of the operands' dtype
+  return value if value.__class__ is UOp else _iconst(dtype, value) if value.__class__ is int else _as_src(value, dtype)
+""",
   "_iconst": """
 _INT_RANGE = {d: (dtypes.min(d), dtypes.max(d)) for d in dtypes.all() if dtypes.is_int(d)}
 def _iconst(dtype, value: int):

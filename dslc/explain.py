@@ -133,7 +133,7 @@ class Interpreter:
   def __init__(self, ns: dict[str, Any], ctx: Any = None):
     self.ns = {**ns, **Ops.__members__, "ctx": ctx}
     self._root: UOp | None = None
-    self.consts = Consts()
+    self.consts = Consts(hoist=False)  # results are evaluated here, in the module's namespace: no constants of its own
     for h in HELPERS.values(): exec(h, self.ns)  # noqa: S102 -- the emitter's own helpers, for results that use them
 
   def run(self, rules: list[Rule], u: UOp) -> list[Outcome]:

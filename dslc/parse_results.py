@@ -117,7 +117,8 @@ class ResultReader:
     if t.children[2] is not None:
       cond = ExprBuilder().build(t.children[2])
       cond.span = self.span(t.children[2])
-    return Comprehension(targets, bound, it, cond, self.span(t))
+    inner = self.comp(t.children[3])
+    return Comprehension(targets, bound | (inner.bound if inner is not None else frozenset()), it, cond, self.span(t), inner)
 
   def construct(self, t: Tree) -> Construct:
     opref, cdt, carg, *srcs, comp = t.children

@@ -32,9 +32,16 @@ def _iconst(dtype, value: int):
   if (r := _INT_RANGE.get(dtype)) is not None and r[0] <= value <= r[1]: return _uop(Ops.CONST, dtype, (), value)
   return _const(dtype, value)
 
+def _local_src(value, dtype):
+  # a comprehension's name among an ALU op's sources: a node as it is, a number a constant of the operands' dtype
+  return value if value.__class__ is UOp else _iconst(dtype, value) if value.__class__ is int else _as_src(value, dtype)
+
 DEFINE_VAR, AT, RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP, REDUCE_AXIS, REDUCE, GATHER, DEFINE_GLOBAL, RANGE, INDEX, LOAD, CAST, ADD, MUL, IDIV, MOD, CMPLT, CMPNE, AND, WHERE, CONST = Ops.DEFINE_VAR, Ops.AT, Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP, Ops.REDUCE_AXIS, Ops.REDUCE, Ops.GATHER, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.INDEX, Ops.LOAD, Ops.CAST, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.WHERE, Ops.CONST
 G_Elementwise = GroupOp.Elementwise
 OPS_1 = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH})
+# constants of the results, made once
+_K0 = _const(dtypes.bool, False)
+_K1 = _const(dtypes.bool, True)
 
 # ---- ruleset rangeify: Push AT (indexing) through the tensor graph down to loads. ----
 
@@ -58,7 +65,7 @@ def rangeify_AT(_u: UOp, ctx):
       r, x = _u_0, _u_0_0
       if (0 in r.shape or 0 in x.shape):
         zero = _iconst(ctx.index, 0)
-        return (r8f1559, _uop(AT, x.dtype.base, (x, _const(dtypes.bool, False), *[zero for _ in x.shape]), None))
+        return (r8f1559, _uop(AT, x.dtype.base, (x, _K0, *[zero for _ in x.shape]), None))
       idx = _u.src[2:]
       # r300c8b: (AT r@(RESHAPE x) v idx*) if all(d.__class__ is int for d in r.shape + x.shape) -> (AT:x.dtype.base x v new*) where plan = {resha ...
       if all(d.__class__ is int for d in r.shape + x.shape):
@@ -66,8 +73,8 @@ def rangeify_AT(_u: UOp, ctx):
         plan = (reshape_plan(r.shape, x.shape))
         if plan is not None:
           flat = [((idx[keep]) if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index)) for keep, terms, _, _ in plan]
-          quot = [(f if s == 1 else _uop(IDIV, f.dtype, (f, _as_src(s, f.dtype)), None)) for f, (_, _, s, _) in zip(flat, plan)]
-          new = [(q if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (q if s * d > bound(f) else _uop(MOD, q.dtype, (q, _as_src(d, q.dtype)), None)))) for f, q, (keep, _, s, d) in zip(flat, quot, plan)]
+          quot = [(f if s == 1 else _uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None)) for f, (_, _, s, _) in zip(flat, plan)]
+          new = [(q if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (q if s * d > bound(f) else _uop(MOD, q.dtype, (q, _local_src(d, q.dtype)), None)))) for f, q, (keep, _, s, d) in zip(flat, quot, plan)]
           return (r300c8b, _uop(AT, x.dtype.base, (x, v, *new), None))
       # r7c0b42: (AT r@(RESHAPE x) v idx*) -> (AT:x.dtype.base x v new*) where one = (CONST:ctx.index [1]) where ostride = [(MUL one [ix(d, ctx.in ...
       v = _u_1
@@ -96,7 +103,7 @@ def rangeify_AT(_u: UOp, ctx):
       # ra2f624: (AT p@(PAD x) v idx*) -> (WHERE inside (AT:x.dtype.base x valid at*) 0) where at = [i if b == 0 else (ADD i ix(-b, ctx.index)) fo ...
       v = _u_1
       at = [(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(-b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, p.arg)]
-      tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _const(dtypes.bool, True)), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
+      tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
       inside = _fold(AND, None, (*tests,))
       valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
       return (ra2f624, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, *at), None), _const(x.dtype.base, 0)), None))
@@ -161,7 +168,7 @@ def rangeify_AT(_u: UOp, ctx):
         rows = (idx[len(sel.shape):])
         if rows is not None:
           j = _uop(AT, sel.dtype.base, (sel, v, *lead), None)
-          inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _const(dtypes.bool, True)), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
+          inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
           valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
           return (r4ce501, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, _uop(CAST, ctx.index, (j,), None), *rows), None), _const(x.dtype.base, 0)), None))
   if len(_u.src) >= 1:
@@ -212,7 +219,7 @@ def r8f1559_alone(_u: UOp, ctx):
       r, x = _u_0, _u_0_0
       if (0 in r.shape or 0 in x.shape):
         zero = _iconst(ctx.index, 0)
-        return _uop(AT, x.dtype.base, (x, _const(dtypes.bool, False), *[zero for _ in x.shape]), None)
+        return _uop(AT, x.dtype.base, (x, _K0, *[zero for _ in x.shape]), None)
 
 def r300c8b_alone(_u: UOp, ctx):
   if len(_u.src) >= 2:
@@ -227,8 +234,8 @@ def r300c8b_alone(_u: UOp, ctx):
         plan = (reshape_plan(r.shape, x.shape))
         if plan is not None:
           flat = [((idx[keep]) if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index)) for keep, terms, _, _ in plan]
-          quot = [(f if s == 1 else _uop(IDIV, f.dtype, (f, _as_src(s, f.dtype)), None)) for f, (_, _, s, _) in zip(flat, plan)]
-          new = [(q if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (q if s * d > bound(f) else _uop(MOD, q.dtype, (q, _as_src(d, q.dtype)), None)))) for f, q, (keep, _, s, d) in zip(flat, quot, plan)]
+          quot = [(f if s == 1 else _uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None)) for f, (_, _, s, _) in zip(flat, plan)]
+          new = [(q if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (q if s * d > bound(f) else _uop(MOD, q.dtype, (q, _local_src(d, q.dtype)), None)))) for f, q, (keep, _, s, d) in zip(flat, quot, plan)]
           return _uop(AT, x.dtype.base, (x, v, *new), None)
 
 def r7c0b42_alone(_u: UOp, ctx):
@@ -276,7 +283,7 @@ def ra2f624_alone(_u: UOp, ctx):
       idx = _u.src[2:]
       p, v, x = _u_0, _u_1, _u_0_0
       at = [(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(-b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, p.arg)]
-      tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _const(dtypes.bool, True)), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
+      tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
       inside = _fold(AND, None, (*tests,))
       valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
       return _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, *at), None), _const(x.dtype.base, 0)), None)
@@ -365,7 +372,7 @@ def r4ce501_alone(_u: UOp, ctx):
         rows = (idx[len(sel.shape):])
         if rows is not None:
           j = _uop(AT, sel.dtype.base, (sel, v, *lead), None)
-          inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _const(dtypes.bool, True)), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
+          inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
           valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
           return _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, _uop(CAST, ctx.index, (j,), None), *rows), None), _const(x.dtype.base, 0)), None)
 

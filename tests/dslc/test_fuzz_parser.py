@@ -45,7 +45,7 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "(ctx: K)", "(ctx: None)", "ruleset t(ctx: K)", "ctx.f(x)", "ctx.g", "ctx.h(x)", "ctx[x]", "ctx.",
           "else", "if x.vmin > 0 else", "]*", "[(NEG s) for s in rest]*", "where w = x if c else y", "where w = [s for s in rest]",
           "(AND rest*)", "(ADD x x x)", "(ADD x for _ in range(3))", "{tag: 1}", "x{tag: None}", "x[1:]", "rest[:2]", "()",
-          ":dtypes.float32.vec(", ":wide", "reversed("]
+          ":dtypes.float32.vec(", ":wide", "reversed(", "for s in rest for t in s.src", "[(NEG t) for s in rest for t in s.src]*"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:

@@ -27,6 +27,8 @@ ruleset t
 (GROUP rest*) -> (ADD rest*)
 (MUL x:ints c@(CONST)) if 1 < c.arg <= 4 -> (ADD x for _ in range(c.arg))
 (IDIV x:ints c@(CONST)) if c.arg == 12 -> (ADD (IDIV x s) for s in (1, 2, 3))
+# several `for` clauses, as in Python: each reads the names of those before it
+(UNROLL:int rest*) -> (UNROLL:int pairs*) where pairs = [(MUL s t) for k, s in enumerate(rest) for t in rest[k:] if t is not s]
 # tag in an update; slices and the empty tuple in expressions; a dtype computed, and a dtype bound by `where`
 u@(BARRIER x) if u.tag == "seen" -> u{src: (), tag: None}
 u@(BARRIER x rest*) if len(rest) > 1 -> u{src: (x,) + rest[1:]}
@@ -139,3 +141,9 @@ def test_explain_runs_sequences_and_choices():
   rf = load_rules("e.rules", source=src)
   lines = explain_on(rf, module_namespace(rf, compile_rules("e.rules", source=src)), parse_on("(SINK a b a)"))
   assert lines[-1].strip() == "FIRES -> (SINK (NEG b) (NEG a))", lines
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(V), max_size=5))
+def test_several_for_clauses_are_pythons(t, rest):
+  want = tuple(s * u for k, s in enumerate(rest) for u in rest[k:] if u is not s)
+  assert both(t, UOp(Ops.UNROLL, dtypes.int, tuple(rest))) is UOp(Ops.UNROLL, dtypes.int, want)
