@@ -34,23 +34,30 @@ def flat_index(terms, dt: DType) -> UOp:
 @functools.cache  # a pure function of two shapes, and kernels reshape between few distinct pairs
 def reshape_plan(out_shape: tuple[int, ...], in_shape: tuple[int, ...]) -> tuple[tuple, ...]:
   """How a reshape's input dims read its output's indices: the two shapes matched group by group (dims whose sizes multiply
-  to the same number; trailing size-1 dims join a group, so every dim is placed). Per input dim: (keep, terms, div, size),
-  keep the output dim whose index it is when its group is one dim on each side (else None), terms the (output dim, stride)
-  of the group's flat index, div the product of the sizes after it in its group."""
+  to the same number; trailing size-1 dims join a group, so every dim is placed). Per group: (keep, terms, dims), keep the
+  output dim whose index the group's one input dim is when it has one dim on each side (else None), terms the (output dim,
+  stride) of the group's flat index, dims the (divisor, size) of each of its input dims, the divisor the product of the sizes
+  after it in the group."""
   plan: list[tuple] = []
-  i = j = 0
-  while i < len(out_shape) or j < len(in_shape):
-    gi, gj, po, pi = [i], [j], out_shape[i] if i < len(out_shape) else 1, in_shape[j] if j < len(in_shape) else 1
+  no, ni, i, j = len(out_shape), len(in_shape), 0, 0
+  while i < no or j < ni:
+    gi, gj, po, pi = [i], [j], out_shape[i] if i < no else 1, in_shape[j] if j < ni else 1
     i, j = i + 1, j + 1
     while po != pi:
-      if po < pi: gi, po, i = gi + [i], po * out_shape[i], i + 1
-      else: gj, pi, j = gj + [j], pi * in_shape[j], j + 1
-    while i < len(out_shape) and out_shape[i] == 1 and (j >= len(in_shape) or in_shape[j] != 1): gi, i = gi + [i], i + 1
-    while j < len(in_shape) and in_shape[j] == 1 and (i >= len(out_shape) or out_shape[i] != 1): gj, j = gj + [j], j + 1
-    gi, gj = [k for k in gi if k < len(out_shape)], [k for k in gj if k < len(in_shape)]
-    keep = gi[0] if len(gi) == 1 and len(gj) == 1 else None
-    terms = tuple((k, math.prod(out_shape[m] for m in gi if m > k)) for k in gi if out_shape[k] != 1)
-    plan += [(keep, terms, math.prod(in_shape[m] for m in gj if m > k), in_shape[k]) for k in gj]
+      if po < pi: gi.append(i); po *= out_shape[i]; i += 1  # noqa: E702
+      else: gj.append(j); pi *= in_shape[j]; j += 1  # noqa: E702
+    while i < no and out_shape[i] == 1 and (j >= ni or in_shape[j] != 1): gi.append(i); i += 1  # noqa: E702
+    while j < ni and in_shape[j] == 1 and (i >= no or out_shape[i] != 1): gj.append(j); j += 1  # noqa: E702
+    # only a group's first dim can be past the end (the other shape has trailing dims left)
+    if gi[0] >= no: gi = []
+    if gj[0] >= ni: gj = []
+    terms, st = [], 1
+    for k in reversed(gi):
+      if out_shape[k] != 1: terms.append((k, st))
+      st *= out_shape[k]
+    dims, div = [], 1
+    for k in reversed(gj): dims.append((div, in_shape[k])); div *= in_shape[k]  # noqa: E702
+    plan.append((gi[0] if len(gi) == 1 and len(gj) == 1 else None, tuple(reversed(terms)), tuple(reversed(dims))))
   return tuple(plan)
 
 def is_plus_zero(v) -> bool:
