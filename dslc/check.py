@@ -10,8 +10,8 @@ from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
 from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, StepBuilder, _pat_names, is_unconditional
-from dslc.emit_result import EmitError, ResultBuilder
-from dslc.ir import CallResult, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Span, Splice, TupleResult, Update
+from dslc.emit_result import EmitError, ResultBuilder, is_fold
+from dslc.ir import CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -35,6 +35,8 @@ class Checker:
     self.used: set[str] = set()
     self.splices: set[str] = set()   # of the rule being checked: `rest*` names, and node captures
     self.nodes: set[str] = set()
+    self.seqs: set[str] = set()        # of the rule being checked: `where` names bound to sequences
+    self.spliceable: set[str] = set()  # and those a result may splice (sequences, {python} and helper values)
 
   def error(self, message: str, span: Span | None, name: str | None = None) -> None:
     line, col = (span.line, span.col) if span is not None else (1, 1)
@@ -144,6 +146,9 @@ class Checker:
     for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
       self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", bound_at(r, n), n)
     self.splices, self.nodes = set(splices), node_names
+    # `where` names that hold several nodes (a sequence) or may (a {python} value, a helper's): those a result can splice
+    self.seqs = {b.name for b in r.bindings if isinstance(b.value, Seq)}
+    self.spliceable = self.seqs | {b.name for b in r.bindings if isinstance(b.value, (PyResult, CallResult))}
     arg_names = arg_names | self.splices  # for the checks below, a tuple of sources is a plain value as an arg is
     # captures are locals of a function shared by every rule of that op: one named like a helper, a builtin or a name of
     # the generated module makes that name local to the whole function, and other rules fail with UnboundLocalError
@@ -266,9 +271,13 @@ class Checker:
           self.error(f"a node has no attribute '{n.attr}'" + (f" (did you mean '{close[0]}'?)" if close else ""), e.span or r.span, n.attr)
 
   def check_comp(self, c, r: Rule, known: set[str]) -> None:
-    for n in sorted(c.iter.names - known): self.error(self.unbound(n, r, "the result"), c.iter.span, n)
-    if c.cond is not None:
-      for n in sorted(c.cond.names - known - c.bound): self.error(self.unbound(n, r, "the result"), c.cond.span, n)
+    seen: frozenset[str] = frozenset()
+    for clause in c.clauses():
+      # a clause's iter reads the targets of the clauses before it; its condition, those and its own
+      for n in sorted(clause.iter.names - known - seen): self.error(self.unbound(n, r, "the result"), clause.iter.span, n)
+      seen = seen | comp_targets_of(clause)
+      if clause.cond is not None:
+        for n in sorted(clause.cond.names - known - seen): self.error(self.unbound(n, r, "the result"), clause.cond.span, n)
 
   def check_per_source(self, res: TupleResult, r: Rule) -> None:
     """A tuple has one entry per source of the node the pattern matches: that number must be known and equal."""
@@ -332,12 +341,26 @@ class Checker:
       if res.name in opvars: self.error(f"'{res.name}' is an op, not a node: build one, as ({res.name} ...)", res.span, res.name)
       elif res.name in self.splices:
         self.error(f"'{res.name}' holds the other sources of a node: splice them into a node, as (OP x {res.name}*)", res.span, res.name)
+      elif res.name in self.seqs and res.name in known:
+        self.error(f"'{res.name}' is a sequence of nodes: splice it among a node's sources, as (OP x {res.name}*)", res.span, res.name)
       elif res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
     elif isinstance(res, Splice):
-      if res.name in self.splices: return
-      if res.name in known: self.error(f"'{res.name}*' splices sources a pattern bound with '{res.name}*'; '{res.name}' is one value: "
-                                       f"write it without '*'", res.span, res.name)
+      if res.name in self.splices or res.name in self.spliceable and res.name in known: return
+      if res.name in known: self.error(f"'{res.name}*' splices several nodes: sources a pattern bound with '{res.name}*', or a `where` sequence "
+                                       f"([... for ...]); '{res.name}' is one value: write it without '*'", res.span, res.name)
       else: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
+    elif isinstance(res, Seq):
+      self.check_comp(res.comp, r, known)
+      lits = [res.elem] if isinstance(res.elem, Lit) else [x for x in _branches(res.elem) if isinstance(x, Lit)]
+      if lits: self.error("a literal in a sequence has no dtype to take: write it as a constant, (CONST:dtype [value])", lits[0].span or res.span)
+      else: self.check_result(res.elem, r, known | res.comp.bound, opvars)
+    elif isinstance(res, Cond):
+      for n in sorted(res.test.names - known): self.error(self.unbound(n, r, "the result"), res.test.span, n)
+      for x in (res.then, res.other):
+        # a whole result's literal is a constant of the node it replaces; in a `where` or a sequence, of no known dtype
+        if isinstance(x, Lit) and res is not r.result:
+          self.error("a literal in a choice has no dtype to take: write it as a constant, (CONST:dtype [value])", x.span)
+        elif not isinstance(x, Lit): self.check_result(x, r, known, opvars)
     elif isinstance(res, Update):
       if res.name in opvars or res.name not in known: self.error(self.unbound(res.name, r, "the result"), res.span, res.name)
       elif res.name != "ctx" and res.name not in self.nodes:
@@ -350,11 +373,14 @@ class Checker:
       if res.comp is not None:
         self.check_comp(res.comp, r, known)
         known = known | res.comp.bound
-        if res.op is not None and res.op in ARITY:
-          self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}: a comprehension gives any number", res.span)
+        # an associative op (ADD, MUL, AND, ...) folds any number of sources
+        if res.op is not None and res.op in ARITY and not is_fold(res):
+          self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}: a comprehension gives any number "
+                     "(only an associative op, ADD, MUL, AND, OR, XOR or MAX, folds them)", res.span)
       if res.opvar is not None and res.opvar not in known: self.error(self.unbound(res.opvar, r, "the result"), res.span, res.opvar)
-      fixed = sum(not isinstance(x, Splice) for x in res.src)
-      if res.op is not None and res.op in ARITY and res.comp is None and (ARITY[res.op] != fixed if fixed == len(res.src) else ARITY[res.op] < fixed):
+      fixed = sum(not isinstance(x, (Splice, Seq)) for x in res.src)
+      if res.op is not None and res.op in ARITY and res.comp is None and not is_fold(res) and (ARITY[res.op] != fixed if fixed == len(res.src)
+                                                                                              else ARITY[res.op] < fixed):
         more = "" if fixed == len(res.src) else " or more"
         self.error(f"{res.op.name} takes {ARITY[res.op]} source{'s' if ARITY[res.op] != 1 else ''}, this result gives it {fixed}{more}", res.span)
       for e in (res.dtype, res.arg):
@@ -394,8 +420,11 @@ def _exprs(r: Rule) -> list:
       stack += x.src
     elif isinstance(x, TupleResult): stack += [e for e in x.entries if e is not None]
     elif isinstance(x, Update): out += list(x.fields.values())
-    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
-      out += [e for e in (x.comp.iter, x.comp.cond) if e is not None]
+    elif isinstance(x, Seq): stack.append(x.elem)
+    elif isinstance(x, Cond):
+      out.append(x.test)
+      stack += [x.then, x.other]
+    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None: out += x.comp.exprs()
   return out
 
 def _result_refs(r: Result) -> set[str]:
@@ -413,13 +442,24 @@ def _result_refs(r: Result) -> set[str]:
     elif isinstance(x, Splice): out.add(x.name)
     elif isinstance(x, Update): out |= {x.name}.union(*(e.names for e in x.fields.values()))
     elif isinstance(x, CallResult): out |= set(x.params)
-    if isinstance(x, (Construct, TupleResult)) and x.comp is not None:
-      out |= x.comp.iter.names | (x.comp.cond.names if x.comp.cond is not None else frozenset())
+    elif isinstance(x, Seq): stack.append(x.elem)
+    elif isinstance(x, Cond):
+      out |= x.test.names
+      stack += [x.then, x.other]
+    if isinstance(x, (Construct, TupleResult, Seq)) and x.comp is not None: out |= {n for e in x.comp.exprs() for n in e.names}
   return out
 
 def _expr_names(r: Rule) -> set[str]:
   """Every name the guards, the `where` values and the result of a rule read."""
   return {n for g in r.guards for n in g.names}.union(_result_refs(r.result), *(_result_refs(b.value) for b in r.bindings))
+
+def comp_targets_of(c) -> frozenset[str]:
+  """The names one clause's targets bind (c.bound holds those of the clauses after it too)."""
+  return c.bound - (c.inner.bound if c.inner is not None else frozenset())
+
+def _branches(r: Result) -> list[Result]:
+  """The results a choice may give (a chain of them, `A if c else B if d else C`, flattened); any other result is its own."""
+  return _branches(r.then) + _branches(r.other) if isinstance(r, Cond) else [r]
 
 def _node_refs(r: Result) -> list[Ref]:
   """The names a result uses as nodes: itself, a tuple's entries, a constructor's sources."""
@@ -427,6 +467,8 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, TupleResult): return [x for e in r.entries if e is not None for x in _node_refs(e)]
   if isinstance(r, Construct): return [x for e in r.src for x in _node_refs(e)]
   if isinstance(r, Update): return [Ref(r.name, r.span)]
+  if isinstance(r, Cond): return _node_refs(r.then) + _node_refs(r.other)
+  if isinstance(r, Seq): return _node_refs(r.elem)
   return []
 
 def first_variant(p: Pat) -> Pat:

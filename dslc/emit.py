@@ -10,19 +10,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, Ops
-from dslc.ir import CallResult, Pat, PyResult, Ref, Rule, RuleFile, RuleSet, TupleResult
+from dslc.ir import CallResult, Cond, Pat, PyResult, Ref, Rule, RuleFile, RuleSet, TupleResult
 from dslc.parse import DTYPE_CLASSES, GROUPS
 from dslc.stamp import source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
+_STATIC_DTYPE = re.compile(r"dtypes\.[a-z][a-z0-9_]*")
+_LITERAL = re.compile(r"-?(\d+|\d*\.\d+(e[-+]?\d+)?|\d+e[-+]?\d+|inf|nan)|True|False")
 _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 _ASSIGN = re.compile(r"\s*(?:if \()?([A-Za-z_]\w*) :?= ")
 _ALIAS = re.compile(r"([a-z]\w*) = (_u[_0-9]*)")   # a capture bound to the variable holding its node
 
 # names a guard or result may use without binding them
 BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
-                      "min", "range", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
+                      "min", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
 PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "uop", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
 
 @dataclass(eq=False)
@@ -55,6 +57,15 @@ class Consts:
   helpers: set[str] = field(default_factory=set)   # module-level helper functions the code uses (HELPERS)
   loops: bool = False                               # some rule tries two source orders in a loop (_ORDERS)
   loop_choice: dict[str, bool] = field(default_factory=dict)  # rule id -> whether it tries its orders in loops
+  literals: dict[tuple[str, str], str] = field(default_factory=dict)  # (dtype text, value text) -> a module constant's name
+  hoist: bool = True                                # make those module constants (explain, which evaluates results, does not)
+
+  def const(self, dt: str, value: str) -> str:
+    """A constant of a literal value: made once at import as a module global when its dtype is written (`dtypes.bool`),
+    else built where it is needed, as UOp.const builds it."""
+    if not (self.hoist and _STATIC_DTYPE.fullmatch(dt) and _LITERAL.fullmatch(value)): return f"_const({dt}, {value})"
+    if (dt, value) not in self.literals: self.literals[(dt, value)] = f"_K{len(self.literals)}"
+    return self.literals[(dt, value)]
 
   def op(self, o: Ops) -> str:
     self.ops.add(o)
@@ -110,6 +121,7 @@ class StepBuilder:
     self.plain: set[str] = set()            # names bound by a step directly (opvars, args, rest captures)
     self.rest_names: set[str] = set()       # captures of a repeated pattern: None when it repeats zero times
     self.splices: set[str] = set()          # `rest*` names: a tuple of sources
+    self.deferred: list[tuple[str, str]] = []  # their bindings, made after the structural tests
 
   def test(self, text: str) -> None: self.steps.append(Step("test", text))
   def bind(self, text: str, *names: str) -> None:
@@ -124,6 +136,7 @@ class StepBuilder:
     while level:
       tested = [self.node(p, v, is_root) for p, v, is_root in level]
       level = [child for p, v, n_written in tested for child in self.unpack(p, v, n_written)]
+    for text, name in self.deferred: self.bind(text, name)
 
   def node(self, p: Pat, v: str, is_root: bool) -> tuple[Pat, str, int]:
     """The tests of one node and the names it binds itself (its op, arg, name); returns what unpack needs."""
@@ -180,7 +193,8 @@ class StepBuilder:
       else:
         for i in range(n): self.bind(f"{v}_{i} = {v}.src[{i}]")
     if p.splice is not None:
-      self.bind(f"{p.splice} = {v}.src[{n_written}:]" if n_written else f"{p.splice} = {v}.src", p.splice)
+      # bound after every structural test (build): a node that fails one never pays for the slice
+      self.deferred.append((f"{p.splice} = {v}.src[{n_written}:]" if n_written else f"{p.splice} = {v}.src", p.splice))
       self.splices.add(p.splice)
     # an any-order node (variants keeps one only when its two orders differ): what follows runs for each order
     if p.any_order and n == 2 and p.rest is None:
@@ -515,6 +529,7 @@ def _has_repeated_names(p: Pat) -> bool:
 def is_unconditional(rule: Rule) -> bool:
   """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
   if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  if isinstance(rule.result, Cond) and any(isinstance(x, (PyResult, CallResult)) for x in (rule.result.then, rule.result.other)): return False
   if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
   return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
 
@@ -606,6 +621,8 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     elif name.startswith("OPS_"): head.append(f"{name} = frozenset({{{', '.join(f'Ops.{o.name}' for o in sorted(s))}}})")
     else: head.append(f"{name} = frozenset({{{', '.join(f'dtypes.{_dtype_name(d)}' for d in sorted(s, key=_dtype_name))}}})")
   for d, name in sorted(consts.dts.items(), key=lambda x: x[1]): head.append(f"{name} = dtypes.{_dtype_name(d)}")
+  if consts.literals: head.append("# constants of the results, made once")
+  for (dt, value), name in consts.literals.items(): head.append(f"{name} = _const({dt}, {value})")
   head.append("")
   parts = ["\n".join(head), *consts.rest_fns, *body,
            "# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----\n", *alone]

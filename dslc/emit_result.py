@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 from runtime.ops import GroupOp, Ops
-from dslc.ir import CallResult, Construct, Lit, PyResult, Ref, Result, Rule, Splice, TupleResult, Update
+from dslc.ir import CallResult, Cond, Construct, Lit, PyResult, Ref, Result, Rule, Seq, Splice, TupleResult, Update
 if TYPE_CHECKING: from dslc.emit import Consts
 
 ROOT = "_u"
@@ -21,6 +21,7 @@ class ResultBuilder:
   def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
                perm: tuple[int, ...] | None = None):
     self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, set(plain), maybe_none, perm
+    self.local: set[str] = set()   # the names of the comprehensions being emitted: a number among them is a constant as a source
     # `where` names: a literal is a plain value (as an arg capture), a {python} or call a value that may be a node or a number
     self.python: set[str] = set()
     for b in rule.bindings:
@@ -31,8 +32,12 @@ class ResultBuilder:
     """(expression, may it be None or a number)"""
     r = self.rule.result
     if isinstance(r, TupleResult): return self.tuple(r), False
-    conditional = isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and (r.name in self.maybe_none or r.name in self.python)
-    return self.expr(r, f"{ROOT}.dtype"), conditional
+    return self.expr(r, f"{ROOT}.dtype"), self.may_decline(r)
+
+  def may_decline(self, r: Result) -> bool:
+    """Whether a result may be None (the rule declines) or a number (made a constant of the root's dtype)."""
+    if isinstance(r, Cond): return self.may_decline(r.then) or self.may_decline(r.other)
+    return isinstance(r, (PyResult, CallResult)) or isinstance(r, Ref) and (r.name in self.maybe_none or r.name in self.python)
 
   def bindings(self) -> list[str]:
     """The lines that bind the `where` names, in order; a {python} value that is None declines (the lines after it nest)."""
@@ -53,7 +58,7 @@ class ResultBuilder:
       c = r.comp
       items = ["None" if e is None else repr(e.value) if isinstance(e, Lit) else e.name if isinstance(e, Ref) else
                self.expr(e, "None") for e in r.entries]
-      head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
+      head = c.head()
       gen = f"{items[0]} for {head}" if len(items) == 1 else f"_s for {head} for _s in ({', '.join(items)},)"
       self.c.helpers |= {"_per_source", "_entry"}
       return f"_per_source(tuple({gen}), {ROOT}, {self.rule.id})"
@@ -69,6 +74,7 @@ class ResultBuilder:
 
   def dtype_of(self, r: Result) -> str | None:
     if isinstance(r, Ref): return None if r.name in self.plain or r.name in self.python else f"{r.name}.dtype"
+    if isinstance(r, Cond): return self.dtype_of(r.then) or self.dtype_of(r.other)
     if isinstance(r, Construct): return self.construct_dtype(r, None)
     if isinstance(r, Update): return r.fields["dtype"].text if "dtype" in r.fields else f"{r.name}.dtype"
     return None
@@ -77,12 +83,17 @@ class ResultBuilder:
     if r.dtype is not None: return r.dtype.text
     ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
     first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
-    if first is None and (spliced := next((x for x in r.src if isinstance(x, Splice)), None)) is not None: first = f"{spliced.name}[0].dtype"
+    if first is None and (spliced := next((x for x in r.src if isinstance(x, Splice)), None)) is not None:
+      # a fold's dtype is its first source's (_fold): a splice may be empty, and the fold says so
+      first = "None" if is_fold(r) else f"{spliced.name}[0].dtype"
     def one(op: Ops) -> str | None:
       if op is Ops.CONST: return ctx_dt
       if op in GroupOp.Comparison: return "dtypes.bool"
       if op is Ops.WHERE: return next((d for s in r.src[1:] if (d := self.dtype_of(s)) is not None), ctx_dt)
-      if op in GroupOp.ALU: return first or ctx_dt
+      if op in GroupOp.ALU:
+        # a fold whose first source is a sequence: the dtype of its first element (_fold)
+        if first is None and any(isinstance(x, Seq) for x in r.src) and is_fold(r): return "None"
+        return first or ctx_dt
       if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
       if op is Ops.LOAD: return f"{first}.base" if first else None
       if op is Ops.VECTORIZE:
@@ -102,13 +113,15 @@ class ResultBuilder:
       if r.name in self.plain: return f"_const({ctx_dt}, {r.name})"
       if r.name in self.python and ctx_dt != f"{ROOT}.dtype": return f"_as_src({r.name}, {ctx_dt})"
       return r.name
-    if isinstance(r, Lit): return f"_const({ctx_dt}, {r.value!r})"
+    if isinstance(r, Lit): return self.c.const(ctx_dt, repr(r.value))
     if isinstance(r, PyResult): return r.expr.text
+    if isinstance(r, Cond): return f"({self.expr(r.then, ctx_dt)} if {r.test.text} else {self.expr(r.other, ctx_dt)})"
+    if isinstance(r, Seq): return f"[{self.seq(r, 'None')}]"  # a list comprehension: faster than a generator, and a sequence
     if isinstance(r, Update):
       f, n = r.fields, r.name
       src = f["src"].text if "src" in f else f"{n}.src"
       return (f"_uop({f['op'].text if 'op' in f else n + '.op'}, {f['dtype'].text if 'dtype' in f else n + '.dtype'}, {src}, "
-              f"{f['arg'].text if 'arg' in f else n + '.arg'}, {n}.tag)")
+              f"{f['arg'].text if 'arg' in f else n + '.arg'}, {f['tag'].text if 'tag' in f else n + '.tag'})")
     if isinstance(r, CallResult):
       args = ", ".join(f"{p}={p}" if getattr(r, "by_keyword", False) else p for p in r.params)
       return f"{self.c.fn_name(r.fn)}({args})"
@@ -120,39 +133,86 @@ class ResultBuilder:
     op = self.c.op(r.op) if r.op is not None else r.opvar
     if r.op is Ops.CONST:
       if r.arg is None: raise EmitError("(CONST ...) needs its value: (CONST [value])", self.rule)
-      return f"_const({dt}, {r.arg.text})"
+      if re.fullmatch(r"-?\d+", r.arg.text) and not dt.startswith("dtypes."):
+        # an int written for a dtype known when it runs (`(CONST:ctx.index [0])`): UOp.const's node, cheaper (_iconst)
+        self.c.helpers.add("_iconst")
+        return f"_iconst({dt}, {r.arg.text})"
+      return self.c.const(dt, r.arg.text)
     # a literal source takes the dtype of the other operands: a comparison's, or the result's
     operand_dt = dt
     if r.op in GroupOp.Comparison or (r.op is None and any(o in GroupOp.Comparison for o in self.rule.opvars.get(r.opvar, ()))):  # type: ignore[arg-type]
       operand_dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), ctx_dt)
     srcs = []
+    outer = self.local
+    if r.comp is not None: self.local = self.local | set(r.comp.bound)
     for i, s in enumerate(r.src):
       if isinstance(s, Splice):
         srcs.append(f"*{s.name}")
         continue
+      if isinstance(s, Seq):
+        # its elements in place; among an ALU op's sources a number is a constant of the operands' dtype
+        srcs.append(f"*[{self.seq(s, operand_dt if r.op in GroupOp.ALU else 'None')}]")
+        continue
       sdt = "dtypes.bool" if r.op is Ops.WHERE and i == 0 else "dtypes.index" if r.op is Ops.INDEX and i > 0 else operand_dt
       text = self.expr(s, sdt)
+      # a {python} source, or a comprehension's name among an ALU op's sources (`(IDIV f s) for s in strides`), may be a
+      # number: a constant of the source's dtype
       if isinstance(s, PyResult): text = f"_as_src({text}, {sdt})"
+      elif isinstance(s, Ref) and s.name in self.local and r.op in GroupOp.ALU and sdt != f"{s.name}.dtype":
+        self.c.helpers |= {"_iconst", "_local_src"}
+        text = f"_local_src({text}, {sdt})"
       srcs.append(text)
+    self.local = outer
     arg = r.arg.text if r.arg is not None else "None"
     if r.comp is not None: return self.comprehension(r, op, dt, srcs, arg)
     src = "(" + ", ".join(srcs) + ("," if len(srcs) == 1 else "") + ")"
+    if is_fold(r):
+      self.c.helpers.add("_fold")
+      return f"_fold({op}, {dt}, {src})"
+    if r.op is Ops.VECTORIZE and any(isinstance(x, Seq) for x in r.src):
+      # a lane per source, however many the sequence gives: _comp counts them
+      self.c.helpers.add("_comp")
+      scalar = next((d for x in r.src if (d := self.dtype_of(x)) is not None), None) if r.dtype is None else f"{r.dtype.text}.scalar"
+      return f"_comp({op}, {scalar}, {src}, {arg})"
     return f"_uop({op}, {dt}, {src}, {arg})"
+
+  def seq(self, r: Seq, dt: str) -> str:
+    """The generator of a sequence's elements (a number is a constant of dtype dt, when dt is known)."""
+    c = r.comp
+    head = c.head()
+    outer, self.local = self.local, self.local | set(c.bound)
+    try:
+      elem = self.expr(r.elem, dt)
+      if dt != "None" and isinstance(r.elem, PyResult): elem = f"_as_src({elem}, {dt})"
+    finally: self.local = outer
+    return f"{elem} for {head}"
 
   def comprehension(self, r: Construct, op: str, dt: str, srcs: list[str], arg: str) -> str:
     """`(OP srcs... for t in it)`: the sources once per element, as a tuple. An inferred dtype that reads the comprehension's
     names is taken from the first source when it runs (_comp), and a VECTORIZE gets one lane per source."""
     c = r.comp
     assert c is not None
-    head = f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "")
-    src = f"tuple({srcs[0]} for {head})" if len(srcs) == 1 and not srcs[0].startswith("*") else f"tuple(_s for {head} for _s in ({', '.join(srcs)},))"
-    if r.dtype is not None: return f"_uop({op}, {dt}, {src}, {arg})"
+    head = c.head()
+    # a list comprehension made a tuple: faster than tuple() of a generator
+    one = len(srcs) == 1 and not srcs[0].startswith("*")
+    src = f"tuple([{srcs[0]} for {head}])" if one else f"tuple([_s for {head} for _s in ({', '.join(srcs)},)])"
     local = re.compile(r"\b(" + "|".join(map(re.escape, sorted(c.bound))) + r")\b")
+    if is_fold(r):
+      # an associative op over a comprehension: its elements folded, ((e0 op e1) op e2) ...; a dtype that reads the
+      # comprehension's names is the first element's
+      self.c.helpers.add("_fold")
+      return f"_fold({op}, {dt if r.dtype is not None or not local.search(dt) else 'None'}, {src})"
+    if r.dtype is not None: return f"_uop({op}, {dt}, {src}, {arg})"
     if r.op is Ops.VECTORIZE or r.op is None and Ops.VECTORIZE in self.rule.opvars.get(r.opvar, ()):  # type: ignore[arg-type]
       dt = next((d for s in r.src if (d := self.dtype_of(s)) is not None), "None")
     if local.search(dt): dt = "None"
     self.c.helpers.add("_comp")
     return f"_comp({op}, {dt}, {src}, {arg})"
+
+def is_fold(r: Construct) -> bool:
+  """An associative op (ADD, MUL, AND, ...) with more than two sources, any number spliced, or a comprehension: a fold."""
+  if r.op is None or r.op not in GroupOp.Associative: return False
+  return r.comp is not None or len(r.src) > 2 or any(isinstance(s, (Splice, Seq)) for s in r.src)
 
 def _result_names(r: Result) -> set[str]:
   """The names a result reads from the rule (a comprehension's own names are not among them)."""
@@ -161,6 +221,8 @@ def _result_names(r: Result) -> set[str]:
   if isinstance(r, Splice): return {r.name}
   if isinstance(r, Update): return {r.name}.union(*(e.names for e in r.fields.values()))
   if isinstance(r, PyResult): return set(r.expr.names)
+  if isinstance(r, Cond): return set(r.test.names) | _result_names(r.then) | _result_names(r.other)
+  if isinstance(r, Seq): return _comp_names(r.comp, _result_names(r.elem))
   if isinstance(r, Construct):
     out = set().union(*(_result_names(s) for s in r.src)) if r.src else set()
     for e in (r.dtype, r.arg):
@@ -170,11 +232,31 @@ def _result_names(r: Result) -> set[str]:
 
 def _comp_names(c, inner: set[str]) -> set[str]:
   if c is None: return inner
-  return (inner | set(c.cond.names if c.cond is not None else ())) - c.bound | set(c.iter.names)
+  return (inner | {n for e in c.exprs() for n in e.names}) - c.bound
 
 # module-level helpers, emitted only in modules that use them (RAISING: those that raise RewriteError)
 RAISING = {"_per_source", "_comp"}
 HELPERS = {
+  "_local_src": """
+def _local_src(value, dtype):
+  # a comprehension's name among an ALU op's sources: a node as it is, a number a constant of the operands' dtype
+  return value if value.__class__ is UOp else _iconst(dtype, value) if value.__class__ is int else _as_src(value, dtype)
+""",
+  "_iconst": """
+_INT_RANGE = {d: (dtypes.min(d), dtypes.max(d)) for d in dtypes.all() if dtypes.is_int(d)}
+def _iconst(dtype, value: int):
+  # the node UOp.const(dtype, value) makes: an int that fits an int dtype is that int, with no conversion to do
+  if (r := _INT_RANGE.get(dtype)) is not None and r[0] <= value <= r[1]: return _uop(Ops.CONST, dtype, (), value)
+  return _const(dtype, value)
+""",
+  "_fold": """
+def _fold(op: Ops, dtype, srcs: tuple):
+  # an associative op over any number of sources, nested from the left: ((s0 op s1) op s2) ...; one source is itself
+  if not srcs: raise ValueError(f"{op} over no sources: a fold needs at least one")
+  out = srcs[0]
+  for s in srcs[1:]: out = _uop(op, dtype or out.dtype, (out, s), None)
+  return out
+""",
   "_entry": """
 def _entry(value, dtype):
   # a {python} entry of a tuple result: a number is a constant of its source's dtype; a node or None is as it is

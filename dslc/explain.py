@@ -133,7 +133,7 @@ class Interpreter:
   def __init__(self, ns: dict[str, Any], ctx: Any = None):
     self.ns = {**ns, **Ops.__members__, "ctx": ctx}
     self._root: UOp | None = None
-    self.consts = Consts()
+    self.consts = Consts(hoist=False)  # results are evaluated here, in the module's namespace: no constants of its own
     for h in HELPERS.values(): exec(h, self.ns)  # noqa: S102 -- the emitter's own helpers, for results that use them
 
   def run(self, rules: list[Rule], u: UOp) -> list[Outcome]:
@@ -172,7 +172,9 @@ class Interpreter:
     return Outcome(r, False, reasons[0] if len(reasons) == 1 else " | ".join(f"order {i + 1}: {x}" for i, x in enumerate(reasons)))
 
   def eval(self, text: str, env: dict[str, Any]) -> Any:
-    return eval(text, self.ns, env)  # noqa: S307 -- a guard or result of the .rules file, as the generated module runs it
+    # the captures as globals beside the module's names: a comprehension in the text (a sequence, a guard's any(...)) runs in
+    # a scope of its own, which sees globals but not the locals of eval
+    return eval(text, {**self.ns, **env})  # noqa: S307 -- a guard or result of the .rules file, as the generated module runs it
 
   def matches(self, v: Pat, u: UOp, fails: list[str]) -> Iterator[dict[str, Any]]:
     """Every way the form v matches at u, in the order the generated code tries them: nodes level by level (as the

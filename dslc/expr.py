@@ -82,6 +82,9 @@ class ExprBuilder:
       self.cost = 10
       return f"{self.wrap(c[0], 9)}.{c[1]}{self.args(c[2])})", 9
     if k == "getitem": return f"{self.wrap(c[0], 9)}[{self.emit(c[1])[0]}]", 9
+    if k == "getslice":
+      lo, hi = (self.emit(x)[0] if x is not None else "" for x in c[1:])
+      return f"{self.wrap(c[0], 9)}[{lo}:{hi}]", 9
     if k == "fcall":
       self.cost = 10
       self.names.add(str(c[0])[:-1])
@@ -123,11 +126,21 @@ class ExprBuilder:
     raise SourceError(f"unexpected expression '{k}'", *pos(t))
 
   def comprehension(self, body, comp: Tree) -> str:
-    """`body for targets in iter [if cond]`: the targets are local, so they are not names the expression reads."""
-    targets, bound = comp_targets(comp.children[0])
+    """`body for targets in iter [if cond] [for ...]`: the targets are local, so they are not names the expression reads
+    (a clause's iter reads the names of the clauses before it)."""
+    clauses, bound, c = [], frozenset(), comp
+    while c is not None:
+      targets, names = comp_targets(c.children[0])
+      clauses.append((targets, c.children[1], c.children[2], bound))
+      bound = bound | names
+      c = c.children[3]
     inner = ExprBuilder({k: v for k, v in self.rename.items() if k not in bound})
-    text = f"{inner.emit(body)[0]} for {targets} in {self.emit(comp.children[1])[0]}"
-    if comp.children[2] is not None: text += f" if {inner.emit(comp.children[2])[0]}"
+    parts = []
+    for targets, it, cond, before in clauses:
+      # the first clause's iter is read outside the comprehension; the others' see the targets before them
+      reader = self if not before else inner
+      parts.append(f"for {targets} in {reader.emit(it)[0]}" + (f" if {inner.emit(cond)[0]}" if cond is not None else ""))
+    text = f"{inner.emit(body)[0]} " + " ".join(parts)
     self.names |= inner.names - bound
     self.cost = max(self.cost, inner.cost)
     return text

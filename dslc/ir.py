@@ -79,12 +79,26 @@ class Lit:
 
 @dataclass(eq=False)
 class Comprehension:
-  """`for TARGETS in ITER [if COND]` after a constructor's sources or a tuple's entries: they repeat once per element."""
+  """`for TARGETS in ITER [if COND] [for ...]` after a constructor's sources, a tuple's entries or a sequence's element:
+  they repeat once per element (of the innermost clause, as in Python)."""
   targets: str                               # Python text: `i`, `i, j`, `(b, e), d`
-  bound: frozenset[str]                      # the names the targets bind (local to the comprehension)
+  bound: frozenset[str]                      # the names the targets of every clause bind (local to the comprehension)
   iter: Expr
   cond: Expr | None = None
   span: Span | None = None
+  inner: Comprehension | None = None         # the next `for` clause (it may read this one's names)
+
+  def clauses(self) -> list[Comprehension]:
+    out, c = [], self
+    while c is not None: out, c = out + [c], c.inner
+    return out
+
+  def head(self) -> str:
+    """The Python text after the element: `t in it if cond for t2 in it2 ...`."""
+    return " for ".join(f"{c.targets} in {c.iter.text}" + (f" if {c.cond.text}" if c.cond is not None else "") for c in self.clauses())
+
+  def exprs(self) -> list[Expr]:
+    return [e for c in self.clauses() for e in (c.iter, c.cond) if e is not None]
 
 @dataclass(eq=False)
 class Construct:
@@ -118,7 +132,7 @@ class Splice:
 
 @dataclass(eq=False)
 class Update:
-  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src) replaced."""
+  """`x{dtype: ..., arg: ...}`: the node bound to `name` with some of its fields (op, dtype, arg, src, tag) replaced."""
   name: str
   fields: dict[str, Expr]
   span: Span | None = None
@@ -130,7 +144,23 @@ class TupleResult:
   span: Span | None = None
   comp: Comprehension | None = None          # the entries repeat once per element (their number is known when it fires)
 
-Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update
+@dataclass(eq=False)
+class Seq:
+  """`[TERM for TARGETS in ITER if COND]`: the term once per element, a list of nodes. A `where` value (spliced as `name*`), or
+  spliced in place among a constructor's sources (`(AT x v [... for ...]*)`)."""
+  elem: Result
+  comp: Comprehension
+  span: Span | None = None
+
+@dataclass(eq=False)
+class Cond:
+  """`A if TEST else B`: a `where` value or a sequence's element that is one of two results."""
+  test: Expr
+  then: Result
+  other: Result
+  span: Span | None = None
+
+Result = Ref | Lit | Construct | PyResult | CallResult | TupleResult | Splice | Update | Seq | Cond
 
 @dataclass(eq=False)
 class Binding:

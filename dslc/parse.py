@@ -54,6 +54,7 @@ class FileParser(PatternReader, ResultReader):
     self.current: RuleSet | None = None
     self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
     self.contexts: dict[str, CtxDecl] = {}
+    self.where_names: set[str] = set()  # of the rule being read
 
   def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
   def span(self, t) -> Span:
@@ -94,7 +95,8 @@ class FileParser(PatternReader, ResultReader):
       self.error(f"unexpected character {ch!r}", line, col)
     elif isinstance(e, UnexpectedToken):
       tok = e.token
-      if tok.type == "$END":
+      if (hint := _choice_without_else(item.text)) is not None: self.error(*hint)
+      elif tok.type == "$END":
         # the caret goes right after the last code of the item, not after a trailing comment or blank line
         code = [_strip_comment(x).rstrip() for x in item.text.split("\n")]
         n = max((i for i, x in enumerate(code) if x), default=0)
@@ -238,7 +240,9 @@ class FileParser(PatternReader, ResultReader):
     # the guards of the named patterns it uses, then its own
     guards = [self.guard_expr(g, rename) for g, rename in self.let_guards]
     guards += self.guards(t.children[1]) if t.children[1] is not None else []
-    bindings = [(str(b.children[0]), self.result(b.children[1]), self.span(b)) for w in t.children[3:] for b in w.children]
+    # `where` names, known before any value is read: a constructor may take its dtype from one, (CAST:wide x)
+    self.where_names = {str(b.children[0]) for w in t.children[3:] for b in w.children}
+    bindings = [(str(b.children[0]), self.value(b.children[1]), self.span(b)) for w in t.children[3:] for b in w.children]
     result = self.top_result(t.children[2])
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
@@ -268,9 +272,26 @@ def _misplaced_guard(text: str, tok) -> tuple[str, int, int] | None:
   code = "\n".join(_strip_comment(x) for x in before.split("\n"))
   if (m := re.search(r"\bif\s*-?\s*$", code)) is not None and tok.value in (">", "->"):
     return ("an empty guard: write a condition after 'if' (`if x.vmin >= 0 ->`), or leave the 'if' out",) + _position(code, m.start())
-  if tok.value == "if" and "->" in code:
-    return ("a guard goes before the result: `PATTERN if GUARD -> RESULT`",) + _position(text, tok.start_pos)  # an index into text, not code
   return None
+
+def _choice_without_else(text: str) -> tuple[str, int, int] | None:
+  """An `if` after the arrow with no `else` after it (outside brackets): a guard written after the result, or a `where`
+  choice missing its `else`. (message, line, col), the caret under the `if`."""
+  code = "\n".join(_strip_comment(x) for x in text.split("\n"))
+  arrow = code.find("->")
+  if arrow < 0: return None
+  depth, last_if, last_where = 0, None, None
+  for m in re.finditer(r"[(\[{]|[)\]}]|\b(?:if|else|where|for)\b", code[arrow:]):
+    w, at = m.group(), arrow + m.start()
+    if w in "([{": depth += 1
+    elif w in ")]}": depth -= 1
+    elif depth == 0 and w == "if": last_if = at
+    elif depth == 0 and w == "else": last_if = None
+    elif depth == 0 and w == "where": last_where, last_if = at, None
+  if last_if is None: return None
+  if last_where is not None:
+    return ("a choice needs its `else`: `where name = A if COND else B`",) + _position(text, last_if)
+  return ("a guard goes before the result: `PATTERN if GUARD -> RESULT` (a choice of results is `-> A if COND else B`)",) + _position(text, last_if)
 
 def _position(text: str, index: int) -> tuple[int, int]:
   return text.count("\n", 0, index) + 1, index - (text.rfind("\n", 0, index) + 1) + 1

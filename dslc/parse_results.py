@@ -6,11 +6,11 @@ from lark import Token, Tree
 from runtime.dtype import DTYPE_NAMES
 from runtime.ops import Ops
 from dslc.expr import ExprBuilder, SourceError, comp_targets, literal_node_value, pos
-from dslc.ir import Comprehension, Construct, Expr, Lit, PyResult, Ref, Result, Splice, TupleResult, Update
+from dslc.ir import Comprehension, Cond, Construct, Expr, Lit, PyResult, Ref, Result, Seq, Splice, TupleResult, Update
 from dslc.diagnostics import did_you_mean
 from dslc.parse_patterns import GROUPS, resolve_ops
 
-UPDATE_FIELDS = ("op", "dtype", "arg", "src")
+UPDATE_FIELDS = ("op", "dtype", "arg", "src", "tag")
 
 class ResultReader:
   """Reads results; FileParser supplies current, scopes and span()."""
@@ -23,6 +23,9 @@ class ResultReader:
         raise SourceError("a tuple result needs a rule set that returns one entry per source: declare it as `ruleset NAME returns per-source`",
                           *pos(t))
       return self.tuple_result(t)
+    if isinstance(t, Tree) and t.data == "cond_term":
+      if per_source: raise SourceError("a choice of tuples is two rules: write each with its guard", *pos(t))
+      return self.value(t)
     r = self.result(t)
     if per_source and not isinstance(r, PyResult):
       raise SourceError(f"rule set '{self.current.name}' returns one entry per source: write the result as a tuple, "  # type: ignore[union-attr]
@@ -48,6 +51,21 @@ class ResultReader:
         raise SourceError(f"a tuple's entry is a node or '_' (no value), not a tuple{hint}", *pos(x))
       else: entries.append(self.result(x))
     return TupleResult(entries, self.span(t), self.comp(comp))
+
+  def value(self, t) -> Result:
+    """A `where` value or a sequence's element: a result, a choice `A if C else B`, or (a `where` value) a sequence."""
+    if isinstance(t, Tree) and t.data == "seq": return self.seq(t)
+    if isinstance(t, Tree) and t.data == "cond_term":
+      then, test, other = t.children
+      e = ExprBuilder().build(test)
+      e.span = self.span(test)
+      return Cond(e, self.value(then), self.value(other), self.span(t))
+    return self.result(t)
+
+  def seq(self, t: Tree) -> Seq:
+    """`[TERM for TARGETS in ITER if COND]`."""
+    elem, comp = t.children
+    return Seq(self.value(elem), self.comp(comp), self.span(t))  # type: ignore[arg-type]
 
   def result(self, t) -> Result:
     if isinstance(t, Token): raise SourceError(f"unexpected result {t!r}", *pos(t))
@@ -99,7 +117,8 @@ class ResultReader:
     if t.children[2] is not None:
       cond = ExprBuilder().build(t.children[2])
       cond.span = self.span(t.children[2])
-    return Comprehension(targets, bound, it, cond, self.span(t))
+    inner = self.comp(t.children[3])
+    return Comprehension(targets, bound | (inner.bound if inner is not None else frozenset()), it, cond, self.span(t), inner)
 
   def construct(self, t: Tree) -> Construct:
     opref, cdt, carg, *srcs, comp = t.children
@@ -115,8 +134,15 @@ class ResultReader:
       op = Ops[str(opref)]
     dtype = None
     if cdt is not None:
-      names = [str(x) for x in cdt.children]
-      if len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
+      names = [str(x) for x in cdt.children if isinstance(x, Token) and x.type == "NAME"]
+      call = next((x for x in cdt.children if isinstance(x, Token) and x.type == "CALL"), None)
+      if call is not None:
+        # `:dtypes.float32.vec(x.dtype.count)`: a dtype computed by a method call at the end
+        b = ExprBuilder()
+        args = b.args(cdt.children[-1])
+        dtype = Expr(".".join(names) + f".{call}{args})", frozenset({names[0]}) | frozenset(b.names), 10, self.span(cdt))
+      elif len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
+      elif len(names) == 1 and names[0] in self.where_names: dtype = Expr(names[0], frozenset(names), 1, self.span(cdt))  # a `where` dtype
       elif len(names) == 1: raise SourceError(f"unknown dtype '{names[0]}'{did_you_mean(names[0], DTYPE_NAMES)}", *pos(cdt))
       else: dtype = Expr(".".join(names), frozenset({names[0]}), 1, self.span(cdt))
     arg = None
@@ -124,7 +150,8 @@ class ResultReader:
       b = ExprBuilder()
       arg = b.build(carg.children[0])
       arg.span = self.span(carg)
-    src = [Splice(str(s.children[0]), self.span(s)) if isinstance(s, Tree) and s.data == "splice" else self.result(s) for s in srcs]
+    src = [Splice(str(s.children[0]), self.span(s)) if isinstance(s, Tree) and s.data == "splice" else
+           self.seq(s.children[0]) if isinstance(s, Tree) and s.data == "seq_splice" else self.result(s) for s in srcs]
     if comp is not None and not srcs: raise SourceError("a comprehension repeats the sources written before its 'for': write them", *pos(comp))
     return Construct(op, opvar, dtype, arg, src, self.span(t), self.comp(comp))
 

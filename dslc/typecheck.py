@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
-from dslc.ir import Construct, Lit, Pat, PyResult, Ref, Result, Rule, Splice, TupleResult, Update
+from dslc.ir import Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, Seq, Splice, TupleResult, Update
 
 ALL: frozenset[DType] = frozenset(dtypes.all()) | {dtypes.void}
 BOOL = frozenset({dtypes.bool})
@@ -95,7 +95,10 @@ class RuleTypes:
       self.restrict(keys[0], BOOL)
       self.same(keys[1], key)
       self.same(keys[2], key)
-    elif ops <= PASS: self.same(keys[0], key)
+    elif ops <= PASS:
+      self.same(keys[0], key)
+      # AT(x, valid, i0, ...): the validity is a bool
+      if ops == {Ops.AT} and len(keys) > 1: self.restrict(keys[1], BOOL)
     elif ops == {Ops.VECTORIZE}:
       for k in keys: self.same(k, key)
 
@@ -149,11 +152,21 @@ class RuleTypes:
         self.problems.append((f"this result is {r.expr.text}, not a node: a rule results in a node (or a number, made a constant)", r.span))
       return None
     if isinstance(r, Construct): return self.construct(r, want, span)
-    return None
+    if isinstance(r, Cond):
+      # either branch: each is checked where it goes (the node it replaces, for a whole result), and the choice has a dtype
+      # only when both are known to have it
+      a, b = self.result(r.then, want, span), self.result(r.other, want, span)
+      if want == "root":
+        for x, t in ((r.then, a), (r.other, b)):
+          if not isinstance(x, Lit): self.differ(t, "root", getattr(x, "span", None) or span, "this result")
+      keys = a is not None and b is not None and not isinstance(a, frozenset) and not isinstance(b, frozenset)
+      if a is not None and (a == b or keys and self.find(a) is self.find(b)): return a
+      return None
+    return None  # a sequence (Seq) is several nodes: spliced, it is not checked here
 
   def construct(self, r: Construct, want: object | None, span) -> object | frozenset[DType] | None:
     ops = {r.op} if r.op is not None else set(self.rule.opvars.get(r.opvar or "", ()))
-    srcs = [s for s in r.src if not isinstance(s, Splice)]
+    srcs = [s for s in r.src if not isinstance(s, (Splice, Seq))]
     if r.dtype is not None: node = self.dtype_text(r.dtype.text)
     elif r.op is Ops.CONST: node = want
     elif ops and ops <= GroupOp.Comparison: node = BOOL
@@ -235,7 +248,7 @@ class RuleTypes:
         if want is not None and not isinstance(e, Lit): self.differ(got, want, getattr(e, "span", None) or r.result.span, f"entry {i} of this tuple")
     elif r.returns == "node":
       got = self.result(r.result, "root", r.span)
-      if not isinstance(r.result, Lit): self.differ(got, "root", getattr(r.result, "span", None) or r.span, "this result")
+      if not isinstance(r.result, (Lit, Cond)): self.differ(got, "root", getattr(r.result, "span", None) or r.span, "this result")
     return self.problems
 
 def proven_same(rule: Rule) -> bool:

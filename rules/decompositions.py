@@ -29,6 +29,11 @@ CAST, BITCAST, NEG, ADD, SUB, MUL, FDIV, MAX, CMPLT, CMPNE, CMPEQ, SHL, SHR, WHE
 DTS_0 = frozenset({dtypes.bfloat16, dtypes.float16})
 DTS_1 = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32})
 DT_float32 = dtypes.float32
+# constants of the results, made once
+_K0 = _const(dtypes.int32, 1262485504)
+_K1 = _const(dtypes.int64, 4843621399236968448)
+_K2 = _const(dtypes.float64, 6755399441055744.0)
+_K3 = _const(dtypes.float64, nan)
 
 # ---- ruleset decompositions: exp2 and log2 of float32, float16 and bfloat16 as arithmetic (a vectorizable loop body). ----
 
@@ -49,7 +54,7 @@ def decompositions_EXP2(_u: UOp, ctx):
       h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.24022647738456726)), None)
       h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471824645996)), None)
       p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int32, (_uop(BITCAST, dtypes.int32, (t,), None), _const(dtypes.int32, 1262485504)), None)
+      k = _uop(SUB, dtypes.int32, (_uop(BITCAST, dtypes.int32, (t,), None), _K0), None)
       k1 = _uop(SHR, k.dtype, (k, _const(k.dtype, 1)), None)
       s1 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k1.dtype, (_uop(ADD, k1.dtype, (k1, _const(k1.dtype, 127)), None), _const(k1.dtype, 23)), None),), None)
       s2 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (_uop(SUB, k.dtype, (k, k1), None), _const(k.dtype, 127)), None), _const(k.dtype, 23)), None),), None)
@@ -71,7 +76,7 @@ def decompositions_EXP2(_u: UOp, ctx):
       h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.2402265106658624)), None)
       h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471807045498)), None)
       p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _const(dtypes.int64, 4843621399236968448)), None)
+      k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _K1), None)
       scale = _uop(BITCAST, dtypes.float64, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (k, _const(k.dtype, 1023)), None), _const(k.dtype, 52)), None),), None)
       return (rc7d859, _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None))
 
@@ -91,11 +96,11 @@ def decompositions_LOG2(_u: UOp, ctx):
       q2 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q3), None), _const(z.dtype, 0.5770835989649967)), None)
       q1 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q2), None), _const(z.dtype, 0.9617966731894037)), None)
       q = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q1), None), _const(z.dtype, 2.885390081790482)), None)
-      kd = _uop(SUB, dtypes.float64, (_uop(BITCAST, dtypes.float64, (_uop(ADD, k.dtype, (k, _const(k.dtype, 4843621399236968448)), None),), None), _const(dtypes.float64, 6755399441055744.0)), None)
+      kd = _uop(SUB, dtypes.float64, (_uop(BITCAST, dtypes.float64, (_uop(ADD, k.dtype, (k, _const(k.dtype, 4843621399236968448)), None),), None), _K2), None)
       y = _uop(ADD, kd.dtype, (kd, _uop(MUL, s.dtype, (s, q), None)), None)
       r1 = _uop(WHERE, xd.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, inf)), None), xd, y), None)
       r2 = _uop(WHERE, r1.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(r1.dtype, -inf), r1), None)
-      r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(dtypes.float64, nan), r2), None)
+      r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _K3, r2), None)
       r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
       return (r08b694, _uop(CAST, x.dtype, (r,), None))
 
@@ -117,7 +122,7 @@ def rd9852d_alone(_u: UOp, ctx):
       h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.24022647738456726)), None)
       h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471824645996)), None)
       p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int32, (_uop(BITCAST, dtypes.int32, (t,), None), _const(dtypes.int32, 1262485504)), None)
+      k = _uop(SUB, dtypes.int32, (_uop(BITCAST, dtypes.int32, (t,), None), _K0), None)
       k1 = _uop(SHR, k.dtype, (k, _const(k.dtype, 1)), None)
       s1 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k1.dtype, (_uop(ADD, k1.dtype, (k1, _const(k1.dtype, 127)), None), _const(k1.dtype, 23)), None),), None)
       s2 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (_uop(SUB, k.dtype, (k, k1), None), _const(k.dtype, 127)), None), _const(k.dtype, 23)), None),), None)
@@ -141,7 +146,7 @@ def rc7d859_alone(_u: UOp, ctx):
       h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.2402265106658624)), None)
       h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471807045498)), None)
       p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _const(dtypes.int64, 4843621399236968448)), None)
+      k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _K1), None)
       scale = _uop(BITCAST, dtypes.float64, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (k, _const(k.dtype, 1023)), None), _const(k.dtype, 52)), None),), None)
       return _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None)
 
@@ -160,11 +165,11 @@ def r08b694_alone(_u: UOp, ctx):
       q2 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q3), None), _const(z.dtype, 0.5770835989649967)), None)
       q1 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q2), None), _const(z.dtype, 0.9617966731894037)), None)
       q = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q1), None), _const(z.dtype, 2.885390081790482)), None)
-      kd = _uop(SUB, dtypes.float64, (_uop(BITCAST, dtypes.float64, (_uop(ADD, k.dtype, (k, _const(k.dtype, 4843621399236968448)), None),), None), _const(dtypes.float64, 6755399441055744.0)), None)
+      kd = _uop(SUB, dtypes.float64, (_uop(BITCAST, dtypes.float64, (_uop(ADD, k.dtype, (k, _const(k.dtype, 4843621399236968448)), None),), None), _K2), None)
       y = _uop(ADD, kd.dtype, (kd, _uop(MUL, s.dtype, (s, q), None)), None)
       r1 = _uop(WHERE, xd.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, inf)), None), xd, y), None)
       r2 = _uop(WHERE, r1.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(r1.dtype, -inf), r1), None)
-      r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(dtypes.float64, nan), r2), None)
+      r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _K3, r2), None)
       r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
       return _uop(CAST, x.dtype, (r,), None)
 

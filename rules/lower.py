@@ -36,9 +36,9 @@ def lower_REDUCE(_u: UOp, ctx):
       if (_r := without_unused_loops(ctx, r)) is not None: return (r75804a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # r5d30c3: r@(REDUCE (CONST [v]) rs*) if r.arg is Ops.ADD and unused_loops(ctx, r) == rs -> exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats( ...
     if r.arg is ADD:
-      rs = _u.src[1:]
       if _u_0.op is CONST:
         v = _u_0.arg
+        rs = _u.src[1:]
         if unused_loops(ctx, r) == rs:
           if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return (r5d30c3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     # rcbb5b1: r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) -> (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), ...
@@ -49,12 +49,12 @@ def lower_REDUCE(_u: UOp, ctx):
           return (rcbb5b1, _uop(MUL, r.dtype, (_as_src(x, r.dtype), _const(r.dtype, cast_value(repeats(unused_loops(ctx, r)), r.dtype))), None))
     # r63a763: r@(REDUCE (MUL a b) rs*) if r.arg is Ops.ADD and r.dtype.scalar is dtypes.float32 and a.dtype == r.dtype -> (AFTER:r.dtype acc (END ...
     if r.arg is ADD and r.dtype.scalar is dtypes.float32:
-      rs = _u.src[1:]
       if _u_0.op is MUL:
         _u_0_0, _u_0_1 = _u_0.src
         for _ in _ORDERS:
           a = _u_0_0
           if a.dtype == r.dtype:
+            rs = _u.src[1:]
             b = _u_0_1
             acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
             return (r63a763, _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MULACC, a.dtype, (a, b, acc), None)), None), *rs), None)), None))
@@ -112,9 +112,9 @@ def r5d30c3_alone(_u: UOp, ctx):
     r = _u
     if r.arg is ADD:
       _u_0 = _u.src[0]
-      rs = _u.src[1:]
       if _u_0.op is CONST:
         v = _u_0.arg
+        rs = _u.src[1:]
         if unused_loops(ctx, r) == rs:
           if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
 
@@ -133,12 +133,12 @@ def r63a763_alone(_u: UOp, ctx):
     r = _u
     if r.arg is ADD and r.dtype.scalar is dtypes.float32:
       _u_0 = _u.src[0]
-      rs = _u.src[1:]
       if _u_0.op is MUL:
         _u_0_0, _u_0_1 = _u_0.src
         for _ in _ORDERS:
           a = _u_0_0
           if a.dtype == r.dtype:
+            rs = _u.src[1:]
             b = _u_0_1
             acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
             return _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MULACC, a.dtype, (a, b, acc), None)), None), *rs), None)), None)

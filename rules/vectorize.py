@@ -144,8 +144,8 @@ def vectorize(caps) -> Matcher:
     # r6b39b7: u@(GEP [i] q@(REDUCE (VECTORIZE lanes*) rs*)) if not fits(caps, q.dtype) -> q{dtype: u.dtype, src: {(lanes[i[0]], *rs)}}
     if _u_0.op is REDUCE and len(_u_0.src) >= 1:
       _u_0_0 = _u_0.src[0]
-      rs = _u_0.src[1:]
       if _u_0_0.op is VECTORIZE:
+        rs = _u_0.src[1:]
         lanes = _u_0_0.src
         q = _u_0
         if not fits(caps, q.dtype): u = _u; return (r6b39b7, _uop(q.op, u.dtype, tuple(((lanes[i[0]], *rs))), q.arg, q.tag))
@@ -220,8 +220,8 @@ def vectorize(caps) -> Matcher:
     _u_0, = _u.src
     if _u_0.op is REDUCE and len(_u_0.src) >= 1:
       _u_0_0 = _u_0.src[0]
-      rs = _u_0.src[1:]
       if _u_0_0.op is VECTORIZE:
+        rs = _u_0.src[1:]
         lanes = _u_0_0.src
         q = _u_0
         if not fits(caps, q.dtype): u = _u; return _uop(q.op, u.dtype, tuple(((lanes[i[0]], *rs))), q.arg, q.tag)

@@ -26,7 +26,7 @@ class CodegenContext:
   def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
     self.next_range, self.next_reg, self.index = first_range, 0, index
     self.scopes: dict = {}
-    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (rules/rangeify_helpers.at_reduce)
+    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (the memo of rules/rangeify.rules)
     self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
   def new_range(self) -> int:
     self.next_range += 1

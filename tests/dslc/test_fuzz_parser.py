@@ -9,7 +9,8 @@ Inputs (examples per run; FUZZ_EXAMPLES=N multiplies them all by N for a longer 
                       duplicated or swapped, and truncated
   whole files     30  the same mutations on whole files (slower: they are larger)
   rule-shaped    400  random rules built from the grammar (mostly valid, so checks and emitter run; splices, updates,
-                      alternatives, optional nodes, named patterns, `where`, comprehensions, capability parameters and
+                      alternatives, optional nodes, named patterns, `where`, comprehensions, sequences, choices, folds,
+                      tag updates, computed dtypes, capability parameters and
                       declared contexts (`ctx K: ...`, read by guards) included), a quarter of them in
                       a rule set that returns per-source tuples; a module that compiles runs on a few graphs and never fails
                       with NameError or UnboundLocalError (nor, per source, with a tuple of the wrong length)
@@ -41,7 +42,10 @@ TOKENS = ["(", ")", "[", "]", "{", "}", "(ADD", "(MUL", "(CONST", "(WHERE", "(NE
           "ruleset late(caps)", "(caps: frozenset)", "caps", "if Ops.MAX not in caps", "ruleset both(caps) = late + t",
           "_:uint64", "(Binary - THREEFRY", "- NEG", "1<<32", "2**32 - 1", "& 1", "<<", ">>", "^", "**",
           "ctx K: f(x) -> bool, g: int, [x] -> node", "ctx K:", "ctx", "K", "f(x) -> node", "g: node", "[x] -> str", "-> None",
-          "(ctx: K)", "(ctx: None)", "ruleset t(ctx: K)", "ctx.f(x)", "ctx.g", "ctx.h(x)", "ctx[x]", "ctx."]
+          "(ctx: K)", "(ctx: None)", "ruleset t(ctx: K)", "ctx.f(x)", "ctx.g", "ctx.h(x)", "ctx[x]", "ctx.",
+          "else", "if x.vmin > 0 else", "]*", "[(NEG s) for s in rest]*", "where w = x if c else y", "where w = [s for s in rest]",
+          "(AND rest*)", "(ADD x x x)", "(ADD x for _ in range(3))", "{tag: 1}", "x{tag: None}", "x[1:]", "rest[:2]", "()",
+          ":dtypes.float32.vec(", ":wide", "reversed(", "for s in rest for t in s.src", "[(NEG t) for s in rest for t in s.src]*"]
 RULE = "ruleset t\n(ADD x 0) -> x\n"
 
 def check(text: str | None, path: str = "fuzz.rules") -> None:
@@ -179,7 +183,10 @@ def rule_file(draw):
     if k == 4: return draw(st.sampled_from(["fold_alu(N)", "N.const_like(0)", "{None}", "{N}", "{3}", "{(N, N)}", "N{arg: 0}",
                                             "N{dtype: int32, src: (N,)}", "N{op: ADD}", "(SINK N s0*)", "(LOAD N s1* N)",
                                             "(SINK (NEG s) for s in N.src)", "(VECTORIZE N for _ in range(3))",
-                                            "(RESHAPE:N.dtype [tuple(i for i in N.arg)] N)"])).replace("N", n)
+                                            "(RESHAPE:N.dtype [tuple(i for i in N.arg)] N)", "(SINK N [(NEG s) for s in N.src]*)",
+                                            "(ADD N N N)", "(AND N N)", "(ADD (NEG s) for s in N.src)", "N{tag: None}", "N{src: N.src[1:]}",
+                                            "(CAST:dtypes.float32.vec(N.dtype.count) N)", "N if N.vmin > 0 else (NEG N)",
+                                            "(VECTORIZE N [s for s in reversed(N.src)]*)"])).replace("N", n)
     op = draw(st.sampled_from([o for o in ROOT_OPS if o not in ("ALU", "Binary", "Commutative", "ADD|MUL", "_", "Binary - THREEFRY")]))
     dt = draw(st.sampled_from(["", "", ":int32", ":bool", ":N.dtype", ":dtypes.float32"])).replace("N", n)
     arity = _arity(op)
@@ -216,7 +223,10 @@ def rule_file(draw):
       if use: guard += f" and {use}" if guard else f" if {use}"
     res = entries(p) if per_source else result(0)
     if not per_source and draw(st.integers(0, 4)) == 0:
-      res = draw(st.sampled_from(["(NEG w0) where w0 = R", "(NEG w1) where w0 = R, w1 = (NEG w0)", "(ADD w0 w1) where w0 = R\n  where w1 = 3"]))\
+      res = draw(st.sampled_from(["(NEG w0) where w0 = R", "(NEG w1) where w0 = R, w1 = (NEG w0)", "(ADD w0 w1) where w0 = R\n  where w1 = 3",
+                                  "(SINK R w0*) where w0 = [(NEG s) for s in R.src]", "(NEG w0) where w0 = R if R.vmin > 0 else (NEG R)",
+                                  "(ADD w0*) where w0 = [R for _ in range(2)]", "R if R.vmax < 3 else (NEG R)",
+                                  "(SINK w0*) where w0 = [s if s.op is Ops.CONST else (NEG s) for s in R.src]"]))\
         .replace("R", res)
     rules.append(f"{p}{guard} -> {res}")
   body = "\n".join(rules)
