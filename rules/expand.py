@@ -45,7 +45,7 @@ def _rest_1(_u):
 def expand_SINK(_u: UOp, ctx):
   # r3a17d0: (SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))
   srcs = _u.src
-  if any(s.op is UNROLL for s in srcs): return (r3a17d0, _comp(SINK, dtypes.void, tuple(x for x in flattened(srcs)), None))
+  if any(s.op is UNROLL for s in srcs): return (r3a17d0, _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None))
 
 def expand_AFTER(_u: UOp, ctx):
   # also for REDUCE, INDEX, LOAD: their rules compile to the same code
@@ -55,7 +55,7 @@ def expand_AFTER(_u: UOp, ctx):
     u = _u
     axes = axes_of(srcs)
     if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple(_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)), axes))
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 def expand_STORE(_u: UOp, ctx):
   if _u.dtype is DT_void:
@@ -71,15 +71,15 @@ def expand_STORE(_u: UOp, ctx):
             if outer is not None:
               run = (axes[-1:])
               if run is not None:
-                return (rb46086, _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple(_as_src(lane(i, at | r), i.dtype) for r in grid(run)), run), _uop(UNROLL, v.dtype, tuple(_as_src(lane(v, at | r), v.dtype) for r in grid(run)), run)), None) for at in grid(outer)), outer))
+                return (rb46086, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run), _uop(UNROLL, v.dtype, tuple([_as_src(lane(v, at | r), v.dtype) for r in grid(run)]), run)), None) for at in grid(outer)]), outer))
         # r2cfc43: (STORE:void i@(UNROLL (INDEX g _)...) v) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (STORE {i.src[0]} (VEC ...
         _u_0_rest = match_all(_rest_0, _u_0.src, 1)
         if _u_0_rest is not None:
           g, = _u_0_rest
           if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
-            return (r2cfc43, _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple(x for x in [lane(v, at) for at in grid(i.arg)]), None)), None))
+            return (r2cfc43, _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple([x for x in [lane(v, at) for at in grid(i.arg)]]), None)), None))
         # re198b5: (STORE:void i@(UNROLL) v) -> (UNROLL:void [i.arg] (STORE lane(i, at) lane(v, at)) for at in grid(i.arg))
-        return (re198b5, _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)), i.arg))
+        return (re198b5, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)]), i.arg))
 
 def expand_GEP(_u: UOp, ctx):
   # also for CAST, BITCAST, EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC: their rules compile to the same code
@@ -90,7 +90,7 @@ def expand_GEP(_u: UOp, ctx):
     u = _u
     axes = axes_of(srcs)
     if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple(_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)), axes))
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 def expand_CONTRACT(_u: UOp, ctx):
   if len(_u.src) == 1:
@@ -99,11 +99,11 @@ def expand_CONTRACT(_u: UOp, ctx):
     x = _u_0
     # rec3994: c@(CONTRACT x) if x.op is not Ops.UNROLL or all(uid == c.arg for uid, _ in x.arg) -> (VECTORIZE:c.dtype lane(x, { {c.arg: j} }) for ...
     if (x.op is not UNROLL or all(uid == c.arg for uid, _ in x.arg)):
-      return (rec3994, _uop(VECTORIZE, c.dtype, tuple(_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)), None))
+      return (rec3994, _uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None))
     # rb74785: c@(CONTRACT x) -> (UNROLL:c.dtype [rest] (VECTORIZE:c.dtype lane(x, at | { {c.arg: j} }) for j in range(c.dtype.count)) for at in g ...
     rest = (tuple(a for a in x.arg if a[0] != c.arg))
     if rest is not None:
-      return (rb74785, _uop(UNROLL, c.dtype, tuple(_uop(VECTORIZE, c.dtype, tuple(_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)), None) for at in grid(rest)), rest))
+      return (rb74785, _uop(UNROLL, c.dtype, tuple([_uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None) for at in grid(rest)]), rest))
 
 def expand_CUSTOM(_u: UOp, ctx):
   if _u.dtype is DT_void:
@@ -118,7 +118,7 @@ def expand_CUSTOM(_u: UOp, ctx):
             if outer is not None:
               run = (i.arg[-1:])
               if run is not None:
-                return (re450bc, _uop(UNROLL, dtypes.void, tuple(_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple(_as_src(lane(i, at | r), i.dtype) for r in grid(run)), run),), "prefetch") for at in grid(outer)), outer))
+                return (re450bc, _uop(UNROLL, dtypes.void, tuple([_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run),), "prefetch") for at in grid(outer)]), outer))
           # rdea5c4: c@(CUSTOM:void ["prefetch"] i@(UNROLL (INDEX g _ _...)...)) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> ( ...
           _u_0_rest = match_all(_rest_1, _u_0.src, 1)
           if _u_0_rest is not None:
@@ -127,10 +127,10 @@ def expand_CUSTOM(_u: UOp, ctx):
               c = _u
               step = (max(1, CACHE_LINE // i.src[0].dtype.base.itemsize))
               if step is not None:
-                return (rdea5c4, _uop(UNROLL, dtypes.void, tuple(_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)), i.arg))
+                return (rdea5c4, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)]), i.arg))
           # r52f7a8: c@(CUSTOM:void ["prefetch"] i@(UNROLL)) -> (UNROLL:void [i.arg] c{src: (x,)} for x in i.src)
           c = _u
-          return (r52f7a8, _uop(UNROLL, dtypes.void, tuple(_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src), i.arg))
+          return (r52f7a8, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src]), i.arg))
 
 def expand_ADD(_u: UOp, ctx):
   # also for SUB, MUL, FDIV, IDIV, MOD, MAX, POW, CMPLT, CMPNE, CMPEQ, XOR, OR, AND, SHL, SHR, THREEFRY: their rules compile to the same code
@@ -141,7 +141,7 @@ def expand_ADD(_u: UOp, ctx):
     u = _u
     axes = axes_of(srcs)
     if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple(_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)), axes))
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 def expand_WHERE(_u: UOp, ctx):
   # also for MULACC: their rules compile to the same code
@@ -152,7 +152,7 @@ def expand_WHERE(_u: UOp, ctx):
     u = _u
     axes = axes_of(srcs)
     if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple(_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)), axes))
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
@@ -162,14 +162,14 @@ def r66af47_alone(_u: UOp, ctx):
     u = _u
     axes = axes_of(srcs)
     if axes is not None:
-      return _uop(UNROLL, u.dtype, tuple(_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)), axes)
+      return _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes)
 
 def rec3994_alone(_u: UOp, ctx):
   if len(_u.src) == 1:
     _u_0, = _u.src
     c, x = _u, _u_0
     if (x.op is not UNROLL or all(uid == c.arg for uid, _ in x.arg)):
-      return _uop(VECTORIZE, c.dtype, tuple(_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)), None)
+      return _uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None)
 
 def rb74785_alone(_u: UOp, ctx):
   if len(_u.src) == 1:
@@ -177,7 +177,7 @@ def rb74785_alone(_u: UOp, ctx):
     c, x = _u, _u_0
     rest = (tuple(a for a in x.arg if a[0] != c.arg))
     if rest is not None:
-      return _uop(UNROLL, c.dtype, tuple(_uop(VECTORIZE, c.dtype, tuple(_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)), None) for at in grid(rest)), rest)
+      return _uop(UNROLL, c.dtype, tuple([_uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None) for at in grid(rest)]), rest)
 
 def rb46086_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and len(_u.src) == 2:
@@ -191,7 +191,7 @@ def rb46086_alone(_u: UOp, ctx):
           if outer is not None:
             run = (axes[-1:])
             if run is not None:
-              return _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple(_as_src(lane(i, at | r), i.dtype) for r in grid(run)), run), _uop(UNROLL, v.dtype, tuple(_as_src(lane(v, at | r), v.dtype) for r in grid(run)), run)), None) for at in grid(outer)), outer)
+              return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run), _uop(UNROLL, v.dtype, tuple([_as_src(lane(v, at | r), v.dtype) for r in grid(run)]), run)), None) for at in grid(outer)]), outer)
 
 def r2cfc43_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and len(_u.src) == 2:
@@ -203,14 +203,14 @@ def r2cfc43_alone(_u: UOp, ctx):
         i = _u_0
         if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
           v = _u_1
-          return _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple(x for x in [lane(v, at) for at in grid(i.arg)]), None)), None)
+          return _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple([x for x in [lane(v, at) for at in grid(i.arg)]]), None)), None)
 
 def re198b5_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_0.op is UNROLL:
       i, v = _u_0, _u_1
-      return _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)), i.arg)
+      return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)]), i.arg)
 
 def re450bc_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
@@ -222,7 +222,7 @@ def re450bc_alone(_u: UOp, ctx):
         if outer is not None:
           run = (i.arg[-1:])
           if run is not None:
-            return _uop(UNROLL, dtypes.void, tuple(_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple(_as_src(lane(i, at | r), i.dtype) for r in grid(run)), run),), "prefetch") for at in grid(outer)), outer)
+            return _uop(UNROLL, dtypes.void, tuple([_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run),), "prefetch") for at in grid(outer)]), outer)
 
 def rdea5c4_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
@@ -236,16 +236,16 @@ def rdea5c4_alone(_u: UOp, ctx):
           c = _u
           step = (max(1, CACHE_LINE // i.src[0].dtype.base.itemsize))
           if step is not None:
-            return _uop(UNROLL, dtypes.void, tuple(_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)), i.arg)
+            return _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)]), i.arg)
 
 def r52f7a8_alone(_u: UOp, ctx):
   if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
     _u_0, = _u.src
-    if _u_0.op is UNROLL: c, i = _u, _u_0; return _uop(UNROLL, dtypes.void, tuple(_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src), i.arg)
+    if _u_0.op is UNROLL: c, i = _u, _u_0; return _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src]), i.arg)
 
 def r3a17d0_alone(_u: UOp, ctx):
   srcs = _u.src
-  if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple(x for x in flattened(srcs)), None)
+  if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None)
 
 # ---- rule table: id, file, line, text, root ops ----
 r66af47 = Rule('r66af47', 'rules/expand.rules', 16, 'u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes)) where axes = axes_of(srcs)', (Ops.AFTER, Ops.REDUCE, Ops.INDEX, Ops.LOAD, Ops.GEP, Ops.CAST, Ops.BITCAST, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), r66af47_alone)

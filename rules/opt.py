@@ -124,7 +124,7 @@ def split_RANGE(_u: UOp, ctx):
 def prefetch_SINK(_u: UOp, ctx):
   # r4edcb6: (SINK srcs*) if ctx.nodes[0] not in srcs -> (SINK x for x in srcs + ctx.nodes)
   srcs = _u.src
-  if ctx.nodes[0] not in srcs: return (r4edcb6, _comp(SINK, dtypes.void, tuple(x for x in srcs + ctx.nodes), None))
+  if ctx.nodes[0] not in srcs: return (r4edcb6, _comp(SINK, dtypes.void, tuple([x for x in srcs + ctx.nodes]), None))
 
 # ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
@@ -195,7 +195,7 @@ def r493e40_alone(_u: UOp, ctx):
 
 def r4edcb6_alone(_u: UOp, ctx):
   srcs = _u.src
-  if ctx.nodes[0] not in srcs: return _comp(SINK, dtypes.void, tuple(x for x in srcs + ctx.nodes), None)
+  if ctx.nodes[0] not in srcs: return _comp(SINK, dtypes.void, tuple([x for x in srcs + ctx.nodes]), None)
 
 # ---- rule table: id, file, line, text, root ops ----
 r7f0630 = Rule('r7f0630', 'rules/opt.rules', 19, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ), r7f0630_alone)

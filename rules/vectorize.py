@@ -53,14 +53,14 @@ def vectorize(caps) -> Matcher:
   def vectorize_SINK(_u: UOp, ctx):
     # re76ed5: (SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))
     srcs = _u.src
-    if any(s.op is UNROLL for s in srcs): return (re76ed5, _comp(SINK, dtypes.void, tuple(x for x in flattened(srcs)), None))
+    if any(s.op is UNROLL for s in srcs): return (re76ed5, _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None))
 
   def vectorize_REDUCE(_u: UOp, ctx):
     # r9ff9ab: q@(REDUCE (VECTORIZE xs*) rs*) if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1 -> (VECTORIZE (GEP:q.dtype.scalar [(k % n,)] { ...
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
-      rs = _u.src[1:]
       if _u_0.op is VECTORIZE:
+        rs = _u.src[1:]
         xs = _u_0.src
         q = _u
         if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1:
@@ -68,7 +68,7 @@ def vectorize(caps) -> Matcher:
           if n is not None:
             parts = ([q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)])
             if parts is not None:
-              return (r9ff9ab, _comp(VECTORIZE, q.dtype.scalar, tuple(_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)), None))
+              return (r9ff9ab, _comp(VECTORIZE, q.dtype.scalar, tuple([_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)]), None))
 
   def vectorize_STORE(_u: UOp, ctx):
     if _u.dtype is DT_void:
@@ -83,19 +83,19 @@ def vectorize(caps) -> Matcher:
               g, i, x = _u_0_0, _u_0_1, _u_0
               n = chunk(caps, v.dtype)
               if n is not None:
-                return (r03bc58, _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple(_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)), None)), None) for k in range(0, v.dtype.count, n)), (())))
+                return (r03bc58, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple([_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)]), None)), None) for k in range(0, v.dtype.count, n)]), (())))
             # r893290: (STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g ...
             if v.dtype.count > 1:
               if not fits(caps, v.dtype):
                 g, i, x = _u_0_0, _u_0_1, _u_0
-                return (r893290, _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)), (())))
+                return (r893290, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)]), (())))
 
   def vectorize_VECTORIZE(_u: UOp, ctx):
     # r0e4c82: v@(VECTORIZE f@(ALU|BITCAST) rest*) if caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in rest ...
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
-      rest = _u.src[1:]
       if _u_0.op in OPS_0:
+        rest = _u.src[1:]
         f, v = _u_0, _u
         if (caps is not None
             and f.op in caps.ops
@@ -132,7 +132,7 @@ def vectorize(caps) -> Matcher:
             and s.arg is op
             and (s.src[1:]) == rs
             and s.dtype.count == 1 for s in v.src)):
-          return (r8d28ae, _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple(x for x in [s.src[0] for s in v.src]), None), *rs), op))
+          return (r8d28ae, _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple([x for x in [s.src[0] for s in v.src]]), None), *rs), op))
 
   def vectorize_GEP(_u: UOp, ctx):
     i = _u.arg
@@ -153,8 +153,8 @@ def vectorize(caps) -> Matcher:
   def r0e4c82_alone(_u: UOp, ctx):
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
-      rest = _u.src[1:]
       if _u_0.op in OPS_0:
+        rest = _u.src[1:]
         f, v = _u_0, _u
         if (caps is not None
             and f.op in caps.ops
@@ -192,7 +192,7 @@ def vectorize(caps) -> Matcher:
             and s.arg is op
             and (s.src[1:]) == rs
             and s.dtype.count == 1 for s in v.src)):
-          return _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple(x for x in [s.src[0] for s in v.src]), None), *rs), op)
+          return _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple([x for x in [s.src[0] for s in v.src]]), None), *rs), op)
 
   def r8025e7_alone(_u: UOp, ctx):
     i = _u.arg
@@ -204,8 +204,8 @@ def vectorize(caps) -> Matcher:
   def r9ff9ab_alone(_u: UOp, ctx):
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
-      rs = _u.src[1:]
       if _u_0.op is VECTORIZE:
+        rs = _u.src[1:]
         xs = _u_0.src
         q = _u
         if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1:
@@ -213,7 +213,7 @@ def vectorize(caps) -> Matcher:
           if n is not None:
             parts = ([q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)])
             if parts is not None:
-              return _comp(VECTORIZE, q.dtype.scalar, tuple(_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)), None)
+              return _comp(VECTORIZE, q.dtype.scalar, tuple([_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)]), None)
 
   def r6b39b7_alone(_u: UOp, ctx):
     i = _u.arg
@@ -236,7 +236,7 @@ def vectorize(caps) -> Matcher:
           g, i, x = _u_0_0, _u_0_1, _u_0
           n = chunk(caps, v.dtype)
           if n is not None:
-            return _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple(_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)), None)), None) for k in range(0, v.dtype.count, n)), (()))
+            return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple([_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)]), None)), None) for k in range(0, v.dtype.count, n)]), (()))
 
   def r893290_alone(_u: UOp, ctx):
     if _u.dtype is DT_void and len(_u.src) == 2:
@@ -247,11 +247,11 @@ def vectorize(caps) -> Matcher:
           _u_0_0, _u_0_1 = _u_0.src
           if not fits(caps, v.dtype):
             g, i, x = _u_0_0, _u_0_1, _u_0
-            return _uop(UNROLL, dtypes.void, tuple(_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)), (()))
+            return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)]), (()))
 
   def re76ed5_alone(_u: UOp, ctx):
     srcs = _u.src
-    if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple(x for x in flattened(srcs)), None)
+    if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None)
 
   r0e4c82 = Rule('r0e4c82', 'rules/vectorize.rules', 16, 'v@(VECTORIZE f@(ALU|BITCAST) rest*) if caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in rest) and all(s.op is f.op and s.arg == f.arg and s.dtype is f.dtype for s in rest) and all(fits(caps, x.dtype.vec(v.dtype.count)) for x in f.src) and (f.op not in (Ops.SHL, Ops.SHR) or f.src[1].op is Ops.CONST and 0 <= f.src[1].arg < 8 * f.dtype.itemsize and all(s.src[1].op is Ops.CONST and s.src[1].arg == f.src[1].arg for s in rest)) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(len(f.src))]}', (Ops.VECTORIZE, ), r0e4c82_alone)
   r15f929 = Rule('r15f929', 'rules/vectorize.rules', 23, 'v@(VECTORIZE (LOAD (INDEX g _ c...) _...)...) if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]) -> (LOAD:v.dtype {v.src[0].src[0]})', (Ops.VECTORIZE, ), r15f929_alone)
