@@ -23,7 +23,7 @@ from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.substitute import substitute
 from tensor.engine.boundaries import recomputed_reductions
-from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, record, replay, roots_shape
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -334,29 +334,27 @@ def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
 
 class Lookup(NamedTuple):
   """What the schedule cache says about some tensors: the tensors to kernelize (these and the pending readers of what they
-  assign), their SINK, the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
+  assign), the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
   tensors: list[Tensor]
-  sink: UOp
   shape: GraphShape | None
   recipe: Recipe | Launcher | None
 
 def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
   """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   # VIZ records each realize's rewrites: it schedules afresh (RULECOVERAGE counts rules that ever fired: a hit changes nothing)
-  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not VIZ else None
+  shape = roots_shape(tuple([t.uop for t in tensors]), (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not VIZ else None
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
     # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
-    tensors = tensors + readers
-    return Lookup(tensors, uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors)), None, None)
-  return Lookup(tensors, sink, shape, engine.schedules.get(shape) if shape is not None else None)
+    return Lookup(tensors + readers, None, None)
+  return Lookup(tensors, shape, engine.schedules.get(shape) if shape is not None else None)
 
 def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
   becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock. `found`: the
   lookup of these tensors made already."""
-  tensors, sink, shape, recipe = found if found is not None else lookup(tensors, engine)
+  tensors, shape, recipe = found if found is not None else lookup(tensors, engine)
+  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
   if shape is not None:
     if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))

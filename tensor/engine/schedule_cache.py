@@ -10,7 +10,7 @@ output buffers in their place. A graph whose schedule depends on other live tens
 the old value of) is never cached.
 """
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 from runtime.dtype import DType, dtypes
 from runtime.helpers import LRU
@@ -29,11 +29,17 @@ class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a froz
   pending: bool  # a kernel output not run yet is among the slots
   form: tuple = ()  # the key without the values of the tensor constants
   consts: tuple[UOp, ...] = ()  # the tensor constants (CONST on a DEVICE), in walk order
+  roots: tuple[UOp, ...] = ()  # the graph's roots (the SINK's sources)
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
-  """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
-  scheduler's decisions depend on."""
-  # on every realize, cache hit or not: one inlined walk (sources before users, not into a BUFFER or a pending kernel output)
+  """The key of `sink`'s graph (a SINK of the roots), walked as the scheduler walks it (not into stored data). `extra_key`
+  adds settings the scheduler's decisions depend on."""
+  return roots_shape(sink.src, extra_key)
+
+def roots_shape(roots: tuple[UOp, ...], extra_key: tuple = ()) -> GraphShape:
+  """graph_shape of SINK(roots), without the SINK node: topo ends with the roots' nodes, the key with the roots' places."""
+  # on every realize, cache hit or not: one inlined walk (sources before users, not into a BUFFER or a pending kernel output).
+  # index[u] is -1 while u's sources are walked (a node is met again only when they are done: the graph has no cycles)
   topo: list[UOp] = []
   index: dict[UOp, int] = {}
   slot_of: dict[UOp, int] = {}
@@ -43,25 +49,26 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   consts: list[UOp] = []
   const_at: dict[UOp, int] = {}
   BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
-  stack: list = [sink]
-  visiting: set[UOp] = set()
+  stack: list = list(reversed(roots))
+  get = index.get
   while stack:
     u = stack.pop()
-    if u in index: continue
+    if (i := get(u)) is not None and i >= 0: continue
     op = u.op
-    if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
-      # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
-      index[u] = len(topo)
-      topo.append(u)
-      fragment, c = atom
-      if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
-      key.append((fragment, None if c is None else j))
-      continue
-    if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
-      visiting.add(u)
-      stack.append(u)
-      stack.extend(reversed(u.src))  # a source walked already is passed over when popped
-      continue
+    if i is None:  # first met
+      if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
+        # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
+        index[u] = len(topo)
+        topo.append(u)
+        fragment, c = atom
+        if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
+        key.append((fragment, None if c is None else j))
+        continue
+      if op is not BUFFER and u.src and not (op is ASSIGN and u.src[1].op is KERNEL):
+        index[u] = -1
+        stack.append(u)
+        stack.extend(reversed(u.src))  # a source walked already is passed over when popped
+        continue
     index[u] = len(topo)
     topo.append(u)
     if op is BUFFER:
@@ -81,9 +88,11 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       key.append((CONST, u.dtype, index[u.src[0]], j))
     else:
       if op is ASSIGN: assigns = True
-      key.append((op, u.dtype, u._key[3], u.tag, tuple(map(index.__getitem__, u.src))))
+      src = u.src
+      key.append((op, u.dtype, u._key[3], u.tag, (index[src[0]],) if len(src) == 1 else tuple(map(index.__getitem__, src))))
+  key.append((Ops.SINK, tuple(map(index.__getitem__, roots))))
   form = tuple(key)
-  return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
+  return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts), roots)
 
 EXPAND, RESHAPE = Ops.EXPAND, Ops.RESHAPE
 # broadcast numbers seen (tensor/tensor.py keeps the nodes of `x + 1` for the next one): node -> (key fragment, its CONST or
@@ -134,6 +143,7 @@ class Recipe:
   kernelized: Build
   launches: tuple[tuple[UOp, tuple[int, ...]], ...] | None = None
   after: Build | None = None
+  prepared: dict = field(default_factory=dict, compare=False, repr=False)  # program variant -> its launches made ready (prepared.py)
 
 def _build(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], at: dict[UOp, int]) -> Build | None:
   positions = tuple(at[k] for k in becomes if k in at)
@@ -170,7 +180,7 @@ def _buffer_of(u: UOp) -> UOp:
 def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]):
   """(launches, after) for a graph whose kernels all come from this kernelize, or (None, None)."""
   if shape.pending: return None, None
-  roots = [becomes.get(r, r) for r in shape.topo[-1].src]
+  roots = [becomes.get(r, r) for r in shape.roots]
   kernels = [u for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
   targets = set()
   for r in roots:
@@ -224,6 +234,7 @@ class Launcher:
   outputs: tuple[tuple[DType, int, str], ...]
   launches: tuple[tuple, ...]
   after: Build
+  prepared: dict = field(default_factory=dict, compare=False, repr=False)  # as a Recipe's
 
 def _parametrized(recipe: Recipe) -> list[tuple]:
   from rules.kernelize import parametrize
@@ -287,4 +298,4 @@ class ScheduleCache:
     self.recipes.clear()
     self.forms.clear()
     self.hits = self.misses = 0
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers", "resolved"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "roots_shape", "record", "replay", "new_buffers", "resolved"]
