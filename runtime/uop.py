@@ -42,6 +42,14 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
     _ucache[key] = r
   return u
 
+def with_facts(u: UOp, shape: Any, device: str | None) -> UOp:
+  """u with its tensor-graph shape and device cached from the caller that built it and knows them (a new BUFFER of n
+  elements, an op on a tensor and a broadcast number): the walks that would compute them are skipped. A node that has them
+  already keeps its own. The facts must be the ones `shape` and `device` would compute."""
+  if u._shape is _UNSET: u._shape = shape
+  if u._device is _UNSET: u._device = device
+  return u
+
 def live_uops() -> int:
   """How many UOps are alive (a test and benchmark aid)."""
   return sum(1 for r in _ucache.values() if r() is not None)

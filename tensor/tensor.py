@@ -10,7 +10,7 @@ import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
-from runtime.uop import UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from tensor import symbolic_sizes
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
@@ -60,6 +60,9 @@ def _acc_dtype(d: DType) -> DType:
 
 # a Python number broadcast to a shape, by (its CONST node, the shape): a loop of `x * 0.5 + 1` builds these nodes once
 _broadcasts: dict[tuple[UOp, tuple], UOp] = {}
+# what `x + number` combines x with, by (the number's class, the number, x's dtype, device, shape): (the dtype the op computes
+# in, the number's node broadcast to the shape); a loop of `x * 0.5 + 1` looks each number up once per op
+_numbers: dict[tuple, tuple[DType, UOp]] = {}
 
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
@@ -172,8 +175,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return self
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and others): schedule, compile and run the kernels. Returns self."""
-    from tensor.engine.realize import realize
-    realize([self, *others])
+    (_engine_realize or _load_engine())([self, *others])
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
     # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
@@ -386,8 +388,18 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return _tensor(uop(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
   def _binop(self, op: Ops, other: Any, reverse: bool = False, out: DType | None = None) -> Tensor:
     if other.__class__ is float or other.__class__ is int:  # `x + 1`, the common case: no Tensor for the number
-      a, c = self._number_operand(other)
-      return _tensor(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)))
+      u = self.uop
+      # a number met before with a tensor of this dtype, device and shape: its broadcast node (a zero float is not looked up:
+      # 0.0 == -0.0 as keys, and they are two constants)
+      key = (other.__class__, other, u.dtype, u.device, u.shape)
+      if (known := _numbers.get(key)) is None:
+        a, c = self._number_operand(other)
+        if other or other.__class__ is int:
+          if len(_numbers) >= 1024: _numbers.clear()
+          _numbers[key] = (a.uop.dtype, c)
+      else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
+      # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
+      return _tensor(with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
 
@@ -692,6 +704,15 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   zero_sign = (a / b).signbit().where(-0.0, 0.0)
   floordiv = div.ne(0).where(fl, zero_sign.cast(a.dtype))
   return b.eq(0).where(a / b, floordiv), mod
+
+# tensor/engine/realize.py's realize, once imported (it imports this module, so not at the top)
+_engine_realize = None
+
+def _load_engine():
+  global _engine_realize
+  from tensor.engine.realize import realize
+  _engine_realize = realize
+  return realize
 
 def _tensor(u: UOp) -> Tensor:
   """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
