@@ -12,6 +12,7 @@ from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtyp
 from runtime.ops import GroupOp, Ops, cast_value
 from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from tensor import symbolic_sizes
+from tensor.engine.schedule_cache import buffer_chain, chain_step
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
 from tensor.functional.matmul import packed_matmul, panel_tile
@@ -21,14 +22,16 @@ from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, Argum
 __all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
 
 _unique = [0]
+# module names for what each op and each realize reads: `Ops.X` costs about 0.3 us in Python 3.11
+_BUFFER, _UNIQUE, _DEVICE, _VOID = Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, dtypes.void
 # a size: an int, or a bound Variable or an int expression of them (one TinyJit capture for every value): tensor/symbolic_sizes.py
 _size_arg = symbolic_sizes.size_arg
 
 def _new_unique() -> UOp:
   _unique[0] += 1
-  return uop(Ops.UNIQUE, dtypes.void, (), _unique[0])
+  return uop(_UNIQUE, _VOID, (), _unique[0])
 
-def _device(name: str) -> UOp: return uop(Ops.DEVICE, dtypes.void, (), name)
+def _device(name: str) -> UOp: return uop(_DEVICE, _VOID, (), name)
 
 # the host-side memory behind BUFFER UOps: the engine reads it when it runs kernels
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -66,12 +69,14 @@ _numbers: dict[tuple, tuple[DType, UOp]] = {}
 
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
-  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  # _trace: (uop, OpChain, leaf) while uop is a chain of ops on the realized buffer `leaf` (tensor/engine/schedule_cache.py),
+  # which lets realize look its schedule up without walking the graph; None otherwise (or stale, once uop changed)
+  __slots__ = ("uop", "requires_grad", "grad", "_trace", "__weakref__")
   training: bool = False
   _live: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None, requires_grad: bool | None = None):
-    self.requires_grad, self.grad = requires_grad, None
+    self.requires_grad, self.grad, self._trace = requires_grad, None, None
     dev = Device.canonicalize(device)
     if dtype is not None: dtype = to_dtype(dtype)
     if isinstance(data, UOp): self.uop = data
@@ -399,7 +404,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
           _numbers[key] = (a.uop.dtype, c)
       else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
       # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
-      return _tensor(with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
+      t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
+      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
+      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, chain_step(tr[1], op, reverse, out, c), tr[2])
+      elif u.op is _BUFFER: t._trace = (r, chain_step(buffer_chain(u), op, reverse, out, c), u)
+      return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
 
@@ -717,7 +726,7 @@ def _load_engine():
 def _tensor(u: UOp) -> Tensor:
   """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
   t = object.__new__(Tensor)
-  t.uop, t.requires_grad, t.grad = u, None, None
+  t.uop, t.requires_grad, t.grad, t._trace = u, None, None, None
   Tensor._live.add(t)
   return t
 

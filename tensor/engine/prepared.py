@@ -11,17 +11,20 @@ change the programs). It holds the compiled programs it calls, as long as the re
 Runs without a capture, DEBUG or PROFILE only (those go through realize.launch, which reports each kernel).
 """
 from __future__ import annotations
-import ctypes, time
+import ctypes, time, weakref
 from typing import Any
 from rules.kernelize_helpers import param_index
 from runtime.device import Buffer
+from runtime.dtype import dtypes
 from runtime.helpers import GlobalCounters
 from runtime.ops import Ops, cast_value
 from runtime.uop import UOp, uop, with_facts
-from tensor.tensor import _device, _new_unique, buffers
+from tensor.engine.memory import MemoryPlan, plan_memory
+from tensor.tensor import Tensor, _device, _new_unique, buffers
 
 BUFFER = Ops.BUFFER
 _clock = time.perf_counter
+_table, _ref = buffers.data, weakref.ref
 
 class Call:
   """One kernel of a prepared schedule: `at` are its buffers (output first) as places in the run's buffer list; `fn` the
@@ -68,32 +71,75 @@ class Call:
     return tuple(v if dt is None else cast_value(consts[v].arg, dt) for dt, v in self.params)  # type: ignore[union-attr]
 
 class Prepared:
-  """The outputs to make and the kernels to run for one cached schedule: `inputs` are the value numbers (slots) of the
-  buffers that exist already, which the kernels read or write; a run's buffer list is their Buffers, then the new outputs'."""
-  __slots__ = ("variant", "inputs", "outputs", "calls", "after")
-  def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, calls: list[Call], after: Any):
-    self.variant, self.inputs, self.outputs, self.calls, self.after = variant, inputs, outputs, calls, after
+  """The outputs to make and the kernels to run for one cached schedule. A run's buffer list is the Buffers of `inputs`
+  (the value numbers of the graph's slots the kernels read or write), then one per output of the recipe, in order: a new
+  BUFFER for an output a root holds (`outputs[j]` is its (dtype, size, device, DEVICE node)), or for a planned one (None
+  there) its place in a block of the memory plan, made for the run: `views[j]` is (block, dtype, size, device, typed);
+  an intermediate only entry points read is passed as its block (its address is the view's), one a runner reads as a typed
+  view. `watch`: places in the graph's walk of nodes that become planned outputs (a live tensor holding one needs the full
+  path); `plan` the plan's numbers for engine.last_plan."""
+  __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "plan")
+  def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, blocks: tuple, views: dict, calls: list[Call], after: Any,
+               after_paths: tuple, watch: tuple, plan: MemoryPlan):
+    self.variant, self.inputs, self.outputs, self.blocks, self.views, self.calls = variant, inputs, outputs, blocks, views, calls
+    self.after, self.after_paths, self.watch, self.plan = after, after_paths, watch, plan
+    # one root that becomes one of the run's values as it is (no node to build): (root number, value number)
+    one = len(after_paths) == 1 and len(after_paths[0]) == 1 and not after.steps and not after.fixed
+    self.direct = (after_paths[0][0], after.results[0]) if one else None
 
-  def run(self, slots: list[UOp], consts: tuple[UOp, ...], topo: list[UOp]) -> dict[UOp, UOp]:
+  def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...]) -> dict[UOp, UOp] | None:
     """Make the outputs, run the kernels, and return what the graph's nodes are now (the kernelize result with the
-    kernels run: their buffers)."""
-    bufs = [buffers[slots[i]] for i in self.inputs]
+    kernels run: their buffers); None, having run nothing, when a live tensor holds a node that becomes a planned output.
+    The nodes are found from the roots by their paths (any graph of the recipe's key has them at the same paths)."""
+    if self.watch:
+      held = {t.uop for r in Tensor._live.data.copy() if (t := r()) is not None}
+      if any(_at(roots, p) in held for p in self.watch): return None
+    # the weak table's own dict: its methods' Python frames cost as much as the lookups (the jit reads it the same way)
+    table, remove = _table, buffers._remove
+    bufs = [table[_ref(slots[i])] for i in self.inputs]
     values = list(slots)
-    for dtype, size, device, dev in self.outputs:
+    blocks = [Buffer(device, nbytes, dtypes.uint8).ensure_allocated() for device, nbytes in self.blocks] if self.blocks else None
+    for j, spec in enumerate(self.outputs):
+      if spec is None:
+        k, dtype, size, device, typed = self.views[j]
+        bufs.append(Buffer(device, size, dtype, base=blocks[k]) if typed else blocks[k])  # type: ignore[index]
+        values.append(None)
+        continue
+      dtype, size, device, dev = spec
       b = Buffer(device, size, dtype).ensure_allocated()
       u = with_facts(uop(BUFFER, dtype, (_new_unique(), dev), size), (size,), device)
-      buffers[u] = b
+      table[_ref(u, remove)] = b
       values.append(u)
       bufs.append(b)
     for c in self.calls: c(bufs, consts)
-    return self.after.run(values, topo)
+    paths = self.after_paths
+    if (direct := self.direct) is not None: return {roots[direct[0]]: values[direct[1]]}  # the usual: a root becomes a new buffer
+    return dict(zip([_at(roots, p) for p in paths], self.after.results_of(values)))
 
-def prepare(launches: tuple, outputs: tuple, after: Any, slots: list[UOp], variant: tuple, entry_of) -> Prepared:
-  """The Prepared of a recipe's or a launcher's launches: each (AST, value numbers), or for a launcher (template AST,
-  value numbers, the source of each parameter: the form's constant j or (value,), the bound Variables' values).
-  entry_of(ast, device, template) gives (runner, program, values) for an AST (template: a launcher's AST with its
-  constants as parameters; its values are left to the run)."""
-  n_slots = len(slots)
+def _at(roots: tuple[UOp, ...], path: tuple[int, ...]) -> UOp:
+  u = roots[path[0]]
+  for i in path[1:]: u = u.src[i]
+  return u
+
+def _paths(roots: tuple[UOp, ...], nodes: list[UOp]) -> dict[UOp, tuple[int, ...]]:
+  """A path (root number, then source numbers) from the roots to each of these nodes."""
+  want, out = set(nodes), {}
+  stack: list = [(r, (i,)) for i, r in reversed(list(enumerate(roots)))]
+  seen: set[UOp] = set()
+  while stack and len(out) < len(want):
+    u, path = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u in want: out[u] = path
+    if u.op is not BUFFER: stack.extend((s, (*path, j)) for j, s in reversed(list(enumerate(u.src))))
+  return out
+
+def prepare(recipe: Any, shape: Any, variant: tuple, entry_of) -> Prepared:
+  """The Prepared of a recipe or a launcher (schedule_cache.py): its launches are each (AST, value numbers), or for a
+  launcher (template AST, value numbers, the source of each parameter: the form's constant j or (value,), the bound
+  Variables' values). entry_of(ast, device, template) gives (runner, program, values) for an AST (template: a launcher's
+  AST with its constants as parameters; its values are left to the run)."""
+  launches, outputs, slots, n_slots = recipe.launches, recipe.outputs, shape.slots, len(shape.slots)
   inputs = sorted({i for launch in launches for i in launch[1] if i < n_slots})
   place = {v: k for k, v in enumerate(inputs)}
   place.update((n_slots + j, len(inputs) + j) for j in range(len(outputs)))
@@ -114,6 +160,21 @@ def prepare(launches: tuple, outputs: tuple, after: Any, slots: list[UOp], varia
       elif sources[i].__class__ is int: params.append((v.dtype, sources[i]))
       else: params.append((None, cast_value(sources[i][0], v.dtype)))
     calls.append(Call(kat, runner, fn, (), tuple(params)))
-  return Prepared(variant, tuple(inputs), tuple((*spec, _device(spec[2])) for spec in outputs), calls, after)
+  # the intermediates' places, planned once: their lifetimes are the schedule's, the same on every run
+  plan = plan_memory([list(launch[1]) for launch in launches], set(recipe.planned), device_of.__getitem__,
+                     lambda v: outputs[v - n_slots][1] * outputs[v - n_slots][0].itemsize)
+  devices = [""] * len(plan.blocks)
+  for v, k in plan.placement.items(): devices[k] = device_of[v]
+  views = {}
+  for v, k in plan.placement.items():
+    dtype, size, device = outputs[v - n_slots]
+    typed = any(c.cfunc is None and place[v] in c.at for c in calls)
+    views[v - n_slots] = (k, dtype, size, device, typed)
+  specs = tuple(None if n_slots + j in plan.placement else (*spec, _device(spec[2])) for j, spec in enumerate(outputs))
+  # the nodes the run points at their results, and the watched ones, by their paths from the roots (shape is walked: topo)
+  nodes = [shape.topo[p] for p in recipe.after.positions]
+  paths = _paths(shape.roots, nodes + [shape.topo[p] for p in recipe.watch])
+  return Prepared(variant, tuple(inputs), specs, tuple(zip(devices, plan.blocks)), views, calls, recipe.after, tuple(paths[n] for n in nodes),
+                  tuple(paths[shape.topo[p]] for p in recipe.watch), plan.summary())
 
 __all__ = ["Prepared", "Call", "prepare"]

@@ -27,8 +27,9 @@ from tensor.engine import program_cache
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.prepared import Prepared, prepare
-from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
-from tensor.engine.schedule_cache import Launcher, new_buffers, resolved
+from tensor.engine.schedule import (MAX_KERNEL_DEPTH, apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer,
+                                    target_buffer)
+from tensor.engine.schedule_cache import Launcher, new_buffers, resolved, roots_shape
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
@@ -224,8 +225,10 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   results. One thread at a time (engine.lock)."""
   with engine.lock: _realize(tensors, engine)
 
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE  # module names: `Ops.X` costs about 0.3 us in Python 3.11
+
 def _realize(tensors: list[Tensor], engine: Engine) -> None:
-  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  BUFFER, RESHAPE = _BUFFER, _RESHAPE
   pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
   if not pending: return
   if GRAPH.value: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
@@ -235,10 +238,10 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
     with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): found, values, pending, becomes = _schedule(pending, engine)
   else:
     found = lookup(pending, engine)
-    if (ready := _prepared(found, engine)) is not None:  # a hit whose kernels all write new buffers: run them, nothing else
-      engine.last_plan = _NO_PLAN
-      shape = found.shape
-      apply_becomes(ready.run(shape.slots, shape.consts, shape.topo))  # type: ignore[union-attr]
+    # a hit whose kernels all write new buffers (or intermediates no live tensor holds): run them, nothing else
+    if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots)) is not None:
+      engine.last_plan = ready.plan
+      apply_becomes(done)
       return
     found, values, pending, becomes = _schedule(pending, engine, found)
   recipe = found.recipe
@@ -272,18 +275,22 @@ def _prepared(found, engine: Engine) -> Prepared | None:
   None: a miss, kernels to plan or pending, or a realize that reports its kernels (DEBUG, a TinyJit capture)."""
   recipe = found.recipe
   if recipe is None or recipe.launches is None or recipe.after is None or DEBUG.value or engine.capturing: return None
+  if recipe.planned and NO_MEMORY_PLANNER.value: return None  # each intermediate its own buffer: the full path
   variant = program_variant()
   if (ready := recipe.prepared.get(variant)) is None:
     def entry_of(ast: UOp, device: str, template: bool) -> tuple:
       return (template_program(ast, device, engine) if template else get_runner(ast, device, engine)).entry()
-    ready = recipe.prepared[variant] = prepare(recipe.launches, recipe.outputs, recipe.after, found.shape.slots, variant, entry_of)
+    shape = found.shape if found.shape.topo is not None else roots_shape(found.shape.roots, (MAX_KERNEL_DEPTH,))
+    ready = recipe.prepared[variant] = prepare(recipe, shape, variant, entry_of)
   return ready
 
 def _schedule(pending: list[Tensor], engine: Engine, found=None) -> tuple:
   """(lookup, values, tensors, becomes): a schedule-cache hit with nothing to plan gives the replay's values (its kernels are
   launched on new output buffers, no kernel nodes built), anything else the kernelize result."""
   if found is None: found = lookup(pending, engine)
-  if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG.value < 1:
+  if found.shape is not None and found.shape.topo is None:  # found by its chain: the launches below read the walk
+    found = found._replace(shape=roots_shape(found.shape.roots, (MAX_KERNEL_DEPTH,)))
+  if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and not recipe.planned and DEBUG.value < 1:
     engine.last_plan = _NO_PLAN
     return found, new_buffers(recipe, found.shape, _launched_buffer), pending, None
   return found, None, *kernelize_map(pending, engine, found)

@@ -23,7 +23,7 @@ from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.substitute import substitute
 from tensor.engine.boundaries import recomputed_reductions
-from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, record, replay, roots_shape
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -55,9 +55,12 @@ def live_tensors() -> list[Tensor]:
 
 # ---- what is in memory already ----
 
+# as module names for the per-node tests: `Ops.X` costs about 0.3 us in Python 3.11
+_ASSIGN, _KERNEL, _BUFFER, _RESHAPE = Ops.ASSIGN, Ops.KERNEL, Ops.BUFFER, Ops.RESHAPE
+
 def is_kernelized(u: UOp) -> bool:
   """ASSIGN(BUFFER, KERNEL): the output of a kernel made by an earlier kernelize (it may not have run yet)."""
-  return u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL
+  return u.op is _ASSIGN and u.src[1].op is _KERNEL
 
 def strip(u: UOp) -> UOp:
   """Below any RESHAPEs: a reshape of stored data is the same memory."""
@@ -73,7 +76,7 @@ def target_buffer(u: UOp) -> UOp | None:
   while u.op in (Ops.RESHAPE, Ops.ASSIGN): u = u.src[0]
   return u if u.op is Ops.BUFFER else None
 
-def _gate(u: UOp) -> bool: return u.op is not Ops.BUFFER and not is_kernelized(u)
+def _gate(u: UOp) -> bool: return u.op is not _BUFFER and not (u.op is _ASSIGN and u.src[1].op is _KERNEL)
 
 # ---- kernels: the part of the graph each realize point computes ----
 
@@ -285,7 +288,7 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
   (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
-  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  BUFFER, RESHAPE = _BUFFER, _RESHAPE
   live = [t for r in Tensor._live.data.copy() if (t := r()) is not None]  # a snapshot, as live_tensors() takes
   # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
   # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
@@ -340,14 +343,24 @@ class Lookup(NamedTuple):
   recipe: Recipe | Launcher | None
 
 def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
-  """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
+  """Look these tensors' graph up in the schedule cache. Hold engine.lock. A tensor made by a chain of ops on one realized
+  buffer whose form was walked before is looked up by its chain's key (its shape has no topo: a miss walks it)."""
   # VIZ records each realize's rewrites: it schedules afresh (RULECOVERAGE counts rules that ever fired: a hit changes nothing)
-  shape = roots_shape(tuple([t.uop for t in tensors]), (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not VIZ else None
+  if not SCHEDULE_CACHE or VIZ.value: shape = None
+  else:
+    if len(tensors) == 1 and (trace := tensors[0]._trace) is not None and trace[0] is tensors[0].uop:
+      if (shape := chain_shape(trace[1], trace[0], trace[2], (MAX_KERNEL_DEPTH,))) is not None:
+        if (recipe := engine.schedules.get(shape)) is not None: return _new_lookup(Lookup, (tensors, shape, recipe))
+        return _new_lookup(Lookup, (tensors, roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), None))  # a miss: counted once
+      learn_chain(trace[1], shape := roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), trace[2])
+    else: shape = roots_shape(tuple([t.uop for t in tensors]), (MAX_KERNEL_DEPTH,))
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
     # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
     return Lookup(tensors + readers, None, None)
-  return Lookup(tensors, shape, engine.schedules.get(shape) if shape is not None else None)
+  return _new_lookup(Lookup, (tensors, shape, engine.schedules.get(shape) if shape is not None else None))
+
+_new_lookup = tuple.__new__  # a NamedTuple's own constructor takes four times as long, on every realize
 
 def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
@@ -355,6 +368,7 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup 
   lookup of these tensors made already."""
   tensors, shape, recipe = found if found is not None else lookup(tensors, engine)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  if shape is not None and shape.topo is None: shape = roots_shape(sink.src, (MAX_KERNEL_DEPTH,))  # found by its chain: walk it now
   if shape is not None:
     if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))

@@ -1,0 +1,69 @@
+"""Op chains (tensor/engine/schedule_cache.py): a tensor made by a chain of number ops on a realized buffer (`x * 1.0001 +
+0.5`) carries the interned form of its graph, so realize looks its schedule up by the form's key instead of walking the
+graph. That key must be the walk's key for the same graph (fuzzed), a trace must never be used once the tensor's graph
+changed, and every distinct graph must stay distinct (numbers, their classes and signs, ops, operand order, dtypes)."""
+from __future__ import annotations
+import numpy as np
+from hypothesis import HealthCheck, given, settings, strategies as st
+from runtime.dtype import dtypes
+from tensor import Tensor
+from tensor.engine.schedule import MAX_KERNEL_DEPTH, lookup
+from tensor.engine.schedule_cache import chain_shape, roots_shape
+from tensor.engine.state import ENGINE
+
+RNG = np.random.default_rng(5)
+OPS = {"add": (lambda t, c: t + c, lambda a, c: a + c), "radd": (lambda t, c: c + t, lambda a, c: c + a),
+       "sub": (lambda t, c: t - c, lambda a, c: a - c), "rsub": (lambda t, c: c - t, lambda a, c: c - a),
+       "mul": (lambda t, c: t * c, lambda a, c: a * c), "max": (lambda t, c: t.maximum(c), lambda a, c: np.maximum(a, c))}
+
+def chain_key(t: Tensor):
+  trace = t._trace
+  assert trace is not None and trace[0] is t.uop
+  return chain_shape(trace[1], trace[0], trace[2], (MAX_KERNEL_DEPTH,))
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(sorted(OPS)), st.sampled_from([1, 2, -3, 0.5, 1.0, 2.0, -0.25, 7.5])), min_size=1, max_size=5),
+       st.sampled_from([dtypes.float32, dtypes.int32]))
+def test_a_chains_key_is_the_walks_key_and_its_values_are_right(steps, dtype):
+  a = RNG.integers(-9, 9, 16).astype(dtypes.to_numpy(dtype))
+  for _ in range(3):  # the first realize walks and teaches the chain its key; the others look it up by it
+    t, want = Tensor(a, dtype=dtype).realize(), a
+    for name, c in steps:
+      t, want = OPS[name][0](t, c), OPS[name][1](want, np.float32(c) if isinstance(c, float) else want.dtype.type(c))
+    shape = chain_key(t)
+    if shape is not None: assert shape.key == roots_shape((t.uop,), (MAX_KERNEL_DEPTH,)).key
+    np.testing.assert_allclose(t.realize().numpy(), want, rtol=1e-6)
+
+def test_a_chain_is_looked_up_without_a_walk_once_known():
+  x = Tensor(RNG.standard_normal(16).astype(np.float32)).realize()
+  for _ in range(2): (x * 1.0001 + 0.5).realize()
+  y = x * 1.0001 + 0.5
+  assert chain_key(y) is not None
+  found = lookup([y], ENGINE)
+  assert found.recipe is not None and found.shape.topo is None  # found by the chain's key, no walk
+  np.testing.assert_allclose(y.realize().numpy(), x.numpy() * np.float32(1.0001) + np.float32(0.5), rtol=1e-6)
+
+def test_a_trace_is_ignored_once_the_graph_changed():
+  x = Tensor(np.arange(8, dtype=np.float32)).realize()
+  for _ in range(3): ((x + 1) * 2).realize()
+  y = x + 1
+  z = y * 2
+  y.realize()  # z now reads y's buffer: its graph is another one, its trace names the old graph
+  assert z._trace is not None and z._trace[0] is not z.uop
+  assert lookup([z], ENGINE).shape.key == roots_shape((z.uop,), (MAX_KERNEL_DEPTH,)).key
+  np.testing.assert_array_equal(z.realize().numpy(), (np.arange(8) + 1) * 2)
+
+def test_graphs_that_differ_stay_apart():
+  x = Tensor(np.array([1.0, -2.0, 3.0, -4.0], dtype=np.float32)).realize()
+  xi = Tensor(np.array([1, -2, 3, -4], dtype=np.int32)).realize()
+  cases = [(lambda: x * 0.0, [0.0, -0.0, 0.0, -0.0]), (lambda: x * -0.0, [-0.0, 0.0, -0.0, 0.0]),  # signed zeros: two constants
+           (lambda: x - 2, [-1, -4, 1, -6]), (lambda: 2 - x, [1, 4, -1, 6]),  # operand order
+           (lambda: xi * 2, [2, -4, 6, -8]), (lambda: xi * 2.0, [2.0, -4.0, 6.0, -8.0]),  # an int and a float number
+           (lambda: xi + True, [2, -1, 4, -3]), (lambda: x + 1 + 1, [3, 0, 5, -2]), (lambda: x + 2, [3, 0, 5, -2])]
+  for _ in range(3):
+    for make, want in cases:
+      out = make().realize()
+      got = out.numpy()
+      np.testing.assert_array_equal(got, np.array(want, dtype=got.dtype))
+      np.testing.assert_array_equal(np.signbit(got), np.signbit(np.array(want, dtype=np.float64)))
+      if make is cases[5][0]: assert out.dtype is dtypes.float32
