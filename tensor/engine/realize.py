@@ -24,12 +24,12 @@ from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel, thread_cap
 from tensor.codegen.linearize import linearize
 from tensor.engine import program_cache
+from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.prepared import Prepared, prepare
-from tensor.engine.schedule import (MAX_KERNEL_DEPTH, apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer,
-                                    target_buffer)
-from tensor.engine.schedule_cache import Launcher, new_buffers, resolved, roots_shape
+from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
+from tensor.engine.schedule_cache import Launcher, new_buffers, resolved, walked
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
@@ -228,6 +228,14 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE  # module names: `Ops.X` costs about 0.3 us in Python 3.11
 
 def _realize(tensors: list[Tensor], engine: Engine) -> None:
+  # a tensor made by an op chain whose last realize ran prepared launches, the schedule cache unchanged since: run them again,
+  # straight from the chain (no walk, no key, no lookup)
+  if len(tensors) == 1 and (trace := (t := tensors[0])._trace) is not None and trace[0] is t.uop and (ready := _chain_ready(trace[1], engine)):
+    if (done := ready.run([trace[2]], trace[1].consts, (t.uop,))) is not None:
+      engine.schedules.hits += 1
+      engine.last_plan = ready.plan
+      apply_becomes(done)
+      return
   BUFFER, RESHAPE = _BUFFER, _RESHAPE
   pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
   if not pending: return
@@ -241,6 +249,8 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
     # a hit whose kernels all write new buffers (or intermediates no live tensor holds): run them, nothing else
     if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots)) is not None:
       engine.last_plan = ready.plan
+      if s.topo is None and not found.recipe.planned:  # found by an op chain (its only slot is its buffer): the next runs at once
+        pending[0]._trace[1].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[union-attr]
       apply_becomes(done)
       return
     found, values, pending, becomes = _schedule(pending, engine, found)
@@ -270,6 +280,15 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
 
 _NO_PLAN = MemoryPlan().summary()
 
+def _chain_ready(chain, engine: Engine) -> Prepared | None:
+  """The prepared launches an op chain's last realize ran, while they still apply: the same schedule cache, unchanged
+  since, the same program variant and scheduler settings, and nothing that reports kernels (DEBUG, a capture, PROFILE)."""
+  ready = chain.ready
+  if ready is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version: return None
+  if DEBUG.value or engine.capturing or PROFILE.value or VIZ.value or GRAPH.value or not schedule_module.SCHEDULE_CACHE: return None
+  if chain.key[0][0] != (schedule_module.MAX_KERNEL_DEPTH,) or ready[2] != program_variant(): return None
+  return ready[3]
+
 def _prepared(found, engine: Engine) -> Prepared | None:
   """The prepared launches of a schedule-cache hit whose kernels all write new buffers (made on its first such hit), or
   None: a miss, kernels to plan or pending, or a realize that reports its kernels (DEBUG, a TinyJit capture)."""
@@ -280,16 +299,14 @@ def _prepared(found, engine: Engine) -> Prepared | None:
   if (ready := recipe.prepared.get(variant)) is None:
     def entry_of(ast: UOp, device: str, template: bool) -> tuple:
       return (template_program(ast, device, engine) if template else get_runner(ast, device, engine)).entry()
-    shape = found.shape if found.shape.topo is not None else roots_shape(found.shape.roots, (MAX_KERNEL_DEPTH,))
-    ready = recipe.prepared[variant] = prepare(recipe, shape, variant, entry_of)
+    ready = recipe.prepared[variant] = prepare(recipe, walked(found.shape), variant, entry_of)
   return ready
 
 def _schedule(pending: list[Tensor], engine: Engine, found=None) -> tuple:
   """(lookup, values, tensors, becomes): a schedule-cache hit with nothing to plan gives the replay's values (its kernels are
   launched on new output buffers, no kernel nodes built), anything else the kernelize result."""
   if found is None: found = lookup(pending, engine)
-  if found.shape is not None and found.shape.topo is None:  # found by its chain: the launches below read the walk
-    found = found._replace(shape=roots_shape(found.shape.roots, (MAX_KERNEL_DEPTH,)))
+  if found.shape is not None and found.shape.topo is None: found = found._replace(shape=walked(found.shape))  # the launches read the walk
   if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and not recipe.planned and DEBUG.value < 1:
     engine.last_plan = _NO_PLAN
     return found, new_buffers(recipe, found.shape, _launched_buffer), pending, None

@@ -23,7 +23,7 @@ from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.substitute import substitute
 from tensor.engine.boundaries import recomputed_reductions
-from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -368,7 +368,7 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup 
   lookup of these tensors made already."""
   tensors, shape, recipe = found if found is not None else lookup(tensors, engine)
   sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
-  if shape is not None and shape.topo is None: shape = roots_shape(sink.src, (MAX_KERNEL_DEPTH,))  # found by its chain: walk it now
+  if shape is not None: shape = walked(shape)  # found by its chain: walk it now
   if shape is not None:
     if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))

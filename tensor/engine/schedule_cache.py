@@ -109,8 +109,12 @@ class OpChain:
   (the operand's chain, what the op adds), so graphs of one form share one OpChain. Its walk key is the one roots_shape
   gives, found by walking the first graph of the form that is realized (`known`); every later one is looked up by it
   without a walk. The only slot is the realized tensor's BUFFER (`leaf` of the trace, tensor/tensor.py)."""
-  __slots__ = ("key", "form", "consts", "known")
-  def __init__(self): self.key, self.form, self.consts, self.known = (), (), (), False
+  __slots__ = ("key", "form", "consts", "known", "ready")
+  def __init__(self):
+    self.key, self.form, self.consts, self.known = (), (), (), False
+    # (schedule cache, its version, program variant, Prepared): the prepared launches a realize of this form ran last, valid
+    # while the cache is unchanged since (tensor/engine/realize.py then runs them at once)
+    self.ready: tuple | None = None
 
 # interned chains: (dtype, size, device) of a buffer -> its chain; (operand's chain, op, reverse, out dtype, number node) ->
 # the result's chain. Cleared when full (chains already given to tensors stay valid: their keys are plain walk keys)
@@ -135,6 +139,10 @@ def chain_shape(chain: OpChain, root: UOp, leaf: UOp, extra_key: tuple) -> Graph
   paths that need it walk then). None when the chain's key is not known yet: the caller walks, and teaches it the key."""
   if not chain.known or chain.key[0][0] != extra_key: return None
   return _new_shape(GraphShape, (chain.key, None, [leaf], False, False, chain.form, chain.consts, (root,)))
+
+def walked(shape: GraphShape) -> GraphShape:
+  """shape with its walk (topo): itself, or for a shape found by an op chain, its roots walked with the same extra key."""
+  return shape if shape.topo is not None else roots_shape(shape.roots, shape.key[0][0])
 
 def learn_chain(chain: OpChain, shape: GraphShape, leaf: UOp) -> None:
   """Keep the key of a walked graph of the chain's form, when the walk agrees that `leaf` is its one slot."""
@@ -340,6 +348,7 @@ class ScheduleCache:
     self.recipes: LRU = LRU(size)
     self.forms: LRU = LRU(size)  # form -> the first sample, a Launcher, or False (its constants are not all parameters)
     self.hits = self.misses = 0
+    self.version = 0  # changes with every put and clear: what an OpChain kept of this cache is valid while it is the same
   def get(self, shape: GraphShape) -> Recipe | Launcher | None:
     recipes = self.recipes
     if (r := dict.get(recipes, shape.key)) is not None: recipes.move_to_end(shape.key)  # LRU.get's work with one lookup
@@ -349,14 +358,16 @@ class ScheduleCache:
     return r
   def put(self, shape: GraphShape, recipe: Recipe | None) -> None:
     if recipe is None: return
+    self.version += 1
     self.recipes[shape.key] = recipe
     if not shape.consts or recipe.launches is None or recipe.after is None: return
     if (first := self.forms.get(shape.form)) is False or first.__class__ is Launcher: return
     sample = (_parametrized(recipe), recipe.after, recipe.outputs, shape.consts, (recipe.planned, recipe.watch))
     self.forms[shape.form] = sample if first is None else (_launcher(first, sample) or False)
   def clear(self) -> None:
+    self.version += 1
     self.recipes.clear()
     self.forms.clear()
     self.hits = self.misses = 0
 __all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "roots_shape", "record", "replay", "new_buffers", "resolved",
-           "OpChain", "buffer_chain", "chain_step", "chain_shape", "learn_chain"]
+           "OpChain", "buffer_chain", "chain_step", "chain_shape", "learn_chain", "walked"]

@@ -67,3 +67,26 @@ def test_graphs_that_differ_stay_apart():
       np.testing.assert_array_equal(got, np.array(want, dtype=got.dtype))
       np.testing.assert_array_equal(np.signbit(got), np.signbit(np.array(want, dtype=np.float64)))
       if make is cases[5][0]: assert out.dtype is dtypes.float32
+
+def test_a_chains_prepared_launches_follow_the_cache_and_the_variant():
+  from runtime.helpers import Context
+  from tensor.engine import prepared
+  x = Tensor(np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)).realize()  # 4 elements: the optimizer unrolls the loop
+  seen: list = []
+  orig = prepared.Call.__call__
+  def spy(self, *args):
+    seen.append(self)
+    orig(self, *args)
+  prepared.Call.__call__ = spy
+  try:
+    for _ in range(4): (x * 3 + 2).realize()  # walked, found by the chain, then run straight from it
+    assert seen and seen[-1].runner.program.opts
+    ENGINE.schedules.clear()  # what the chain kept is stale now (the counts start again): the next realize schedules again
+    np.testing.assert_array_equal((x * 3 + 2).realize().numpy(), [5, 8, 11, 14])
+    assert (ENGINE.schedules.hits, ENGINE.schedules.misses) == (0, 1)
+    for _ in range(3): (x * 3 + 2).realize()
+    with Context(NOOPT=1):
+      seen.clear()
+      np.testing.assert_array_equal((x * 3 + 2).realize().numpy(), [5, 8, 11, 14])
+      assert [c.runner.program.opts for c in seen] == [[]]  # not the optimized program the chain ran before
+  finally: prepared.Call.__call__ = orig
