@@ -77,6 +77,10 @@ class Tensor(AutogradMixin, FunctionalMixin):
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None, requires_grad: bool | None = None):
     self.requires_grad, self.grad, self._trace = requires_grad, None, None
+    if data.__class__ is UOp and device is None and dtype is None:  # an op's result (the common call): nothing to convert
+      self.uop = data
+      _live_add(_ref(self, _live_remove))
+      return
     dev = Device.canonicalize(device)
     if dtype is not None: dtype = to_dtype(dtype)
     if isinstance(data, UOp): self.uop = data
@@ -723,11 +727,15 @@ def _load_engine():
   _engine_realize = realize
   return realize
 
+# Tensor._live's own set and callback: WeakSet.add is a Python method, and every op makes a tensor (nothing iterates the set
+# while an op runs, so the guard add() keeps for removals during iteration is not needed here)
+_live_add, _live_remove, _ref = Tensor._live.data.add, Tensor._live._remove, weakref.ref
+
 def _tensor(u: UOp) -> Tensor:
   """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
   t = object.__new__(Tensor)
   t.uop, t.requires_grad, t.grad, t._trace = u, None, None, None
-  Tensor._live.add(t)
+  _live_add(_ref(t, _live_remove))
   return t
 
 def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -78,22 +78,24 @@ class Prepared:
   an intermediate only entry points read is passed as its block (its address is the view's), one a runner reads as a typed
   view. `watch`: places in the graph's walk of nodes that become planned outputs (a live tensor holding one needs the full
   path); `plan` the plan's numbers for engine.last_plan."""
-  __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "plan")
+  __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "watch_paths", "plan")
   def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, blocks: tuple, views: dict, calls: list[Call], after: Any,
-               after_paths: tuple, watch: tuple, plan: MemoryPlan):
+               after_paths: tuple, watch: tuple[int, ...], watch_paths: tuple, plan: MemoryPlan):
     self.variant, self.inputs, self.outputs, self.blocks, self.views, self.calls = variant, inputs, outputs, blocks, views, calls
-    self.after, self.after_paths, self.watch, self.plan = after, after_paths, watch, plan
+    self.after, self.after_paths, self.watch, self.watch_paths, self.plan = after, after_paths, watch, watch_paths, plan
     # one root that becomes one of the run's values as it is (no node to build): (root number, value number)
     one = len(after_paths) == 1 and len(after_paths[0]) == 1 and not after.steps and not after.fixed
     self.direct = (after_paths[0][0], after.results[0]) if one else None
 
-  def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...]) -> dict[UOp, UOp] | None:
+  def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:
     """Make the outputs, run the kernels, and return what the graph's nodes are now (the kernelize result with the
     kernels run: their buffers); None, having run nothing, when a live tensor holds a node that becomes a planned output.
-    The nodes are found from the roots by their paths (any graph of the recipe's key has them at the same paths)."""
+    The nodes are found at their places in the graph's walk (topo), or without one from the roots by their paths (any
+    graph of the recipe's key has them at the same places and paths)."""
     if self.watch:
       held = {t.uop for r in Tensor._live.data.copy() if (t := r()) is not None}
-      if any(_at(roots, p) in held for p in self.watch): return None
+      watched = [topo[p] for p in self.watch] if topo is not None else [_at(roots, p) for p in self.watch_paths]
+      if any(u in held for u in watched): return None
     # the weak table's own dict: its methods' Python frames cost as much as the lookups (the jit reads it the same way)
     table, remove = _table, buffers._remove
     bufs = [table[_ref(slots[i])] for i in self.inputs]
@@ -114,6 +116,7 @@ class Prepared:
     for c in self.calls: c(bufs, consts)
     paths = self.after_paths
     if (direct := self.direct) is not None: return {roots[direct[0]]: values[direct[1]]}  # the usual: a root becomes a new buffer
+    if topo is not None: return dict(zip([topo[p] for p in self.after.positions], self.after.results_of(values)))
     return dict(zip([_at(roots, p) for p in paths], self.after.results_of(values)))
 
 def _at(roots: tuple[UOp, ...], path: tuple[int, ...]) -> UOp:
@@ -175,6 +178,6 @@ def prepare(recipe: Any, shape: Any, variant: tuple, entry_of) -> Prepared:
   nodes = [shape.topo[p] for p in recipe.after.positions]
   paths = _paths(shape.roots, nodes + [shape.topo[p] for p in recipe.watch])
   return Prepared(variant, tuple(inputs), specs, tuple(zip(devices, plan.blocks)), views, calls, recipe.after, tuple(paths[n] for n in nodes),
-                  tuple(paths[shape.topo[p]] for p in recipe.watch), plan.summary())
+                  recipe.watch, tuple(paths[shape.topo[p]] for p in recipe.watch), plan.summary())
 
 __all__ = ["Prepared", "Call", "prepare"]

@@ -247,7 +247,7 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
   else:
     found = lookup(pending, engine)
     # a hit whose kernels all write new buffers (or intermediates no live tensor holds): run them, nothing else
-    if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots)) is not None:
+    if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots, s.topo)) is not None:
       engine.last_plan = ready.plan
       if s.topo is None and not found.recipe.planned:  # found by an op chain (its only slot is its buffer): the next runs at once
         pending[0]._trace[1].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[union-attr]
