@@ -64,12 +64,12 @@ def is_kernelized(u: UOp) -> bool:
 
 def strip(u: UOp) -> UOp:
   """Below any RESHAPEs: a reshape of stored data is the same memory."""
-  while u.op is Ops.RESHAPE: u = u.src[0]
+  while u.op is _RESHAPE: u = u.src[0]
   return u
 
 def is_stored(u: UOp) -> bool:
   u = strip(u)
-  return u.op is Ops.BUFFER or is_kernelized(u)
+  return u.op is _BUFFER or is_kernelized(u)
 
 def target_buffer(u: UOp) -> UOp | None:
   """The BUFFER behind stored data or an assign chain (None for a computed value)."""
@@ -288,18 +288,21 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
   (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
-  BUFFER, RESHAPE = _BUFFER, _RESHAPE
-  live = [t for r in Tensor._live.data.copy() if (t := r()) is not None]  # a snapshot, as live_tensors() takes
+  BUFFER, RESHAPE, get = _BUFFER, _RESHAPE, becomes.get
+  hit: dict[UOp, UOp] = {}  # the replaced nodes some live tensor is
+  pending: list[Tensor] = []  # the other live tensors not realized
+  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
+    if (t := r()) is None: continue
+    u = t.uop
+    if (n := get(u)) is not None: t.uop = hit[u] = n
+    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
+    else: pending.append(t)
+  if not pending: return
   # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
   # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
-  roots = {t.uop for t in live}
-  inner = {k: v for k, v in becomes.items() if k in roots or is_kernelized(k)}
-  stale: list[Tensor] = []  # tensors whose graphs use a replaced node: rewritten together, sharing the work
-  for t in live:
-    u = t.uop
-    if (n := becomes.get(u)) is not None: t.uop = n
-    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
-    elif inner and any(x in inner for x in u.toposort(gate=_gate)): stale.append(t)
+  inner = {**hit, **{k: v for k, v in becomes.items() if is_kernelized(k)}}
+  # tensors whose graphs use a replaced node: rewritten together, sharing the work
+  stale = [t for t in pending if any(x in inner for x in t.uop.toposort(gate=_gate))] if inner else []
   if stale:
     graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
     for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop = n
@@ -309,22 +312,25 @@ def _reads(u: UOp) -> set[UOp]:
   out: set[UOp] = set()
   for n in u.toposort(gate=_gate):
     for k, s in enumerate(n.src):
-      if n.op is Ops.ASSIGN and k == 0: continue
+      if n.op is _ASSIGN and k == 0: continue
       b = strip(s)
-      if b.op is Ops.BUFFER: out.add(b)
+      if b.op is _BUFFER: out.add(b)
   return out
 
 def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
   """Live tensors not yet computed that read a buffer these tensors assign into: they must see the old values, so they
   are scheduled together with the assign (and run before it)."""
-  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is Ops.ASSIGN and not is_kernelized(n)}
+  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is _ASSIGN and not is_kernelized(n)}
   targets.discard(None)
   if not targets: return []
   mine = set(map(id, tensors))
   out = []
+  BUFFER, RESHAPE = _BUFFER, _RESHAPE
   for t in live_tensors():
-    if id(t) in mine or is_stored(t.uop): continue
-    if _reads(t.uop) & targets: out.append(t)
+    u = t.uop
+    if u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue  # realized (most live tensors): no look further
+    if id(t) in mine or is_stored(u): continue
+    if _reads(u) & targets: out.append(t)
   return out
 
 def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
