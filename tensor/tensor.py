@@ -228,7 +228,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
-    self.uop = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 
   # ---- movement (the six movement ops; the rest build on them in movement.py) ----

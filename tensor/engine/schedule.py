@@ -294,7 +294,9 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
     if (t := r()) is None: continue
     u = t.uop
-    if (n := get(u)) is not None: t.uop = hit[u] = n
+    if (n := get(u)) is not None:
+      t.uop = hit[u] = n
+      t._trace = None  # it named the graph replaced (and kept it alive)
     elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
     else: pending.append(t)
   if not pending: return
@@ -305,7 +307,7 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   stale = [t for t in pending if any(x in inner for x in t.uop.toposort(gate=_gate))] if inner else []
   if stale:
     graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
-    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop = n
+    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop, t._trace = n, None
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""

@@ -48,8 +48,8 @@ def test_a_trace_is_ignored_once_the_graph_changed():
   for _ in range(3): ((x + 1) * 2).realize()
   y = x + 1
   z = y * 2
-  y.realize()  # z now reads y's buffer: its graph is another one, its trace names the old graph
-  assert z._trace is not None and z._trace[0] is not z.uop
+  y.realize()  # z now reads y's buffer: its graph is another one, and the trace of the old one is gone
+  assert z._trace is None or z._trace[0] is not z.uop
   assert lookup([z], ENGINE).shape.key == roots_shape((z.uop,), (MAX_KERNEL_DEPTH,)).key
   np.testing.assert_array_equal(z.realize().numpy(), (np.arange(8) + 1) * 2)
 
@@ -90,3 +90,19 @@ def test_a_chains_prepared_launches_follow_the_cache_and_the_variant():
       np.testing.assert_array_equal((x * 3 + 2).realize().numpy(), [5, 8, 11, 14])
       assert [c.runner.program.opts for c in seen] == [[]]  # not the optimized program the chain ran before
   finally: prepared.Call.__call__ = orig
+
+def test_a_realized_result_keeps_no_operand_alive():
+  # a trace names the graph it was made for: once the tensor is realized (or assigned) it must let that graph go, or the
+  # operand's memory lives as long as the result
+  import gc, weakref
+  from tensor.tensor import buffers
+  for _ in range(3):
+    x = Tensor(RNG.standard_normal(4096).astype(np.float32)).realize()
+    memory = weakref.ref(buffers[x.uop])
+    y = (x * 2 + 1).realize()
+    del x
+    gc.collect()
+    assert memory() is None  # x's buffer is gone: y holds no trace of x's graph
+    z = y * 3
+    z.assign(y * 4)  # z's graph is another one now
+    assert z._trace is None
