@@ -1,6 +1,8 @@
 """Running kernels: realize() schedules tensors into KERNEL nodes (tensor/engine/schedule.py), plans the memory of the
 intermediates (tensor/engine/memory.py), then runs each kernel: its AST is lowered, rendered and compiled once (cached by
-AST and device). Last stage of the pipeline.
+AST and device). Last stage of the pipeline. A schedule-cache hit whose kernels all come from the cached schedule runs
+its prepared launches instead (tensor/engine/prepared.py): no kernel nodes, no runner lookups; a tensor made by an op
+chain (schedule_cache.OpChain) runs the ones its chain kept, with no walk of its graph (docs/pipeline.md).
 
 DEBUG=1 prints the schedule and the memory plan; 2 one line per kernel (device, name, global size, time, GFLOPS, GB/s) and
 totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 5 its lowered UOps.

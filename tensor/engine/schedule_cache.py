@@ -8,6 +8,9 @@ buffers they name, and the scheduler's decisions depend on nothing else, so one 
 inputs and the buffers it made for kernel outputs as placeholders, and replayed by putting the new graph's inputs and new
 output buffers in their place. A graph whose schedule depends on other live tensors (an assign some pending tensor reads
 the old value of) is never cached.
+
+Op chains (OpChain, at the end) give the key of a graph built by number ops from one realized buffer without walking it:
+tensor/tensor.py extends the operand's chain with each op, and a chain learns its key from the first walk of its form.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
