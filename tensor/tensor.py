@@ -120,6 +120,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if not self.shape: raise ArgumentTypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __hash__(self) -> int: return id(self)
+  # pickled and copied without the op-chain trace: it holds engine state (compiled programs) and is rebuilt by the next op
+  def __getstate__(self) -> tuple: return (None, {"uop": self.uop, "requires_grad": self.requires_grad, "grad": self.grad})
+  def __setstate__(self, state: tuple) -> None:
+    for k, v in state[1].items(): setattr(self, k, v)
+    self._trace = None
   def __bool__(self) -> bool:
     if self.numel() != 1: raise ShapeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous: use .any() or .all()")
     return bool(self.item())

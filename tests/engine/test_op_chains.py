@@ -106,3 +106,13 @@ def test_a_realized_result_keeps_no_operand_alive():
     z = y * 3
     z.assign(y * 4)  # z's graph is another one now
     assert z._trace is None
+
+def test_a_traced_tensor_pickles_and_copies_without_its_trace():
+  # the trace's chain keeps prepared launches (compiled programs): not picklable, and not the tensor's state
+  import copy, pickle
+  x = Tensor(np.arange(4, dtype=np.float32)).realize()
+  for _ in range(4): (x * 5).realize()  # the chain of x * 5 keeps its prepared launches now
+  y = x * 5
+  assert y._trace is not None
+  for other in (pickle.loads(pickle.dumps(y)), copy.copy(y), copy.deepcopy(y)):
+    assert other._trace is None and other.uop.op is y.uop.op and other.shape == y.shape
