@@ -3,13 +3,17 @@ at 2 threads (ours with THREADS=n, torch with set_num_threads(n)), one process, 
 
   python -m bench.kernels [--threads 1,2] [--reps 7] [--only matmul] [--json out.json] [--clock cpu]
 
+The first row of each thread count is the ceiling: the machine's memory copy bandwidth (bytes read plus written, 256 MiB
+by memcpy in a C probe split over the threads; torch's copy_ beside it), the rate no memory-bound kernel can pass.
+
 --clock cpu times each sample by the process's CPU time instead of the wall clock: on a machine shared by many (load 20
 on 2 cores) a wall-clock sample is mostly time spent waiting for a core, while CPU time counts only the time it ran.
 At 1 thread it gives each system's speed per core; at 2 threads it adds both threads' time, so it shows no speedup.
 """
 from __future__ import annotations
-import argparse, json, time
+import argparse, json, statistics, time
 import numpy as np
+from runtime.dtype import dtypes
 from runtime.helpers import Context
 from bench import bench_codegen
 from bench.bench_codegen import measure, torch, workloads
@@ -18,6 +22,42 @@ def cpu_sample(fn) -> float:
   t0 = time.process_time()
   fn()
   return time.process_time() - t0
+
+COPY_BYTES = 256 * 1024 * 1024
+# memcpy of n bytes, each thread one contiguous block (glibc's memcpy streams big blocks past the cache, as a copy should)
+COPY_PROBE = """#include <string.h>
+void copy_probe_call(void* const* bufs, const long long* ivals, const double* fvals) {
+  char* dst = (char*)bufs[0]; const char* src = (const char*)bufs[1]; long long n = ivals[0]; int threads = (int)ivals[1];
+  #pragma omp parallel for schedule(static) num_threads(threads)
+  for (int t = 0; t < threads; t++) {
+    long long lo = n / threads * t, hi = t == threads - 1 ? n : n / threads * (t + 1);
+    memcpy(dst + lo, src + lo, hi - lo);
+  }
+}
+"""
+
+def ceiling(threads: int, reps: int) -> dict:
+  """The machine's copy bandwidth on `threads` threads (the probe's), and torch's copy_ beside it."""
+  from runtime.device import Buffer
+  from runtime.ops_cpu import program
+  n = COPY_BYTES // 4
+  probe = program(COPY_PROBE, "copy_probe")
+  src = Buffer("CPU", n, dtypes.float32, np.random.default_rng(0).standard_normal(n).astype(np.float32))
+  dst = Buffer("CPU", n, dtypes.float32).ensure_allocated()
+  def run(): probe([dst, src], (COPY_BYTES, threads))
+  ref = None
+  if torch is not None:
+    ts, td = torch.from_numpy(src.as_array()), torch.empty(n)
+    def ref(): td.copy_(ts)
+  run()
+  ours, theirs = [], []
+  for _ in range(reps):
+    ours.append(bench_codegen.sample(run))
+    if ref is not None: theirs.append(bench_codegen.sample(ref))
+  work = 2 * COPY_BYTES
+  return {"workload": "copy 256 MiB (ceiling)", "unit": "GB/s", "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
+          "ours_max": work / min(ours) / 1e9, "torch": work / statistics.median(theirs) / 1e9 if theirs else float("nan"),
+          "kernels": ["memcpy probe"]}
 
 def main() -> None:
   ap = argparse.ArgumentParser()
@@ -30,13 +70,15 @@ def main() -> None:
   if args.clock == "cpu": bench_codegen.sample = cpu_sample  # measure() times every sample through it
   rows = []
   print(f"{'workload':28s} {'thr':>3s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s}  kernels")
+  def emit(r: dict, n: int) -> None:
+    rows.append(r := {**r, "threads": n, "clock": args.clock})
+    print(f"{r['workload']:28s} {n:3d} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} "
+          f"{r['ours'] / r['torch']:6.2f}x  {' '.join(r['kernels'])}  [{r['unit']}]")
   for n in (int(x) for x in args.threads.split(",")):
     if torch is not None: torch.set_num_threads(n)
     with Context(THREADS=n):
-      for name, work, unit, t, ref in workloads(np.random.default_rng(0), args.only):
-        rows.append(r := {**measure(name, work, unit, t, ref, args.reps), "threads": n, "clock": args.clock})
-        print(f"{name:28s} {n:3d} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} {r['ours'] / r['torch']:6.2f}x  "
-              f"{' '.join(r['kernels'])}  [{unit}]")
+      if args.only is None or args.only in "copy ceiling": emit(ceiling(n, args.reps), n)
+      for name, work, unit, t, ref in workloads(np.random.default_rng(0), args.only): emit(measure(name, work, unit, t, ref, args.reps), n)
   if args.json:
     with open(args.json, "w") as f: json.dump(rows, f, indent=1)
 

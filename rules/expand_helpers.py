@@ -80,5 +80,20 @@ def store_lanes(s: UOp) -> UOp:
     else: stores += [uop(Ops.STORE, dtypes.void, (i, v)) for i, v in zip(idxs, vals)]
   return uop(Ops.UNROLL, dtypes.void, tuple(stores), axes)
 
+CACHE_LINE = 64  # bytes: one prefetch asks for a line
+
+def prefetch_lanes(c: UOp) -> UOp:
+  """A prefetch of lanes: per run of the innermost lane axis, one prefetch per cache line when the lanes read consecutive
+  elements, else one per lane. They come back as UNROLL(prefetches...) for the SINK to take in (flattened)."""
+  idx = c.src[0]
+  axes, run = idx.arg, idx.arg[-1][1]
+  step = max(1, CACHE_LINE // idx.src[0].dtype.base.itemsize)
+  out: list[UOp] = []
+  for g in range(0, len(idx.src), run):
+    lanes = idx.src[g:g + run]
+    whole = run > 1 and all(i.src[0] is lanes[0].src[0] for i in lanes) and consecutive([i.src[1] for i in lanes])
+    out += [c.replace(src=(i,)) for k, i in enumerate(lanes) if not whole or k % step == 0]
+  return uop(Ops.UNROLL, dtypes.void, tuple(out), axes)
+
 def flattened(srcs: tuple[UOp, ...]) -> UOp:
   return uop(Ops.SINK, dtypes.void, tuple(x for s in srcs for x in (s.src if s.op is Ops.UNROLL else (s,))))

@@ -2,9 +2,12 @@
 
 tensor/codegen/opt.py checks an Opt and builds its OptContext: the loop it changes, and what takes that loop's place.
 Lanes are UNROLL((CONST 0), ..., (CONST n-1)) with arg ((uid, n),): "this index is each of 0..n-1", one lane each,
-which rules/expand.rules later turns into one scalar copy of every node above it per lane.
+which rules/expand.rules later turns into one scalar copy of every node above it per lane. STASH, SPLIT and PREFETCH
+have contexts of their own (Stash, Split, Prefetch); `partials` builds a SPLIT's partial reductions.
 """
 from __future__ import annotations
+from typing import Callable, NamedTuple
+from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -19,6 +22,38 @@ class OptContext:
                ids: dict[UOp, int] | None = None):
     self.rng, self.index, self.outer, self.inner, self.uid, self.amount = rng, index, outer, inner, uid, amount
     self.ids = ids or {}  # SWAP: loop -> its new id (loops nest by id, tensor/codegen/linearize.py)
+
+class Stash(NamedTuple):
+  """A STASH being applied: the kernel's value at the output loop's index (`value`), what replaces it (`load`: the output
+  read back after the reduction), and the store of the reduction's values inside its loop (`store`)."""
+  value: UOp
+  load: UOp
+  store: UOp
+
+class Prefetch(NamedTuple):
+  """A PREFETCH being applied: the prefetches the kernel's SINK takes in."""
+  nodes: tuple[UOp, ...]
+
+class Split(NamedTuple):
+  """A SPLIT being applied: loop `rng` of n iterations becomes `index` = part * (n / amount) + inner; `new_id` numbers the
+  arrays of partials and the loops combining them."""
+  rng: UOp
+  index: UOp
+  part: UOp
+  inner: UOp
+  amount: int
+  new_id: Callable[[], int]
+
+def partials(ctx: Split, q: UOp) -> UOp:
+  """Reduction q over ctx.index (and maybe other loops) as partial reductions over ctx.inner, one per iteration of loop
+  ctx.part, each stored into its element of a local array; then the reduction of the array's elements in order (a loop
+  after the partials' loop ends: AFTER its END)."""
+  local = uop(Ops.DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id())
+  partial = uop(Ops.REDUCE, q.dtype, (q.src[0], *(ctx.inner if r is ctx.index else r for r in q.src[1:])), q.arg)
+  done = uop(Ops.END, dtypes.void, (uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, local.dtype, (local, ctx.part)), partial)), ctx.part))
+  each = uop(Ops.RANGE, ctx.part.dtype, ctx.part.src, ctx.new_id())
+  value = uop(Ops.LOAD, q.dtype, (uop(Ops.INDEX, local.dtype, (uop(Ops.AFTER, local.dtype, (local, done)), each)),))
+  return uop(Ops.REDUCE, q.dtype, (value, each), q.arg)
 
 def loops_of(ctx: OptContext) -> tuple[UOp, ...]:
   """The loops that take the place of ctx.rng in a reduction's list of loops (outer first)."""

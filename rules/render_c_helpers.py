@@ -31,11 +31,29 @@ class Param(NamedTuple):
 def fn(kind: str, dtype: DType, src: DType | None = None) -> Fn: return Fn(kind, dtype, src)
 def c(*pieces) -> tuple: return pieces
 def line(*pieces) -> Line: return Line(pieces)
+def named(name: tuple, *pieces) -> Line: return Line(pieces, name)
 def loop(name: tuple, *pieces) -> Line: return Line(pieces, name, 1)
 def close(*pieces) -> Line: return Line(pieces, None, -1)
 def param(name: tuple, ctype: tuple, array: str, slot: int | None = None) -> Param: return Param(name, ctype, array, slot)
 def binary(f, name: str, body: tuple) -> tuple: return ("static inline ", f.dtype, " ", name, "(", f.dtype, " a, ", f.dtype, " b) { ", body, " }")
 def vmax_select(d: DType) -> tuple: return ("return (", d, ")((m & (", mask_type(d), ")a) | (~m & (", mask_type(d), ")b));")
+def plain_constant(v) -> bool:
+  """v is one float constant in every lane, neither nan nor zero (a max with it has no nan in b, nor a signed-zero tie)."""
+  x = v.src[0] if v.op.name == "VECTORIZE" and all(s is v.src[0] for s in v.src) else v
+  return x.op.name == "CONST" and x.arg == x.arg and x.arg != 0
+# the x86 instruction of a vector fma (gcc's and clang's builtins behind _mm*_fmadd_p*), by lanes and scalar type, and the
+# macro saying the target has it
+_FMA_BUILTINS = {(16, "float"): ("__AVX512F__", "__builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4)"),
+                 (8, "double"): ("__AVX512F__", "__builtin_ia32_vfmaddpd512_mask(a, b, c, (unsigned char)-1, 4)"),
+                 (8, "float"): ("__FMA__", "__builtin_ia32_vfmaddps256(a, b, c)"), (4, "double"): ("__FMA__", "__builtin_ia32_vfmaddpd256(a, b, c)"),
+                 (4, "float"): ("__FMA__", "__builtin_ia32_vfmaddps(a, b, c)"), (2, "double"): ("__FMA__", "__builtin_ia32_vfmaddpd(a, b, c)")}
+
+def fma_body(d: DType) -> str:
+  """The body of a vector fma of a, b and c: the target's FMA instruction where it has one (gcc vectorizes a vector of
+  fma calls only when their operands are simple, and a softmax's sum of exponentials is not), else one fma per lane."""
+  lanes = "(" + ctype(d) + "){" + ", ".join(f"{math_fn('__builtin_fma', d)}(a[{i}], b[{i}], c[{i}])" for i in range(d.count)) + "}"
+  if (k := _FMA_BUILTINS.get((d.count, ctype(d.scalar)))) is None: return f"return {lanes};"
+  return f"\n#if defined({k[0]}) && defined(__x86_64__)\n  return {k[1]};\n#else\n  return {lanes};\n#endif\n"
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
@@ -47,7 +65,9 @@ _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int3
 _SHORT = {dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.int32: "i32", dtypes.uint32: "u32",
           dtypes.int64: "i64", dtypes.uint64: "u64", dtypes.float32: "f32", dtypes.float64: "f64"}
 
-def unsigned(d: DType) -> DType: return _UNSIGNED.get(d.scalar, d.scalar)
+def unsigned(d: DType) -> DType:
+  u = _UNSIGNED.get(d.scalar, d.scalar)
+  return u.vec(d.count) if d.count > 1 else u
 
 def ctype(d: DType, unsigned: bool = False) -> str:
   """The C type a value of d computes in: a vector type (f32x16, a typedef of the kernel: vector_typedefs) for a vector;

@@ -27,9 +27,14 @@ class VectorCaps:
 def fits(caps: VectorCaps | None, d: DType) -> bool: return caps is not None and caps.fits(d)
 
 def isomorphic(caps: VectorCaps | None, v: UOp) -> bool:
-  """The lanes of v are one op (the same arg and dtype, at least two different lanes) the target has on vectors of v's size."""
+  """The lanes of v are one op (the same arg and dtype, at least two different lanes) the target has on vectors of v's size
+  and of its sources' (a BITCAST's source type differs); a shift's amount is one constant in range in every lane (C has
+  no vector form of exec_alu's shift by a variable amount)."""
   first = v.src[0]
   if not fits(caps, v.dtype) or first.op not in caps.ops or all(s is first for s in v.src): return False  # type: ignore[union-attr]
+  if not all(fits(caps, s.dtype.vec(v.dtype.count)) for s in first.src): return False
+  if first.op in (Ops.SHL, Ops.SHR) and not all(s.src[1].op is Ops.CONST and s.src[1].arg == first.src[1].arg for s in v.src): return False
+  if first.op in (Ops.SHL, Ops.SHR) and not (first.src[1].op is Ops.CONST and 0 <= first.src[1].arg < 8 * first.dtype.itemsize): return False
   return all(s.op is first.op and s.arg == first.arg and s.dtype is first.dtype and len(s.src) == len(first.src) for s in v.src)
 
 def _vec(xs: list[UOp]) -> UOp: return uop(Ops.VECTORIZE, xs[0].dtype.vec(len(xs)), tuple(xs))

@@ -2,7 +2,8 @@
 on Python constants with C semantics for a dtype. Everything that folds constants (rules, the PYTHON device) uses it.
 """
 from __future__ import annotations
-import math, operator
+import math, operator, struct
+from fractions import Fraction
 from enum import IntEnum, auto
 from runtime.dtype import DType, dtypes, truncate
 
@@ -71,6 +72,8 @@ ARITY: dict[Ops, int] = {**{o: 1 for o in GroupOp.Unary}, **{o: 2 for o in Group
 #   x // 0 == 0 and x % 0 == x (so x == (x//y)*y + x%y still holds); INT_MIN // -1 wraps to INT_MIN, INT_MIN % -1 == 0;
 #   a shift by a negative amount or by >= the bit width gives 0 (SHR of a negative signed value gives -1).
 # MAX propagates nan as numpy and torch do. Floats compute in double and round to the dtype.
+# MULACC on floats is a fused multiply-add, C's fma: x*y + z rounded once to float32 or float64; a float16 or bfloat16
+# one is the fma in double, then rounded to the dtype (as C computes those types).
 
 def _idiv(x: int, y: int) -> int:
   if y == 0: return 0
@@ -112,6 +115,25 @@ def _log2(x: float) -> float:
   if math.isnan(x) or x < 0: return math.nan
   return -math.inf if x == 0 else math.log2(x)
 
+def _fma_float(x: float, y: float, z: float) -> float:
+  """x*y + z rounded to a double by round-to-odd, for float32 operands: x*y is then exact, and rounding this double once
+  more to float32 gives x*y + z correctly rounded, as fmaf (53 bits >= 24 + 2)."""
+  p = x * y
+  s = p + z
+  if not math.isfinite(s): return s
+  b = s - p
+  e = (p - (s - b)) + (z - b)  # s + e == p + z exactly (TwoSum)
+  if e != 0 and not struct.unpack("<q", struct.pack("<d", s))[0] & 1: s = math.nextafter(s, math.inf if e > 0 else -math.inf)
+  return s
+
+def _fma_double(x: float, y: float, z: float) -> float:
+  """x*y + z rounded once to a double (C's fma), exactly through fractions."""
+  if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)): return x * y + z
+  r = Fraction(x) * Fraction(y) + Fraction(z)
+  if r == 0: return x * y + z  # an exact zero takes IEEE's sign (x*y == -z is exact then)
+  try: return float(r)  # int / int rounds correctly
+  except OverflowError: return math.inf if r > 0 else -math.inf
+
 def _fmax(x, y):
   if x != x: return x  # nan
   return x if x > y else y
@@ -147,7 +169,10 @@ _float_alu = {**_common, Ops.MAX: _fmax, Ops.FDIV: _fdiv, Ops.MOD: _fmod, Ops.PO
               Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan,
               Ops.RECIPROCAL: lambda x: _fdiv(1.0, x), Ops.TRUNC: _ftrunc}
 # IDIV on floats is TRUNC(FDIV): the quotient rounds to the dtype before it is truncated, as C code computing it would
-_float_alus = {d: {**_float_alu, Ops.IDIV: lambda x, y, d=d: _ftrunc(truncate(d, _fdiv(x, y)))}
+# MULACC rounded once (C's fma) in float32 and float64; float16 and bfloat16 products are exact in double, so x*y + z in
+# double is the fma in double, which truncate() then rounds to the dtype
+_fma_of = {dtypes.float16: _common[Ops.MULACC], dtypes.bfloat16: _common[Ops.MULACC], dtypes.float32: _fma_float, dtypes.float64: _fma_double}
+_float_alus = {d: {**_float_alu, Ops.IDIV: lambda x, y, d=d: _ftrunc(truncate(d, _fdiv(x, y))), Ops.MULACC: _fma_of[d]}
                for d in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)}
 _int_alu_base = {**_common, Ops.MAX: max, Ops.IDIV: _idiv, Ops.MOD: _imod, Ops.POW: _ipow, Ops.XOR: operator.xor, Ops.OR: operator.or_,
                  Ops.AND: operator.and_, Ops.TRUNC: lambda x: x, Ops.THREEFRY: threefry2x32}

@@ -1,12 +1,13 @@
 """The CPU device: C source from the C renderer, compiled with the system C compiler into a shared object, loaded
 with ctypes. Shared objects are cached on disk (runtime/kernel_cache.py: verified before loading, size-capped), keyed by a
-hash of the source, the flags and the compiler's version.
+hash of the source, the flags, the compiler's version and what -march=native means on this machine (native_target).
 
 CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (default 300 s), CACHE_DIR the cache folder
 (default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
 assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
-one value change, (float)(int)x folded into truncf(x) keeping -0.0, the C renderer writes around: rules/render_c.rules);
+one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping -0.0, the C renderer writes around:
+rules/render_c.rules);
 never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
@@ -113,11 +114,35 @@ def _run_compiler(cc: str, flags: list[str], src: str, out: str) -> None:
   if r.returncode != 0:
     raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
 
+@functools.cache
+def _predefined_macros(cc: str, march: str) -> str:
+  try:
+    out = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True, timeout=60,
+                         env=_compiler_env()).stdout
+  except (OSError, subprocess.TimeoutExpired): out = ""
+  return "\n".join(sorted(out.splitlines()))
+
+def target_macros(march: str = "native") -> str:
+  """What -march=`march` means to the compiler: its predefined macros, one per line, sorted (the instruction sets, as
+  __AVX512F__ and __AVX2__, and the CPU it is for); "" when the compiler does not say. For native, what it means on this
+  machine. One compiler run per process, compiler and march: the cold path only (cache keys, the renderer's registers)."""
+  return _predefined_macros(find_compiler(), march)  # type: ignore[arg-type]
+
+def native_macros() -> str: return target_macros("native")
+
+@functools.cache
+def _native_digest(macros: str) -> str: return hashlib.sha256(macros.encode()).hexdigest()[:16]
+
+def native_target() -> str:
+  """A digest of native_macros(): part of every cache key, so a cache folder shared by machines of different kinds (a home
+  directory on AVX-512 and AVX2 machines) never hands one an object built for the other's instructions (SIGILL)."""
+  return _native_digest(native_macros())
+
 # part of every key: entries of an older layout (without the trailer) are other files, never read as corrupt ones
 CACHE_FORMAT = "2"
 
 def cache_key(src: str, flags: list[str]) -> str:
-  return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version(), CACHE_FORMAT]).encode()).hexdigest()[:32]
+  return hashlib.sha256("\0".join([src, " ".join(flags), compiler_version(), native_target(), CACHE_FORMAT]).encode()).hexdigest()[:32]
 
 def uses_openmp(src: str) -> bool: return "#pragma omp" in src
 

@@ -61,12 +61,13 @@ def _exec(block: list, env: dict, name: str) -> None:
       buf, i, valid = env[u.src[0]]
       if valid: _store(buf, i, env[u.src[1]], name)
     elif op is Ops.DEFINE_REG: env[u] = env[u.src[0]]
+    elif op is Ops.DEFINE_LOCAL: env[u] = Buffer("PYTHON", u.dtype.size, u.dtype.base)  # type: ignore[attr-defined]
     elif op is Ops.ASSIGN: env[u.src[0]] = env[u.src[1]]
     elif op is Ops.AFTER: env[u] = env[u.src[0]]
     elif op is Ops.CAST: env[u] = cast_value(env[u.src[0]], u.dtype)
     elif op is Ops.BITCAST: env[u] = _bitcast(env[u.src[0]], u.src[0].dtype, u.dtype)
     elif op in GroupOp.ALU: env[u] = exec_alu(op, u.dtype, [env[s] for s in u.src])
-    elif op is Ops.END: continue
+    elif op is Ops.END or op is Ops.CUSTOM and u.arg == "prefetch": continue  # a prefetch is a hint to a cache
     else: raise NotImplementedError(f"the PYTHON device can't run {op}")
 
 def _check(buf: Buffer, i: int, name: str, what: str) -> None:

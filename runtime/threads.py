@@ -1,6 +1,7 @@
 """Threads inside CPU kernels: how many a kernel may use, and when it should stay on one. The renderer asks
-`threads_for(...)` while it writes a kernel and puts `parallel_pragma(n)` on its outermost loop; runtime/ops_cpu.py builds
-a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere the pragma is ignored: serial).
+`threads_for(...)` while it writes a kernel and puts `parallel_pragma(n)` on its outermost loop (`loop_bound_hint` inside
+it); runtime/ops_cpu.py builds a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere
+the pragma is ignored: serial).
 
 THREADS=n caps the threads of every kernel (default 0: the cores this process may run on); `Context(THREADS=1)` for a block.
 """
@@ -54,9 +55,19 @@ def threads_for(ops: int, mem_bytes: int = 0, iterations: int | None = None) -> 
   best = min(range(2, n + 1), key=lambda k: parallel_ns(ops, mem_bytes, k))
   return best if parallel_ns(ops, mem_bytes, best) <= (1 - MIN_GAIN) * t1 else 1
 
-def parallel_pragma(threads: int, collapse: int = 1) -> str:
+def parallel_pragma(threads: int, collapse: int = 1, private: tuple[str, ...] = ()) -> str:
   """The line to put right above a kernel's outermost `for` (or the outer `collapse` loops, perfectly nested) so it runs
   on `threads` threads; "" for one thread. Static schedule: each thread gets one contiguous block of iterations, and each
-  output is computed by one thread in the serial order, so results are bit for bit those of one thread."""
+  output is computed by one thread in the serial order, so results are bit for bit those of one thread. `private`: the
+  values computed before the loop that it only reads, copied into each thread (firstprivate): shared, they would be
+  read through a pointer gcc can't tell apart from the kernel's stores, and reloaded from memory after each one."""
   if threads <= 1: return ""
-  return f"#pragma omp parallel for schedule(static) num_threads({threads})" + (f" collapse({collapse})" if collapse > 1 else "")
+  return (f"#pragma omp parallel for schedule(static) num_threads({threads})" + (f" collapse({collapse})" if collapse > 1 else "") +
+          (f" firstprivate({', '.join(private)})" if private else ""))
+
+def loop_bound_hint(counter: str, bound: str) -> str:
+  """The first line of a parallel loop's body: that its counter stays in [0, bound). OpenMP moves the loop into a function
+  of its own whose counter runs between bounds computed at run time, so gcc no longer knows that `ridx0*1024 + ridx1`
+  can't wrap (-fwrapv) and finds the inner loops' addresses not affine: they stay scalar (softmax on 2 threads took 4x the
+  CPU time of 1). The hint gives the range back."""
+  return f"if ({counter} < 0 || {counter} >= {bound}) __builtin_unreachable();"

@@ -3,7 +3,7 @@
   rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
   symbolic   index arithmetic simplified                                 rules/symbolic.rules
   float32    float16/bfloat16 arithmetic computed in float32               rules/float_compute.rules
-  opts       long reductions split, small inner loops unrolled (not NOOPT) tensor/codegen/opt.py
+  opts       an Opt list: vectors, tiles, partials, stash (not NOOPT)      tensor/codegen/opt.py, rules/opt.rules
   lower      reductions become accumulators                              rules/lower.rules
   linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
 Python here only drives the passes; every rewrite is a rule.
@@ -198,7 +198,8 @@ def kernel_name(ast: UOp) -> str:
   return base if n == 1 else f"{base}n{n}"
 
 def estimate(uops: list[UOp]) -> tuple[int, int]:
-  """(operations, bytes moved) of a linear program, counting loop trip counts."""
+  """(operations, bytes moved) of a linear program, counting loop trip counts. ALU ops count lane by lane (a vector op is
+  one per lane, a fused multiply-add two), so the work of a kernel does not depend on the vector width it was built for."""
   ops = mem = 0
   mult = [1]
   for u in uops:
@@ -207,5 +208,5 @@ def estimate(uops: list[UOp]) -> tuple[int, int]:
     elif u.op in (Ops.LOAD, Ops.STORE):
       dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
       mem += mult[-1] * dt.itemsize
-    elif u.op in GroupOp.ALU: ops += mult[-1]
+    elif u.op in GroupOp.ALU: ops += mult[-1] * u.dtype.count * (2 if u.op is Ops.MULACC else 1)
   return ops, mem

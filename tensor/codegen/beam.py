@@ -2,14 +2,16 @@
 
 The search starts from the empty list and the heuristic's (tensor/codegen/heuristic.py); each round extends every list of
 the beam by each single Opt that applies to the kernel as that list left it (UPCAST or UNROLL of a loop by a small factor,
-TILE of a loop, SWAP of neighbouring output loops, THREADS 1: one thread), compiles the new candidates (two at a time: the compiler is another
-process), runs each a few times on buffers of the kernel's sizes filled with random values, and keeps the n fastest lists.
+TILE of a loop, SWAP of neighbouring output loops, STASH, PREFETCH or SPLIT of a reduction loop, THREADS 1: one thread),
+compiles the new candidates (two at a time: the compiler is another process), runs each a few times on buffers of the
+kernel's sizes filled with random values, and keeps the n fastest lists.
 It stops when a round finds nothing faster. A candidate without THREADS renders with the threads runtime/threads.py's
 cost model gives it, so its timing includes them; THREADS 1 (tensor/codegen's THREADS_OPT) keeps the kernel on one.
 
 The chosen list is kept on disk (runtime/kernel_cache.py's data entries) under a key made from the kernel's AST, the
-device, the compiler and its flags, THREADS, n and the version of the code that lowers kernels: a second process with the
-same BEAM takes it from there without searching. DEBUG>=1 prints each search: candidates, seconds, the list and its speed
+device, the compiler, its flags and what -march=native means here, THREADS, the machine (vector registers, cores), n and
+the version of the code that lowers kernels: a second process on the same kind of machine with the same BEAM takes it from
+there without searching. DEBUG>=1 prints each search: candidates, seconds, the list and its speed
 against the heuristic's.
 """
 from __future__ import annotations
@@ -24,11 +26,13 @@ from runtime.ops import Ops
 from runtime.threads import THREADS, max_threads
 from runtime.uop import UOp
 from tensor.codegen import THREADS_OPT, base_name, float_compute, lower_kernel, rangeify_simplified, split_threads, thread_cap, vector_caps
+from tensor.codegen.heuristic import applies
 from tensor.codegen.opt import Opt, OptError, apply_opts, lanes_of, output_loops, reduce_loops, trip_count
 
 UPCASTS = (2, 3, 4, 8, 16)   # lanes an output loop may become (those that divide it)
 UNROLLS = (2, 4, 8, 16)      # partial accumulators a reduction loop may become
 TILES = (8, 32, 128)         # inner loop lengths of a TILE (cache blocking)
+SPLITS = (16, 32)            # partials a whole tensor's reduction may become
 RUNS = 3                     # runs per candidate: its time is the fastest
 EARLY_STOP = 3.0             # a candidate whose first run is this many times slower than the best is not run again
 MAX_ROUNDS = getenv("BEAM_ROUNDS", 8)
@@ -53,11 +57,11 @@ def beam_opts(ast: UOp, device: str, amount: int) -> list[Opt]:
   return opts
 
 def cache_key(ast: UOp, device: str, amount: int) -> str:
-  from tensor.engine.program_cache import ast_text, code_version
-  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), code_version()]
+  from tensor.engine.program_cache import ast_text, code_version, machine
+  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), machine(device), code_version()]
   if device != "PYTHON":
-    from runtime.ops_cpu import cflags, compiler_version
-    parts += [" ".join(cflags()), compiler_version()]
+    from runtime.ops_cpu import cflags, compiler_version, native_target
+    parts += [" ".join(cflags()), compiler_version(), native_target()]
   return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 def _load(key: str) -> list[Opt] | None:
@@ -77,6 +81,9 @@ def actions(sink: UOp) -> list[Opt]:
     kind = "UPCAST" if axis < len(outs) else "UNROLL"
     out += [Opt(kind, axis, k) for k in (UPCASTS if kind == "UPCAST" else UNROLLS) if k <= min(n, room) and n % k == 0]
     out += [Opt("TILE", axis, k) for k in TILES if k < n and n % k == 0 and n // k >= 2]
+    if kind == "UNROLL":  # a reduction's values kept for the output, the next row prefetched, partials for threads: where they apply
+      out += [o for o in [Opt("STASH", axis, 0), Opt("PREFETCH", axis, 1), *(Opt("SPLIT", axis, k) for k in SPLITS if k < n and n % k == 0)]
+              if applies(sink, o)]
   out += [Opt("SWAP", a, a + 1) for a in range(len(outs) - 1)]
   if max_threads() > 1: out.append(Opt(THREADS_OPT, 0, 1))  # one thread, whatever the cost model says
   return out

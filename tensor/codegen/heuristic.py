@@ -1,21 +1,41 @@
 """The default Opt list of a kernel, picked by its shape (tensor/codegen/opt.py applies it; NOOPT=1 skips this).
 
   matmul-like  a sum of products of two loads whose indices move with different output loops: a register tile of two
-               output loops (rows x one or two vectors of columns), the reduction loop innermost
-  reductions   over >= 64 consecutive elements: partial accumulators (one vector) instead of one serial chain
+               output loops (rows x up to an eighth of the registers in vectors of columns), the reduction loop innermost,
+               the loop over column panels outermost when a panel fits the L2
+  reductions   over >= 64 consecutive elements: partial accumulators (one vector) instead of one serial chain; one
+               outside every loop (a whole tensor's sum) over 2 MiB and more: SPLIT into partials that threads share out
   elementwise  the output loop that is consecutive in memory, as vectors of the SIMD width
   small        an innermost output loop of at most 4 iterations is unrolled (the seeds' E_4n2)
+  prefetch     a kernel reading each row in several loops (softmax, layernorm): the next row prefetched (PREFETCH)
+  stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
+               values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
 from __future__ import annotations
-from runtime.ops import Ops
+import itertools, math
+from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
+from runtime.threads import max_threads
 from rules.vectorize_helpers import VectorCaps
-from tensor.codegen.opt import MAX_LANES, Opt, output_loops, reduce_loops, trip_count
+from tensor.codegen.opt import MAX_LANES, Opt, OptError, apply_opt, output_loops, reduce_loops, trip_count
 
 UPCAST_MAX = 4     # a short innermost output loop, unrolled whole
 SPLIT_MIN = 64     # shorter reductions stay one loop
 MAX_ROWS = 8       # rows of a matmul's register tile at most (one broadcast each per step of k)
 SPLIT_BYTES = 64   # lanes of a split reduction: 64 bytes (16 floats: one AVX-512 register, two AVX2 ones)
+# STASH when a row of the reduction is at most this (its stores are read back from the L2 cache, 256 KiB and more on x86
+# CPUs); measured on softmax (4096, 1024) float32: 7.6 -> 5.2 ms on one thread, the exp2 polynomial once per element
+STASH_MAX_BYTES = 256 * 1024
+# SPLIT a reduction outside every loop from this size on: from about here the cost model of runtime/threads.py runs it on
+# two threads (2 MiB of float32: 154 us on one, 115 on two). Into PARTIALS blocks (fewer when they don't divide it): enough
+# for a few cores, and the same on any number of threads (so the same sum)
+SPLIT_MIN_BYTES = 2 * 1024 * 1024
+PARTIALS = 32
+# ops worth storing instead of computing again: a polynomial or a math.h call each
+EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.SQRT})
+# a matmul's column panel (the reduction's length x the tile's columns) that fits this stays in the L2 (1-2 MB per core
+# on the machines measured) while the row panels stream past it: its loop then runs outermost
+PANEL_BYTES = 1 << 20
 # a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
 VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
 
@@ -41,8 +61,10 @@ def store_index(sink: UOp) -> UOp | None:
 
 def matmul_opts(sink: UOp, caps: VectorCaps | None) -> list[Opt] | None:
   """A register tile for a sum of products whose loads move with different output loops: ROWS output rows (a loop some
-  load does not move with) times a vector of COLS consecutive columns (the loop the store and a load are consecutive
-  in), the reduction loop innermost. Lanes are applied rows first, so the columns are the innermost lane axis (a vector)."""
+  load does not move with) times COLS consecutive columns in vectors (the loop the store and a load are consecutive in),
+  the reduction loop innermost. Lanes are applied rows first, so the columns are the innermost lane axis (a vector). Then
+  the loop over column panels (the vector load moves with it, the broadcast one does not) goes outside the loop over
+  row panels when the panel fits the L2: every row panel streams past a panel read from the L2 (`panel_order`)."""
   outs = output_loops(sink)
   qs = [u for u in sink.toposort() if u.op is Ops.REDUCE]
   st = store_index(sink)
@@ -63,21 +85,50 @@ def matmul_opts(sink: UOp, caps: VectorCaps | None) -> list[Opt] | None:
           all(stride(ld.src[0].src[1], r) is not None for ld in lds) and any(stride(ld.src[0].src[1], r) for ld in lds)]
   if not rows: return None
   row = rows[-1]
-  want_rows, n_cols = register_tile(caps, q.dtype.itemsize, 2 if fits(col, 2 * width) else 1)
+  n_vectors = next(v for v in range(col_vectors(caps), 0, -1) if fits(col, v * width))
+  want_rows, n_cols = register_tile(caps, q.dtype.itemsize, n_vectors)
   n_rows = next((k for k in range(want_rows, 1, -1) if fits(row, k)), None)
   if n_rows is None: return None
   # the row UPCAST first; when it takes the whole loop, the loop is gone and a column loop after it shifts down
   col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
-  return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, n_cols)]
+  opts = [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, n_cols)]
+  left = [r for r in outs if not (r is row and n_rows == trip_count(row)) and not (r is col and n_cols == trip_count(col))]
+  return opts + panel_order(left, vecs, [ld for ld in lds if ld not in vecs], q, n_cols)
 
-def register_tile(caps: VectorCaps | None, itemsize: int, col_vectors: int = 2) -> tuple[int, int]:
-  """(rows, columns) of a matmul's register tile: `col_vectors` vectors of columns per row, and as many rows as leave
-  one register for the broadcast row value and one for a product beside the column vectors and the accumulators
-  (AVX2: 6 rows x 16 floats, 12 accumulators of 16 registers; 1.75x the 4x16 tile at matmul 1024, measured in C).
-  tensor/functional/matmul.py pads a matmul's rows to a multiple of the rows."""
+def panel_order(outs: list[UOp], vecs: list[UOp], others: list[UOp], q: UOp, n_cols: int) -> list[Opt]:
+  """A SWAP bringing the loop over column panels (the vector loads move with it, the others not) outside the loop over
+  row panels (the others move with it, the vector loads not) enclosing it, when one panel (the reduction's length times
+  the tile's columns) fits PANEL_BYTES: the panel then stays in the L2 while every row panel streams past it, where the
+  other order reads all of B from the L3 once per row panel (1.5x the kernel's speed at matmul 1024, measured in C)."""
+  def moves(lds: list[UOp], r: UOp) -> bool: return any(stride(ld.src[0].src[1], r) != 0 for ld in lds)
+  panels = [r for r in outs if moves(vecs, r) and not moves(others, r) and (trip_count(r) or 0) >= 2]
+  if not panels: return []
+  p = panels[-1]
+  row_panels = [r for r in outs[:outs.index(p)] if moves(others, r) and not moves(vecs, r)]
+  k = 1
+  for r in q.src[1:]: k *= trip_count(r) or 0
+  if not row_panels or k * n_cols * q.dtype.itemsize > PANEL_BYTES: return []
+  # the outermost loop is split among the threads in equal blocks: 3 panels on 2 threads would leave one idle a third of
+  # the time, where the row panels (hundreds) split evenly
+  n, threads = trip_count(p) or 0, max_threads()
+  if threads > 1 and n % threads and n < 8 * threads: return []
+  return [Opt("SWAP", outs.index(row_panels[0]), outs.index(p))]
+
+def col_vectors(caps: VectorCaps | None) -> int:
+  """The vectors of columns a matmul's register tile takes at most: an eighth of the registers (AVX-512: 4 of 32, AVX2:
+  2 of 16), so the accumulators take three quarters of them."""
+  return max(1, (caps or VECTOR_CAPS).registers // 8)
+
+def register_tile(caps: VectorCaps | None, itemsize: int, n_vectors: int | None = None) -> tuple[int, int]:
+  """(rows, columns) of a matmul's register tile: `n_vectors` vectors of columns per row (default: the most,
+  `col_vectors(caps)`), and as many rows as leave one register for the broadcast row value and one for a product beside
+  the column vectors and the accumulators. AVX-512: 6 rows x 64 floats (24 accumulators of 32 registers: 1.15x the 8 x 32
+  tile at matmul 1024, measured in C); AVX2: 6 x 16 (12 of 16; 1.75x its 4x16 tile). tensor/functional/matmul.py pads a
+  matmul's rows and columns to multiples of the tile."""
   if caps is None: caps = VECTOR_CAPS
   width = max(1, caps.register_bytes // itemsize)
-  return max(1, min(MAX_ROWS, (caps.registers - col_vectors - 2) // col_vectors)), width * col_vectors
+  nv = n_vectors if n_vectors is not None else col_vectors(caps)
+  return max(1, min(MAX_ROWS, (caps.registers - nv - 2) // nv)), width * nv
 
 def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: VectorCaps) -> list[Opt] | None:
   """A register tile when no consecutive loop divides into vectors (a convolution's 54 columns): vectors over an output
@@ -96,23 +147,77 @@ def gathered_tile(outs: list[UOp], st: UOp, lds: list[UOp], width: int, caps: Ve
   col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)
   return [Opt("UPCAST", outs.index(row), n_rows), Opt("UPCAST", col_axis, width)]
 
+def reductions_over(sink: UOp, r: UOp) -> list[UOp]: return [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+
+def applies(sink: UOp, opt: Opt) -> bool:
+  """Whether an Opt applies to the kernel (apply_opt raises OptError otherwise); the kernel it makes is dropped."""
+  try: apply_opt(sink, opt, itertools.count(1 << 30).__next__)
+  except OptError: return False
+  return True
+
+def stash_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+  """STASH the first reduction of expensive values (exp, log, ...) that the store computes again, when its row stays
+  cached (one: the output holds one row of values)."""
+  for k, r in enumerate(reds):
+    q, n = reductions_over(sink, r)[0], trip_count(r)
+    if n is None or n * q.dtype.itemsize > STASH_MAX_BYTES or not any(u.op in EXPENSIVE for u in q.src[0].toposort()): continue
+    if applies(sink, o := Opt("STASH", len(outs) + k, 0)): return [o]
+  return []
+
+def prefetch_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+  """PREFETCH the next row where a kernel reads each row in several loops (softmax: max, sum and output loops; layernorm):
+  between those loops no new line is asked for, so the hardware prefetcher falls behind and the next row's first loop
+  waits for memory. Prefetched in the reduction loop doing the most arithmetic (softmax's exp). Softmax (4096, 1024):
+  5.1 -> 4.0 ms; rows of 256 to 16384 floats gain 12-22%. A row sum, read once, gains nothing."""
+  readers: dict[UOp, set[int]] = {}  # buffer -> the reduction loops (axes) reading it
+  for k, r in enumerate(reds):
+    for ld in loads(reductions_over(sink, r)[0].src[0]):
+      if r in ld.src[0].src[1].toposort(): readers.setdefault(ld.src[0].src[0], set()).add(k)
+  multi = {k for ks in readers.values() if len(ks) > 1 for k in ks}
+  if not outs or not multi: return []
+  def work(k: int) -> int: return sum(1 for u in reductions_over(sink, reds[k])[0].src[0].toposort() if u.op in GroupOp.ALU)
+  k = max(sorted(multi), key=work)
+  return [o] if applies(sink, o := Opt("PREFETCH", len(outs) + k, 1)) else []
+
+def split_opts(sink: UOp, outs: list[UOp], reds: list[UOp], unrolls: dict[int, int]) -> list[Opt]:
+  """SPLIT each reduction outside every loop (a whole tensor's sum, max, mean) of SPLIT_MIN_BYTES or more, at its loop
+  moving furthest in memory (the outer dimension: each partial a contiguous block), into PARTIALS blocks (fewer where
+  they do not divide it, and whole vectors where that loop is UNROLLed too)."""
+  from rules.lower_helpers import scope
+  memo: dict = {}
+  opts = []
+  for q in dict.fromkeys(q for r in reds for q in reductions_over(sink, r)):
+    trips = [trip_count(r) for r in q.src[1:]]
+    if None in trips or scope(q, memo) or math.prod(trips) * q.dtype.itemsize < SPLIT_MIN_BYTES: continue  # type: ignore[arg-type]
+    def reach(r: UOp) -> int: return max([abs(stride(ld.src[0].src[1], r) or 0) for ld in loads(q.src[0])], default=0)
+    if reach(r := max(q.src[1:], key=reach)) == 0: continue  # loads nothing that moves (ones(10**12).sum() folds to n * 1)
+    k, n = reds.index(r), trip_count(r) or 0
+    parts = next((p for p in (PARTIALS, 16, 8, 4, 2) if p < n and n % (p * unrolls.get(k, 1)) == 0), None)
+    if parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
+  return opts
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
-  opts: list[Opt] = []
+  opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
+  unrolls: dict[int, int] = {}
   for k, r in enumerate(reds):
     n = trip_count(r) or 0
-    qs = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+    qs = reductions_over(sink, r)
     if not qs or n < SPLIT_MIN or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs): continue
-    amount = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
+    # the widest lanes dividing the loop (a row of 1000: 8 lanes), no fewer than 4
+    want = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
+    amount = next((a for a in (want, want // 2, want // 4) if a >= 4 and n % a == 0), want)
     moving = [ld for q in qs for ld in loads(q.src[0]) if r in ld.src[0].toposort()]
     if n % amount or not moving or any(stride(ld.src[0].src[1], r) != 1 for ld in moving): continue
     # nested reductions multiply their lanes: stay within what apply_opts takes
     if lanes * amount > MAX_LANES: continue
     lanes *= amount
-    opts.append(Opt("UNROLL", len(outs) + k, amount))
+    unrolls[k] = amount
+  # SPLITs first: a reduction of vectors (UNROLLed) is no longer split
+  opts += split_opts(sink, outs, reds, unrolls) + [Opt("UNROLL", len(outs) + k, a) for k, a in unrolls.items()]
   if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
     # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
     opts.append(Opt("UPCAST", len(outs) - 1, 0))

@@ -6,12 +6,20 @@ NOOPT=1 is the empty list.
   UNROLL axis n   a reduction loop as n interleaved partial accumulators (a vector accumulator), combined after it
   TILE   axis n   a loop as an outer loop and an inner loop of n iterations (cache blocking)
   SWAP   axis m   output loops axis and m change places (loops nest in order of their ids)
+  SPLIT  axis n   a reduction loop as n partial reductions over consecutive blocks, one per iteration of a new loop that
+                  threads share out (the same split on any number of threads), stored into a small array and combined in
+                  order after it; the new loop is no Opt's axis
+  PREFETCH axis d the loads in reduction loop axis ask for what they will read d iterations later of the output loop
+                  they move with (the next row, while this one computes; a hint, no value changes)
+  STASH  axis 0   the values a reduction loop reduces also stored into the output at the last output loop's index, and
+                  read back there instead of computed again (softmax: each exponential computed once)
 
 Axes count the loops as they are when the Opt applies (`loops`): the output loops, outermost first, then the reduction
 loops. After the list: rules/expand.rules makes one copy per lane, rules/vectorize.rules vector ops of the lanes.
 """
 from __future__ import annotations
 from typing import Callable, NamedTuple
+from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -26,16 +34,17 @@ class Opt(NamedTuple):
 class OptError(ValueError):
   """An Opt that does not apply to the kernel: no such loop, a loop of the wrong kind, or an amount that does not divide it."""
 
-KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP")
+KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP", "SPLIT", "STASH", "PREFETCH")
 MAX_LANES = 1024  # lanes of all UPCASTs and UNROLLs together: each lane is a copy of the kernel body until vectorized
 
 def reduce_loops(sink: UOp) -> list[UOp]:
   return sorted({r for u in sink.toposort() if u.op is Ops.REDUCE for r in u.src[1:]}, key=lambda r: r.arg)
 
 def output_loops(sink: UOp) -> list[UOp]:
-  """The loops over the output, outermost first."""
-  red = set(reduce_loops(sink))
-  return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u not in red), key=lambda r: r.arg)
+  """The loops over the output, outermost first (not a SPLIT's loop of partials: an END closes it)."""
+  topo = sink.toposort()
+  red = set(reduce_loops(sink)) | {r for u in topo if u.op is Ops.END for r in u.src[1:]}
+  return sorted((u for u in topo if u.op is Ops.RANGE and u not in red), key=lambda r: r.arg)
 
 def loops(sink: UOp) -> list[UOp]:
   """The loops an Opt's axis counts: output loops outermost first, then reduction loops."""
@@ -66,8 +75,10 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
     order = list(outs)
     order[axis], order[amount] = order[amount], order[axis]
     return graph_rewrite(sink, rules.swap, OptContext(None, None, ids={o: new_id() for o in order}), name="SWAP"), opt
+  if kind == "STASH": return _stash(sink, opt, r, outs), opt
+  if kind == "PREFETCH": return _prefetch(sink, opt, r, outs), opt
   if kind == "UPCAST" and r not in outs: raise OptError(f"{opt}: UPCAST takes an output loop (axes 0 to {len(outs) - 1})")
-  if kind == "UNROLL" and r in outs: raise OptError(f"{opt}: UNROLL takes a reduction loop (axes {len(outs)} to {len(every) - 1})")
+  if kind in ("UNROLL", "SPLIT") and r in outs: raise OptError(f"{opt}: {kind} takes a reduction loop (axes {len(outs)} to {len(every) - 1})")
   n = trip_count(r)
   if n is None: raise OptError(f"{opt}: the loop's length is not a constant")
   if amount == 0 and kind != "TILE": amount = n
@@ -76,6 +87,7 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
   if kind == "UNROLL":
     bad = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:] and (q.arg not in (Ops.ADD, Ops.MAX) or q.dtype.count != 1)]
     if bad: raise OptError(f"{opt}: only a sum or a max of scalars is split into partial accumulators, not a {bad[0].arg} of {bad[0].dtype}")
+  if kind == "SPLIT": return _split(sink, Opt(kind, axis, amount), r, n, new_id), Opt(kind, axis, amount)
   if kind in ("UPCAST", "UNROLL") and lanes_of(sink) * amount > MAX_LANES:
     raise OptError(f"{opt}: more than {MAX_LANES} lanes in all")
   outer = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // amount),), r.arg) if amount < n else None
@@ -87,6 +99,69 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
   lane = lanes(r.dtype, uid, amount)
   ctx = OptContext(r, lane if outer is None else _scaled(outer, amount, lane), outer, None, uid, amount)
   return graph_rewrite(sink, rules.upcast if kind == "UPCAST" else rules.unroll, ctx, name=kind), Opt(kind, axis, amount)
+
+def _split(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UOp:
+  """SPLIT of reduction loop r (n iterations) into opt.amount partials: every reduction over r must be of scalars and inside
+  no loop, so the partials' array and loop sit outside every loop (a thread's iterations of an outer loop would share
+  them) and no later UPCAST gives them lanes."""
+  from rules import opt as rules
+  from rules.lower_helpers import scope
+  from rules.opt_helpers import Split
+  if opt.amount == n: raise OptError(f"{opt}: the amount must be shorter than the loop's {n} iterations")
+  memo: dict = {}
+  if any(q.dtype.count != 1 or scope(q, memo) for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]):
+    raise OptError(f"{opt}: SPLIT takes a reduction of scalars inside no loop (not one of lanes, nor one in an output loop)")
+  part = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), opt.amount),), new_id())
+  inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // opt.amount),), r.arg)
+  return graph_rewrite(sink, rules.split, Split(r, _scaled(part, n // opt.amount, inner), part, inner, opt.amount, new_id), name="SPLIT")
+
+def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
+  """STASH of reduction loop r: its one reduction q (over r alone) reduces values x(r); the kernel's one store writes
+  f(x(o), q) at index i(o) of the last output loop o, of r's bound, that q does not use. Then x(r) is also stored at
+  i(r) inside r's loop, and f reads x(o) back from i(o), after q: the same value (stored in its own dtype), so the same
+  results. The output is not read otherwise, so the stores in r's loop clobber nothing the kernel still needs."""
+  from rules import opt as rules
+  from rules.opt_helpers import Stash
+  def no(why: str) -> OptError: return OptError(f"{opt}: STASH takes {why}")
+  qs = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]]
+  if opt.amount != 0: raise no("the amount 0")
+  if len(qs) != 1 or qs[0].src[1:] != (r,) or qs[0].dtype.count != 1: raise no("a loop of one reduction of scalars over it alone")
+  q = qs[0]
+  if len(sink.src) != 1 or sink.src[0].op is not Ops.STORE or len(sink.src[0].src[0].src) != 2: raise no("a kernel of one unguarded store")
+  (g, i), v = sink.src[0].src[0].src, sink.src[0].src[1]
+  o = outs[-1] if outs else None
+  if o is None or o.src[0] is not r.src[0] or o in q.toposort() or o not in i.toposort():
+    raise no("a last output loop of the same length, that the store's index uses and the reduction does not")
+  if q.src[0].dtype is not g.dtype.base or any(u.op is Ops.INDEX and u.src[0] is g for u in v.toposort()):
+    raise no("reduced values of the output's dtype, and an output the kernel does not read")
+  value = graph_rewrite(q.src[0], rules.upcast, OptContext(r, o), name="STASH index")  # x(o): the values at the output loop
+  if value not in v.toposort() or q not in v.toposort(): raise no("a stored value using the reduction and its values at the output loop")
+  at = graph_rewrite(i, rules.upcast, OptContext(o, r), name="STASH index")  # i(r)
+  load = uop(Ops.LOAD, value.dtype, (uop(Ops.INDEX, g.dtype, (uop(Ops.AFTER, g.dtype, (g, q)), i)),))
+  store = uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, g.dtype, (g, at)), q.src[0]))
+  return graph_rewrite(sink, rules.stash, Stash(value, load, store), name="STASH")
+
+def _prefetch(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
+  """PREFETCH in reduction loop r: each unguarded load there whose index moves with r and with an output loop a (the
+  innermost one) also prefetches its element at a + amount (modulo a's length, so the address stays inside the buffer;
+  a guarded load's index may point outside it: not prefetched)."""
+  from rules import opt as rules
+  from rules.opt_helpers import Prefetch
+  if r in outs or opt.amount < 1: raise OptError(f"{opt}: PREFETCH takes a reduction loop and a distance of 1 or more")
+  nodes: dict[UOp, None] = {}
+  for ld in (u for u in sink.toposort() if u.op is Ops.LOAD and r in u.src[0].src[1].toposort()):
+    idx = ld.src[0]
+    guarded = len(idx.src) > 2 and not (idx.src[2].op is Ops.CONST and idx.src[2].arg is True)
+    if guarded or not (moving := [a for a in outs if a in idx.toposort() and trip_count(a)]): continue
+    a = moving[-1]
+    ahead = uop(Ops.MOD, a.dtype, (uop(Ops.ADD, a.dtype, (a, uop(Ops.CONST, a.dtype, (), opt.amount))), a.src[0]))
+    # a -> a placeholder loop -> (a + amount) % n: the result holds a, so not in one rewrite
+    stand_in = uop(Ops.RANGE, a.dtype, a.src, -1 - a.arg)
+    at = graph_rewrite(graph_rewrite(idx.src[1], rules.upcast, OptContext(a, stand_in)), rules.upcast, OptContext(stand_in, ahead),
+                       name="PREFETCH index")
+    nodes[uop(Ops.CUSTOM, dtypes.void, (uop(Ops.INDEX, idx.dtype, (idx.src[0], at)),), "prefetch")] = None
+  if not nodes: raise OptError(f"{opt}: no load in that loop moves with an output loop")
+  return graph_rewrite(sink, rules.prefetch, Prefetch(tuple(nodes)), name="PREFETCH")
 
 def _scaled(outer: UOp, amount: int, inner: UOp) -> UOp:
   return uop(Ops.ADD, outer.dtype, (uop(Ops.MUL, outer.dtype, (outer, uop(Ops.CONST, outer.dtype, (), amount))), inner))

@@ -2,7 +2,8 @@
 cache (runtime/kernel_cache.py) under a key made from its AST, so a new process that meets a kernel an earlier one compiled
 skips lowering, linearizing and rendering as well as the compiler.
 
-The key covers everything the program depends on: the AST (written out node by node), the device, NOOPT and THREADS, and the code
+The key covers everything the program depends on: the AST (written out node by node), the device, NOOPT and THREADS, the machine
+(the device's vector registers and the core count: `machine`), and the code
 that lowers and renders (a digest of the sources of runtime/, rules/, tensor/codegen/ and tensor/renderer/, taken once
 per process), so changing any of them makes new entries instead of reading stale ones. Only devices whose programs are
 source text (not the PYTHON device's UOp lists) are kept.
@@ -12,6 +13,7 @@ import functools, hashlib, json, os
 from runtime import kernel_cache
 from runtime.dtype import _dtype_from_repr
 from runtime.ops import Ops
+from runtime.threads import cores
 from runtime.uop import UOp, uop
 
 FORMAT = "1"  # part of every key: a change of the stored layout makes new entries
@@ -39,8 +41,17 @@ def ast_text(ast: UOp) -> str:
     lines.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{u.tag!r}|{','.join(str(index[s]) for s in u.src)}")
   return "\n".join(lines)
 
+def machine(device: str) -> str:
+  """What lowering reads of the machine: the vector registers of the device (AVX-512 and AVX2 programs differ) and the
+  cores a kernel's threads default to, so a cache folder shared by machines of different kinds keeps a program per kind."""
+  from tensor.codegen import vector_caps
+  if (caps := vector_caps(device)) is None: return f"scalar cores={cores()}"
+  # names sorted: a frozenset's order follows string hashes, which differ between processes
+  ops, scalars = sorted(o.name for o in caps.ops), sorted(d.name for d in caps.scalars)
+  return f"{ops} {scalars} {caps.min_bytes} {caps.max_bytes} {caps.register_bytes} {caps.registers} cores={cores()}"
+
 def program_key(ast: UOp, device: str, noopt: object) -> str:
-  return hashlib.sha256("\0".join([ast_text(ast), device, str(noopt), code_version()]).encode()).hexdigest()[:32]
+  return hashlib.sha256("\0".join([ast_text(ast), device, str(noopt), machine(device), code_version()]).encode()).hexdigest()[:32]
 
 def encode(program) -> bytes | None:
   """The stored form of a Program (None when it can't be stored: not source text, or a variable we can't write out)."""

@@ -1,8 +1,8 @@
 """Convolutions of any number of spatial dims through one path: sliding windows made of movement ops (`windows`),
 multiplied by the weight and summed, so a small conv is one reduction kernel (fused with its bias, activation and
-pooling). A large one is an implicit GEMM (`implicit_gemm`): channels-last input and weight, so the codegen's matmul
-register tile applies. conv1d/conv2d/conv3d and the transposed convs (zero-stuffed input, flipped weight) are thin
-wrappers. Mixed into Tensor by tensor/functional/__init__.py.
+pooling). A large one, or one whose output rows don't divide into vectors, is an implicit GEMM (`implicit_gemm`):
+channels-last input and weight, so the codegen's matmul register tile applies. conv1d/conv2d/conv3d and the transposed
+convs (zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 """
 from __future__ import annotations
 import math
@@ -43,18 +43,31 @@ def windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
   # (..., o0, k0, o1, k1, ...) -> (..., *out, *kernel)
   return x.permute(*range(len(lead)), *[len(lead) + 2 * j for j in range(n)], *[len(lead) + 2 * j + 1 for j in range(n)])
 
-# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel wins (no layout copies, and the
-# bias, activation and pooling fuse into it); conv2d (8,64,56,56) x (64,64,3,3) (860M) ran 5x faster as a GEMM.
-# Module-level so tests can move it to run both paths at small sizes.
+# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel is as fast (no layout copies, and
+# the bias, activation and pooling fuse into it) when its output rows divide into vectors: it tiles them as a matmul's
+# columns. Rows that don't (54, 30, 14 columns) leave that kernel gathering weights, 10x slower: from
+# IMPLICIT_GEMM_UNALIGNED_MIN_MACS such a conv takes the GEMM (AVX-512, 1 thread: (8,16,32,32) x (32,16,3,3) 4.2 -> 42
+# GFLOP/s, (8,16,16,16) x 32 6.8 -> 52; aligned (4,32,34,34) x 32 59 fused, 53 as a GEMM). conv2d (8,64,56,56) x
+# (64,64,3,3) (860M) ran 5x faster as a GEMM. Module-level so tests can move them to run both paths at small sizes.
 IMPLICIT_GEMM_MIN_MACS = 1 << 26
+IMPLICIT_GEMM_UNALIGNED_MIN_MACS = 1 << 18
 # the GEMM's vector columns are output channels (per group) and its reduction the input channels times the taps
 IMPLICIT_GEMM_MIN_COUT = 16
 IMPLICIT_GEMM_MIN_REDUCE = 32
 
-def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...]) -> bool:
+def vector_floats(device: str) -> int:
+  """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
+  from tensor.codegen import vector_caps
+  from tensor.codegen.heuristic import VECTOR_CAPS
+  return max(1, (vector_caps(device) or VECTOR_CAPS).register_bytes // 4)
+
+def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...], width: int) -> bool:
+  """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
+  work when the output rows don't divide into vectors of `width` (the fused kernel's tile needs them to)."""
   red = cin_g * math.prod(kernel)
+  macs = bs * groups * rcout * math.prod(out) * red
   return rcout >= IMPLICIT_GEMM_MIN_COUT and red >= IMPLICIT_GEMM_MIN_REDUCE and \
-    bs * groups * rcout * math.prod(out) * red >= IMPLICIT_GEMM_MIN_MACS
+    (macs >= IMPLICIT_GEMM_MIN_MACS or macs >= IMPLICIT_GEMM_UNALIGNED_MIN_MACS and out[-1] % width != 0)
 
 def contiguous_backward(t: Tensor) -> Tensor:
   """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
@@ -65,25 +78,32 @@ def contiguous_backward(t: Tensor) -> Tensor:
 def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
                   dtype: Any) -> Tensor:
   """x (bs, cin, *spatial) already padded, weight (cout, cin/groups, *kernel), bias (cout,) or None -> (bs, cout, *out)
-  as a GEMM per group:
-  out[n, *o, g, oc] = sum over (*k, c) of x[n, *(o*stride + k*dilation), g, c] * w[g, *k, c, oc]. The input is made
-  channels-last and the weight (g, *k, c, oc): the output channels are consecutive in the weight and the store (the
-  tile's vector columns), the input's are in the reduction's innermost loop; the rows are output positions or batch,
-  which share the weights. The result is made contiguous in that layout (a store with the GEMM's own strides), then
-  viewed as (bs, cout, *out): a consumer reads it through the permute, or a copy makes it NCHW."""
+  as a GEMM per group: out[n, *o, g, oc] = sum over the input channels c and taps k of
+  x[n, g, c, *(o*stride + k*dilation)] * w[g, c, *k, oc]. The output channels are consecutive in the weight and the store
+  (the tile's vector columns); the rows are output positions, which share the weights. An input already in memory (a
+  realized buffer: no padding) is read in place, the taps innermost in the reduction (its steps read along one row of a
+  channel); any other is copied channels-last first (with its padding: a kernel reading the padding through guards
+  would not vectorize), the channels innermost. The result is made contiguous in that layout (a store with the GEMM's
+  own strides), then viewed as (bs, cout, *out): a consumer reads it through the permute, or a copy makes it NCHW.
+  Reading in place saves the copy (conv2d (8,64,56,56) x (64,64,3,3), 1 thread: 0.77x -> 0.88x torch)."""
   nd = len(stride)
   bs, cout, cin_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
   rcout = cout // groups
-  xl = x.permute(0, *range(2, 2 + nd), 1).contiguous()                                    # (bs, *spatial, cin)
-  win = windows(xl.permute(0, 1 + nd, *range(1, 1 + nd)), kernel, stride, dilation)         # (bs, cin, *out, *k)
+  # the reduction's order, as axes of the windows (bs, g, cin_g, *out, *k) and of the weight (g, rcout, cin_g, *k):
+  # (c, *k) in place, (*k, c) channels-last
+  taps, wtaps = tuple(range(3 + nd, 3 + 2 * nd)), tuple(range(3, 3 + nd))
+  in_place = x.is_realized()
+  red, wred = ((2, *taps), (2, *wtaps)) if in_place else ((*taps, 2), (*wtaps, 2))
+  if not in_place: x = x.permute(0, *range(2, 2 + nd), 1).contiguous().permute(0, 1 + nd, *range(1, 1 + nd))  # (bs, cin, *spatial)
+  win = windows(x, kernel, stride, dilation)                                                  # (bs, cin, *out, *k)
   out = win.shape[2:2 + nd]
-  win = win.reshape(bs, groups, cin_g, *out, *kernel).permute(0, *range(3, 3 + nd), 1, *range(3 + nd, 3 + 2 * nd), 2)
-  win = win.reshape(bs, *out, groups, 1, *kernel, cin_g)                                     # (bs, *out, g, 1, *k, cin_g)
-  w = weight.reshape(groups, rcout, cin_g, *kernel).permute(0, *range(3, 3 + nd), 2, 1).contiguous()  # (g, *k, cin_g, rcout)
+  win = win.reshape(bs, groups, cin_g, *out, *kernel).permute(0, *range(3, 3 + nd), 1, *red)    # (bs, *out, g, [red])
+  win = win.reshape(bs, *out, groups, 1, *win.shape[2 + nd:])                                   # (bs, *out, g, 1, [red])
+  w = weight.reshape(groups, rcout, cin_g, *kernel).permute(0, *wred, 1).contiguous()          # (g, [red], rcout)
   w = contiguous_backward(w)  # the weight's gradient is a GEMM too when stored in this layout (rcout consecutive)
-  w = w.permute(0, 2 + nd, *range(1, 2 + nd)).reshape(1, *[1] * nd, groups, rcout, *kernel, cin_g)
-  ret = (win * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype)                               # (bs, *out, g, rcout)
-  if bias is not None: ret = ret + bias.reshape(groups, rcout)                               # in the GEMM's kernel
+  w = w.permute(0, 2 + nd, *range(1, 2 + nd)).reshape(1, *[1] * nd, groups, rcout, *w.shape[1:1 + 1 + nd])
+  ret = (win * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype)                                    # (bs, *out, g, rcout)
+  if bias is not None: ret = ret + bias.reshape(groups, rcout)                                    # in the GEMM's kernel
   ret = contiguous_backward(ret.contiguous())  # the incoming gradient made channels-last: the weight gradient's vectors
   return ret.reshape(bs, *out, cout).permute(0, 1 + nd, *range(1, 1 + nd))
 
@@ -119,7 +139,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   x = x.pad([(0, 0), (0, 0), *pads])
   rcout = cout // groups
   out = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(x.shape[2:], kernel, stride, dilation))
-  if use_implicit_gemm(bs, rcout, cin_g, groups, out, kernel):
+  if use_implicit_gemm(bs, rcout, cin_g, groups, out, kernel, vector_floats(x.device)):
     ret = implicit_gemm(x, weight, bias, groups, stride, dilation, dtype)
     return ret.reshape(ret.shape[1:]) if unbatched else ret
   win = windows(x, kernel, stride, dilation)                                                # (bs, cin, *out, *k)

@@ -3,18 +3,19 @@
 the file: includes, vector types, helper functions, the kernel's header and its entry point.
 """
 from __future__ import annotations
-import functools, subprocess
+import functools
 from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
 from rules.render_c import render_c as render_rules, render_value, render_operand, c_function
 from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
-from runtime.threads import parallel_pragma
+from runtime.threads import loop_bound_hint, parallel_pragma
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
-# 256 bytes (wider than a register: gcc splits them), the ops C has on vectors, and max through a helper
-VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX}),
+# 256 bytes (wider than a register: gcc splits them), the ops C has on vectors (shifts by a constant amount, bit casts
+# between vectors of one size), and max through a helper
+VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.SHL, Ops.SHR, Ops.BITCAST}),
                          frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                                     dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
 
@@ -22,11 +23,8 @@ VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG
 def cpu_vector_caps() -> VectorCaps:
   """VECTOR_CAPS with the vector registers of the CPU kernels compile for (-march=native): AVX-512 has 32 of 64 bytes,
   AVX2 16 of 32, else (SSE, or a compiler that does not say) 16 of 16."""
-  from runtime.ops_cpu import find_compiler
-  try:
-    out = subprocess.run([find_compiler() or "cc", "-march=native", "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True,
-                         timeout=60).stdout
-  except (OSError, subprocess.TimeoutExpired): out = ""
+  from runtime.ops_cpu import native_macros
+  out = native_macros()
   size, count = (64, 32) if "__AVX512F__" in out else (32, 16) if "__AVX2__" in out else (16, 16)
   # no vector wider than a register: gcc keeps a wider one in memory (a 4x16 matmul tile of 64-byte vectors ran at 1 GFLOP/s on AVX2)
   return VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, min(VECTOR_CAPS.min_bytes, size), size, size, count)
@@ -121,6 +119,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
+  before_loops: list[str] = []  # the variables declared outside every loop so far (a parallel loop's firstprivate ones)
   for u in uops:
     op = u.op
     out = render_rules.rewrite(u)
@@ -133,9 +132,10 @@ def render_c(name: str, uops: list[UOp]) -> str:
     if out.__class__ is Line:
       if out.name is not None: ctx.text[u] = ctx.join(out.name)
       if out.indent < 0: depth += out.indent
-      if u in threads: body.append("  " * depth + parallel_pragma(threads[u]))
+      if u in threads: body.append("  " * depth + parallel_pragma(threads[u], private=tuple(before_loops)))
       body.append("  " * depth + ctx.join(out.pieces))
       if out.indent > 0: depth += out.indent
+      if u in threads: body.append("  " * depth + loop_bound_hint(ctx.text[u], ctx.join((u.src[0],))))
       continue
     text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
     if op in GroupOp.ALU and (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
@@ -148,6 +148,7 @@ def render_c(name: str, uops: list[UOp]) -> str:
     counters[prefix] = counters.get(prefix, 0) + 1
     var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
     body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
+    if depth == 1: before_loops.append(var)
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
   return "\n".join(head + entry_points(name, params, body)) + "\n"
 

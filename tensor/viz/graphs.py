@@ -15,61 +15,102 @@ LABELS_INLINE = 1500  # bigger graphs get their text drawn by the page, only whe
 class Replay:
   """The root node id of a recorded rewrite's graph after each of its steps (computed on demand, remembered).
 
-  Step k replaces node `before` by `after` in the graph after step k-1. graph_rewrite also takes nodes it finished earlier
-  from its memo, with no rule firing: when a step's `before` is not in the graph, or after the last step, every node an
-  earlier step rewrote is first replaced by its latest form (following each node's chain of steps)."""
+  The graph after step k is the input rewritten as graph_rewrite rewrites it (sources first, or with bottom_up each node
+  before its sources and again once they changed), with the first k steps as its rules: a node a step rewrote becomes
+  what that step made of it (its latest step). So the graph after the last step is the recorded output, whatever the
+  engine took from its memo in between: a node reached again already rewritten, a rule fired again on a node an earlier
+  step rewrote (the engine remembers the node it met and the final one, not the ones rebuilt in between), a bottom-up
+  key inside another key. A step may change nothing: its node was rewritten the same way before."""
   def __init__(self, rec: Recording, index: int):
     self.rec, self.rw = rec, rec.rewrites[index]
-    self.roots: list[int] = [self.rw["input"]]
-    self.done: dict[int, int] = {}  # every step applied so far: before -> after
-
-  def latest(self, n: int) -> int:
-    seen = {n}
-    while (m := self.done.get(n)) is not None and m not in seen:
-      seen.add(m)
-      n = m
-    return n
-
-  def catch_up(self, root: int) -> int:
-    return replace_nodes(self.rec, root, {n: self.latest(n) for n in self.done}) if self.done else root
+    self.roots: dict[int, int] = {0: self.rw["input"]}
 
   def root(self, step: int) -> int:
     steps = self.rw["steps"]
     step = max(0, min(step, len(steps)))
-    while len(self.roots) <= step:
-      _, before, after = steps[len(self.roots) - 1]
-      root = self.roots[-1]
-      new = replace_nodes(self.rec, root, {before: after})
-      if new == root and before != after:  # `before` is not in the graph: the engine got there through its memo
-        root = self.catch_up(root)
-        new = replace_nodes(self.rec, root, {before: after})
-      self.done[before] = after
-      if new == root and before != after:
-        # still not there: a bottom-up rewrite replaced `before` whole, where an earlier step rebuilt it from the inside
-        # (rules/substitute.rules with one key inside another): every step so far, on the input, each key matched first
-        new = self.catch_up(self.roots[0])
-      if len(self.roots) == len(steps): new = self.catch_up(new)
-      self.roots.append(new)
+    if step not in self.roots:
+      table = {before: after for _, before, after in steps[:step] if before != after}
+      rewrite = rewrite_bottom_up if self.rw["bottom_up"] else rewrite_sources_first
+      self.roots[step] = rewrite(self.rec, self.rw["input"], table)
     return self.roots[step]
 
-def replace_nodes(rec: Recording, root: int, mapping: dict[int, int]) -> int:
-  """The graph under `root` with each node that is a key of `mapping` replaced by its value (nodes above rebuilt, hash-consed)."""
-  memo: dict[int, int] = dict(mapping)
-  nodes = rec.nodes
-  stack = [root]
+def _rebuilt(rec: Recording, n: int, memo: dict[int, int]) -> int:
+  head, src = rec.nodes[n]
+  nsrc = tuple(memo[s] for s in src)
+  return n if nsrc == src else rec.intern_node(head, nsrc)
+
+def rewrite_sources_first(rec: Recording, root: int, table: dict[int, int]) -> int:
+  """`root` rewritten by the rules `table` (node -> node) as graph_rewrite does: each node's sources first, then the node
+  rebuilt from them is replaced while it is a key, and what replaced it is rewritten the same way. Iterative; a table
+  that cycles (a recording of a rewrite that failed) ends where it comes back."""
+  memo: dict[int, int] = {}
+  pending: set[int] = set()  # nodes waiting for what they became
+  stack: list = [root]
   while stack:
-    n = stack[-1]
-    if n in memo:
-      stack.pop()
+    e = stack.pop()
+    if e.__class__ is tuple:  # (node, what it became): the node is final once that is
+      u, target = e
+      memo[u] = memo[target]
+      pending.discard(u)
       continue
-    head, src = nodes[n]
-    missing = [s for s in src if s not in memo]
+    if e in memo: continue
+    missing = [s for s in rec.nodes[e][1] if s not in memo and s not in pending]
     if missing:
+      stack.append(e)
       stack.extend(missing)
       continue
-    stack.pop()
-    nsrc = tuple(memo[s] for s in src)
-    memo[n] = n if nsrc == src else rec.intern_node(head, nsrc)
+    if e in pending:  # reached again while waiting on what it became: a cycle, it stays as it is
+      memo[e] = e
+      continue
+    for s in rec.nodes[e][1]: memo.setdefault(s, s)  # a source in a cycle
+    n = _rebuilt(rec, e, memo)
+    if (target := table.get(n)) is None:
+      memo[e] = memo[n] = n
+    elif target in memo: memo[e] = memo[target]
+    else:
+      pending.add(e)
+      stack.append((e, target))
+      stack.append(target)
+  return memo[root]
+
+def rewrite_bottom_up(rec: Recording, root: int, table: dict[int, int]) -> int:
+  """`root` rewritten by the rules `table` as graph_rewrite(bottom_up=True) does: a node is replaced while it is a key
+  before its sources are visited, then rebuilt from their results, and a rebuilt node is visited again as a new one."""
+  memo: dict[int, int] = {}
+  waiting: set[int] = set()  # nodes whose sources, or whose rebuilt form, are being rewritten: met again, a cycle
+  stack: list = [root]
+  while stack:
+    e = stack.pop()
+    if e.__class__ is tuple:
+      u, n, rebuilt = e
+      if rebuilt:  # u became what its rebuilt form became
+        memo[u] = memo[n]
+        waiting.discard(u)
+        continue
+      for s in rec.nodes[n][1]: memo.setdefault(s, s)  # a source in a cycle
+      n2 = _rebuilt(rec, n, memo)
+      if n2 == n: memo[u] = memo[n] = n
+      elif n2 in memo: memo[u] = memo[n2]
+      else:
+        stack.append((u, n2, True))
+        stack.append(n2)
+        continue
+      waiting.discard(u)
+      continue
+    if e in memo: continue
+    if e in waiting:  # reached again while its sources or its rebuilt form are rewritten: a cycle, it stays as it is
+      memo[e] = e
+      continue
+    n, seen = e, {e}
+    while (m := table.get(n)) is not None and m not in seen:
+      seen.add(m)
+      n = m
+    if n != e and n in memo:
+      memo[e] = memo[n]
+      continue
+    waiting.add(e)
+    stack.append((e, n, False))
+    stack.extend(s for s in reversed(rec.nodes[n][1]) if s not in memo)
   return memo[root]
 
 def reachable(rec: Recording, root: int) -> list[int]:

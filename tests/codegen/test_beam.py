@@ -36,10 +36,22 @@ def test_beam_matches_numpy(kind):
           "sum": (lambda x, y, z: x.sum(axis=1), lambda x, y, z: x.sum(axis=1)),
           "elementwise": (lambda x, y, z: x * z + z, lambda x, y, z: x * z + z)}[kind]
   before = beam.stats["searches"]
-  with Context(BEAM=2):
+  with Context(NOOPT=0, BEAM=2):  # the search is the optimizer's: NOOPT=1 turns it off (test_noopt_searches_nothing)
     out = work[0](Tensor(a), Tensor(b), Tensor(c)).numpy()
   assert beam.stats["searches"] == before + 1  # searched, not taken from an earlier process's program
   np.testing.assert_allclose(out, work[1](a, b, c), rtol=1e-5, atol=1e-5)
+
+def test_noopt_searches_nothing():
+  # NOOPT=1 is the empty Opt list, whoever would pick one: every loop kept, BEAM or not
+  from tensor.engine.realize import get_program
+  a = rand(8, 16)
+  ast = kernel_asts(Tensor(a).sum(axis=1))[0]
+  before = beam.stats["searches"]
+  with Context(NOOPT=1, BEAM=2):
+    p = get_program(ast, "CPU")
+    out = Tensor(a).sum(axis=1).numpy()
+  assert beam.stats["searches"] == before and p.opts == []
+  np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5)
 
 def test_second_search_is_from_the_disk_cache():
   ast = kernel_asts(Tensor(rand(8, 16)) @ Tensor(rand(16, 8)))[0]
@@ -80,7 +92,7 @@ def test_threads_opt_keeps_a_kernel_on_one_thread():
   ast = kernel_asts(Tensor(rand(1024, 1024)) * 2 + 1)[0]
   with Context(THREADS=2): src = get_program(ast, "CPU").src
   assert "#pragma omp" in src
-  with Context(THREADS=2, BEAM=2):
+  with Context(THREADS=2, BEAM=2, NOOPT=0):
     beam._chosen[beam.cache_key(ast, "CPU", 2)] = [Opt("THREADS", 0, 1)]  # as if a search chose it
     p = get_program(ast, "CPU")
   assert "#pragma omp" not in p.src and p.opts == [Opt("THREADS", 0, 1)]

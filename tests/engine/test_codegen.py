@@ -27,7 +27,7 @@ def seed_ast() -> UOp: return ast_of(Tensor([1, 2, 3, 4]) + 3 + 4)
 # ---- the lowered kernel of the seeds ----
 
 def test_full_rewrite_to_sink_of_the_seed():
-  sink = full_rewrite_to_sink(seed_ast())
+  with Context(NOOPT=0): sink = full_rewrite_to_sink(seed_ast())  # the default when NOOPT is not set
   ops = {u.op for u in sink.toposort()}
   assert sink.op is Ops.SINK and {Ops.STORE, Ops.INDEX, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.ADD} <= ops
   assert any(u.op is Ops.CONST and u.arg == 7 for u in sink.toposort())  # + 3 + 4 folded
@@ -47,7 +47,7 @@ def test_reduce_lowers_to_an_accumulator():
   ops = [u.op for u in sink.toposort()]
   assert Ops.DEFINE_REG in ops and Ops.ASSIGN in ops and Ops.END in ops and Ops.AFTER in ops and Ops.REDUCE not in ops
   assert opts == []
-  _, opts = lower_kernel(ast_of(A.sum(1)))
+  _, opts = lower_kernel(ast_of(A.sum(1)), opt=True)
   assert opts == [("UPCAST", 0, 4)]  # the four rows, one accumulator each
 
 # ---- kernel names ----
@@ -64,8 +64,10 @@ def test_kernel_names(monkeypatch):
 
 def test_program_global_size_and_opts():
   A = Tensor(np.ones((6, 3), np.float32)).realize()
-  p = get_program(ast_of(A * 2), "PYTHON")
+  with Context(NOOPT=0): p = get_program(ast_of(A * 2), "PYTHON")
   assert p.global_size == (6, 3) and p.opts == [("UPCAST", 1, 3)]
+  with Context(NOOPT=1): p = get_program(ast_of(A * 2), "PYTHON")
+  assert p.global_size == (6, 3) and p.opts == []
 
 # ---- the C the kernels become ----
 
@@ -86,7 +88,7 @@ def test_softmax_c_one_kernel_three_loops_per_row():
   src = c_of(A.softmax(), opt=False)
   assert src.count("for (") == 4  # rows, then max, sum and output loops inside
   assert src.count("exp2f") == 2 and "acc0 = (-INFINITY);" in src
-  assert "exp2f" not in c_of(A.softmax())  # optimized: exp2 as a polynomial gcc vectorizes (rules/decompositions.rules)
+  assert "exp2f" not in c_of(A.softmax(), opt=True)  # optimized: exp2 as a polynomial gcc vectorizes (rules/decompositions.rules)
 
 def test_padded_load_is_guarded():
   A = Tensor(np.ones((4,), np.float32)).realize()
@@ -106,38 +108,40 @@ def test_chain_of_maximums_renders_linear_c():
 def test_long_contiguous_reduction_splits_into_lanes():
   a = np.random.default_rng(0).standard_normal((5, 1024)).astype(np.float32)
   A = Tensor(a).realize()
-  sink, opts = lower_kernel(ast_of(A.sum(1)))
+  sink, opts = lower_kernel(ast_of(A.sum(1)), opt=True)
   assert [o[0] for o in opts] == ["UNROLL"] and opts[0][2] == 16
   # 16 independent partial sums, in vector accumulators of the CPU's vector width
   assert sum(u.dtype.count for u in sink.toposort() if u.op is Ops.DEFINE_REG) == 16
-  np.testing.assert_allclose(A.sum(1).numpy(), a.sum(1), rtol=1e-5)
-  np.testing.assert_allclose(A.max(1).numpy(), a.max(1))
-  # ints: the order of a wrapping sum does not matter
-  ai = np.random.default_rng(1).integers(-2**31, 2**31 - 1, 4096, dtype=np.int64).astype(np.int32)
-  np.testing.assert_array_equal(Tensor(ai).sum(dtype=Tensor(ai).dtype).numpy(), ai.sum(dtype=np.int32))
+  with Context(NOOPT=0):  # the split kernels run
+    np.testing.assert_allclose(A.sum(1).numpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(A.max(1).numpy(), a.max(1))
+    # ints: the order of a wrapping sum does not matter
+    ai = np.random.default_rng(1).integers(-2**31, 2**31 - 1, 4096, dtype=np.int64).astype(np.int32)
+    np.testing.assert_array_equal(Tensor(ai).sum(dtype=Tensor(ai).dtype).numpy(), ai.sum(dtype=np.int32))
 
 def test_split_reduction_inside_a_split_reduction_is_computed_once():
   a = np.random.default_rng(3).standard_normal((8, 256)).astype(np.float32)
   A = Tensor(a).realize()
   ln = (A - A.mean(1, keepdim=True)) / (A.var(1, keepdim=True) + 1e-5).sqrt()
-  src = c_of(ln)
+  src = c_of(ln, opt=True)
   assert src.count("for (") == 4  # rows; mean, var and output loops
   assert sum(int(n) for n in re.findall(r"f32x(\d+) acc", src)) == 32  # mean and var: 16 lanes each, in vector accumulators
-  np.testing.assert_allclose(ln.numpy(), (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, ddof=1, keepdims=True) + 1e-5), rtol=1e-4, atol=1e-5)
+  want = (a - a.mean(1, keepdims=True)) / np.sqrt(a.var(1, ddof=1, keepdims=True) + 1e-5)
+  with Context(NOOPT=0): np.testing.assert_allclose(ln.numpy(), want, rtol=1e-4, atol=1e-5)  # the split kernels run
 
 def test_a_split_loop_encloses_the_reductions_inside_it():
   # max over 64 columns of column sums: the split makes the max's loop 4 iterations of 16 lanes, holding
   # the sums' loop (5 rows); loops nest by what encloses what, not by id (this raised "depend on each other in a cycle")
   from tensor.codegen.linearize import linearize
   A = Tensor(np.ones((5, 64), np.float32)).realize()
-  sink, opts = lower_kernel(ast_of(A.sum(0).max(0)))
+  sink, opts = lower_kernel(ast_of(A.sum(0).max(0)), opt=True)
   assert opts == [("UNROLL", 0, 16)]
   loops, depth = [], 0
   for u in linearize(sink):
     if u.op is Ops.RANGE: loops.append((depth, u.src[0].arg, u.arg)); depth += 1  # noqa: E702
     elif u.op is Ops.END: depth -= 1
   assert [(d, n) for d, n, _ in loops] == [(0, 4), (1, 5)]
-  assert A.sum(0).max(0).item() == 5.0
+  with Context(NOOPT=0): assert A.sum(0).max(0).item() == 5.0
 
 def test_split_max_keeps_nan_and_inf():
   a = np.full(256, -np.inf, np.float32)
@@ -147,8 +151,9 @@ def test_split_max_keeps_nan_and_inf():
 
 def test_strided_reduction_is_not_split():
   A = Tensor(np.ones((64, 64), np.float32)).realize()
-  assert [o[0] for o in lower_kernel(ast_of(A @ A))[1]] == ["UPCAST", "UPCAST"]  # a register tile, the reduction kept whole
-  assert lower_kernel(ast_of(A.sum(0)))[1] == []  # column sums read with stride 64
+  kinds = [o[0] for o in lower_kernel(ast_of(A @ A), opt=True)[1]]
+  assert kinds[:2] == ["UPCAST", "UPCAST"] and "UNROLL" not in kinds  # a register tile (and its loop order), the reduction kept whole
+  assert lower_kernel(ast_of(A.sum(0)), opt=True)[1] == []  # column sums read with stride 64
 
 def test_split_upcast_of_part_of_a_loop():
   # r -> r'*4 + k: four accumulators sharing one reduce loop, each as exact as the plain loop

@@ -4,7 +4,7 @@ exec_alu / cast_value on Python numbers: x/0 and INT_MIN/-1, x%0, shifts out of 
 (nan, inf, out of range) to ints, bitcasts. Each op runs as a hand-built linear program over buffers of 64 elements,
 so the values come from memory (not folded constants) and each C helper function of ruleset c_function is compiled."""
 from __future__ import annotations
-import uuid
+import re, uuid
 import numpy as np
 import pytest
 from runtime import ops_cpu
@@ -71,6 +71,45 @@ def test_bitcast_matches_numpy():
   a = np.array([0.0, -0.0, 1.0, np.nan, np.inf, -2.5] + list(range(N - 6)), dtype=np.float32)
   assert run(Ops.BITCAST, dtypes.int32, [(dtypes.float32, a)]).tolist() == a.view(np.int32).tolist()
 
+def isa_features(march: str) -> set[str]:
+  """The instruction-set macros (__SSE4_1__, __AVX2__, ...) the compiler defines for -march=`march`."""
+  return {m for m in ops_cpu.target_macros(march).splitlines() if re.fullmatch(r"#define __[A-Z0-9_]+__ 1", m)}
+
+def marchs_here() -> list[str]:
+  """native and each x86-64 level this CPU runs (its instruction sets are among native's): gcc's folds differ by level."""
+  native = isa_features("native")
+  return ["native"] + [m for m in ("x86-64-v2", "x86-64-v3", "x86-64-v4") if (f := isa_features(m)) and f <= native]
+
+@pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64], ids=str)
+def test_a_float_to_int_and_back_is_positive_zero_on_every_march(d, monkeypatch):
+  """d -> int -> d gives +0.0 for -0.5, as cast_value: with -fno-trapping-math gcc folds (T)(int)x into trunc(x), which keeps
+  -0.0, wherever the target has a trunc instruction for T (SSE4.1, x86-64-v2, for float and double; AVX512-FP16 for half,
+  which native has on Sapphire Rapids), scalar or vectorized. Every int type, built for native and each x86-64 level this
+  CPU runs; the values come from memory, 64 of them (vector loops run too)."""
+  a = np.array([-0.5, -0.0, 0.5, -1.5, 2.5, -0.9, 0.0, -3.0, 300.5, -129.5, 40000.0, -1e-3] * 5 + [-0.7] * 4, np.float32)
+  x = Buffer("CPU", N, d, a).numpy()  # the values as d holds them
+  flags = list(ops_cpu.CFLAGS)
+  marchs = marchs_here()
+  assert "native" in marchs and (len(marchs) > 1 or "__SSE4_1__" not in isa_features("native"))
+  for march in marchs:
+    monkeypatch.setattr(ops_cpu, "CFLAGS", [f"-march={march}" if f == "-march=native" else f for f in flags])
+    for i in SINTS + UINTS:
+      name = f"cast_back_{d.name}_{i.name}".replace(" ", "_")
+      gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), k) for k in range(2)]
+      n = UOp.const(dtypes.int32, N)
+      r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+      idx = [uop(Ops.INDEX, g.dtype, (g, r)) for g in gs]
+      v = uop(Ops.LOAD, d, (idx[1],))
+      back = v.cast(i).cast(d)
+      st = uop(Ops.STORE, dtypes.void, (idx[0], back))
+      src = render_c(name, [*gs, n, r, idx[1], v, back.src[0], back, idx[0], st, uop(Ops.END, dtypes.void, (st, r))])
+      bufs = [Buffer("CPU", N, d), Buffer("CPU", N, d, a)]
+      ops_cpu.program(src, name)(bufs)
+      want = np.array([cast_value(cast_value(float(e), i), d) for e in x], dtype=x.dtype)
+      got = bufs[0].numpy()
+      wrong = [(float(e), float(g), float(w)) for e, g, w in zip(x, got, want) if g.tobytes() != w.tobytes()]
+      assert not wrong, (march, str(i), wrong[:4])
+
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.int8], ids=str)
 def test_vector_max_matches_exec_alu(d):
   """MAX of 4-lane vectors: a C helper selecting by the comparison's mask (its int vector type declared too); nan wins."""
@@ -91,6 +130,43 @@ def test_vector_max_matches_exec_alu(d):
   ops_cpu.program(src, name)(bufs)
   want = [exec_alu(Ops.MAX, d, [x.item(), y.item()]) for x, y in zip(xa, xb)]
   assert "vmax_" in src and np.array_equal(bufs[0].numpy(), np.array(want, dtype=dtypes.to_numpy(d)), equal_nan=True), src
+
+def hard_fma_operands(d: DType, rng) -> list[np.ndarray]:
+  """N triples (a, b, c) where a*b + c rounds differently fused and unfused: c cancels most of a*b, or is tiny beside it."""
+  t = dtypes.to_numpy(d).type
+  a = (rng.standard_normal(N) * 2.0 ** rng.integers(-20, 20, N)).astype(t)
+  b = rng.standard_normal(N).astype(t)
+  c = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(N) * 1e-3)).astype(t)
+  c[::3] = rng.standard_normal(len(c[::3])).astype(t) * t(1e-6)
+  a[:4], b[:4], c[:4] = [np.inf, 0.0, -0.0, np.nan], [0.0, 5.0, 2.0, 1.0], [1.0, -0.0, 0.0, 1.0]
+  return [a, b, c]
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64], ids=str)
+def test_mulacc_is_a_fused_multiply_add_as_exec_alu(d):
+  """MULACC rounds once (C's fma), scalar and on vectors (the vector helper gcc makes one FMA instruction), as exec_alu."""
+  rng = np.random.default_rng(4)
+  a, b, c = hard_fma_operands(d, rng)
+  want = np.array([exec_alu(Ops.MULACC, d, [x.item(), y.item(), z.item()]) for x, y, z in zip(a, b, c)], dtype=dtypes.to_numpy(d))
+  with np.errstate(invalid="ignore"): assert np.sum(want != (a * b + c)) > N // 3  # the operands tell fused from unfused
+  got = run(Ops.MULACC, d, [(d, a), (d, b), (d, c)])
+  assert np.array_equal(got, want, equal_nan=True)
+  v = d.vec(4)
+  gs = [uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), i) for i in range(4)]
+  n, four = UOp.const(dtypes.int32, N // 4), UOp.const(dtypes.int32, 4)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  at = r * four
+  idx = [uop(Ops.INDEX, g.dtype, (g, at)) for g in gs]
+  xs = [uop(Ops.LOAD, v, (i,)) for i in idx[1:]]
+  f = uop(Ops.MULACC, v, tuple(xs))
+  st = uop(Ops.STORE, dtypes.void, (idx[0], f))
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, [*gs, n, r, four, at, *[y for p in zip(idx[1:], xs) for y in p], f, idx[0], st, uop(Ops.END, dtypes.void, (st, r))])
+  # the target's FMA instruction (x86 with FMA or AVX-512), and the fallback of one fma per lane (other targets)
+  for text in (src, src.replace("#if defined(", "#if 0 && defined(")):
+    bufs = [Buffer("CPU", N, d)] + [Buffer("CPU", N, d, x) for x in (a, b, c)]
+    ops_cpu.program(text, name)(bufs)
+    assert "vfma_" in text and np.array_equal(bufs[0].numpy(), want, equal_nan=True), text
+  assert src.count("#if defined(") == 1
 
 def test_kernel_layout():
   """The pieces of the rules laid out: includes, the kernel with one restrict pointer per buffer and its scalars, the

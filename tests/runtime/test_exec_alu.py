@@ -10,6 +10,7 @@ extremes, subnormals, ...) plus a hypothesis test of EXAMPLES = 40 random operan
 19 ops x 8 int dtypes and 17 ops on bool, i.e. 249 pairs and ~10,000 hypothesis examples in all.
 """
 import itertools, math
+from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -71,9 +72,27 @@ _np_float = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FD
              Ops.RECIPROCAL: lambda x: x.dtype.type(1) / x, Ops.TRUNC: np.trunc, Ops.IDIV: lambda x, y: np.trunc(np.divide(x, y)),
              Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal, Ops.WHERE: np.where}
 
+def fused(dt, x: float, y: float, z: float) -> float:
+  """x*y + z of finite operands rounded once to dt (C's fma): the exact value, then the nearer of the two floats of dt
+  around it (ties: the even one)."""
+  r = Fraction(x) * Fraction(y) + Fraction(z)
+  if r == 0: return x * y + z  # IEEE's sign of an exact zero (x*y == -z exactly)
+  t, u = {dtypes.float32: (np.float32, np.uint32), dtypes.float64: (np.float64, np.uint64)}[dt]
+  try: d = float(r)
+  except OverflowError: return math.inf if r > 0 else -math.inf
+  with np.errstate(all="ignore"):
+    f = t(d)
+    if not np.isfinite(f): return float(f)  # past the largest finite value
+    lo, hi = (f, np.nextafter(f, t(np.inf))) if Fraction(float(f)) <= r else (np.nextafter(f, t(-np.inf)), f)
+  if not np.isfinite(lo) or not np.isfinite(hi): return float(f)
+  dl, dh = r - Fraction(float(lo)), Fraction(float(hi)) - r
+  return float(lo if dl < dh or dl == dh and not int(np.array([lo]).view(u)[0]) & 1 else hi)
+
 def ref_float(op: Ops, dt, args: list):
   """The numpy value of op on float operands of dt (bfloat16: float64, then rounded)."""
-  if op is Ops.MULACC:  # documented: computed in double, rounded once to the dtype
+  if op is Ops.MULACC and dt in (dtypes.float32, dtypes.float64) and all(math.isfinite(a) for a in args):
+    return fused(dt, *args)
+  if op is Ops.MULACC:  # documented: float16 and bfloat16 compute in double, then round to the dtype (and specials)
     x, y, z = (np.float64(a) for a in args)
     with np.errstate(all="ignore"): return round_to(dt, float(x * y + z))
   if op is Ops.IDIV and dt is dtypes.bfloat16:  # TRUNC(FDIV): the quotient is a bfloat16 before it is truncated
@@ -177,6 +196,21 @@ def test_random_values(op, dt):
   @given(operands(op, dt))
   def run(args): check(op, dt, list(args))
   run()
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float64], ids=str)
+def test_mulacc_rounds_once(dt):
+  """MULACC is C's fma: where c cancels most of a*b, or is tiny beside it, rounding the product first would differ."""
+  rng = np.random.default_rng(7)
+  t = dtypes.to_numpy(dt).type
+  a, b = (rng.standard_normal(300) * 2.0 ** rng.integers(-30, 30, 300)).astype(t), rng.standard_normal(300).astype(t)
+  c = (-(a.astype(np.float64) * b) * (1 + rng.standard_normal(300) * 1e-4)).astype(t)
+  c[::3] = (rng.standard_normal(100) * 1e-7).astype(t)
+  unfused = 0
+  for x, y, z in zip(a.tolist(), b.tolist(), c.tolist()):
+    want = fused(dt, x, y, z)
+    assert_float_equal(dt, exec_alu(Ops.MULACC, dt, [x, y, z]), want, what=f"MULACC({x!r}, {y!r}, {z!r}) on {dt}")
+    unfused += float(t(t(x) * t(y)) + t(z)) != want
+  assert unfused > 50  # the cases tell a fused from an unfused multiply-add
 
 # ---- what C leaves undefined, as ops.py defines it ----
 

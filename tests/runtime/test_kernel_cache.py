@@ -3,12 +3,16 @@ process), an entry swapped for another valid kernel (a silent wrong result), a l
 AttributeError), a compiler that writes nothing or hangs, the folder deleted while kernels compile, a full disk, and the
 size cap. Compilers that misbehave are shell scripts put in CC; every test compiles into its own CACHE_DIR.
 """
-import hashlib, os, shutil, stat, subprocess, sys, tempfile, time, uuid
+import dataclasses, hashlib, os, shutil, stat, subprocess, sys, tempfile, time, uuid
 import numpy as np
 import pytest
 from runtime import kernel_cache, ops_cpu
 from runtime.device import Buffer, CompileError
 from runtime.dtype import dtypes
+from runtime.ops import Ops
+from tensor import Tensor
+from tensor.engine import program_cache
+from tensor.renderer import cstyle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REAL_CC = shutil.which(os.environ.get("CC", "cc")) or "cc"
@@ -181,3 +185,45 @@ def test_the_size_cap_evicts_the_least_recently_used(cache, monkeypatch):
   assert os.path.basename(paths[0]) in left and os.path.basename(paths[1]) not in left
   # the folder's size is kept in a file, so a process need not count the folder to add an entry
   assert kernel_cache._read_size(str(cache)) == kernel_cache.folder_size(str(cache))
+
+# ---- one folder, several kinds of machine ----
+
+def other_machine(here: str) -> str:
+  """A compiler on another kind of machine, as a CC script: there -march=native means AVX2 (x86-64-v3, the CI machine kind)
+  when this machine has AVX-512, else SSE4.2 (x86-64-v2). Every call is logged to $LOG."""
+  march = "x86-64-v3" if "__AVX512F__" in here else "x86-64-v2"
+  return (f'echo "$*" >> "$LOG"\nfor a do shift; [ "$a" = -march=native ] && a=-march={march}; set -- "$@" "$a"; done\n'
+          'exec $REAL "$@"')
+
+def test_machines_of_another_kind_build_their_own_objects(cache, compiler, tmp_path, monkeypatch):
+  # a home directory shared by an AVX-512 machine and an AVX2 one: the same source and flags (-march=native), and the same
+  # compiler version, used to give the same key, so the AVX2 machine loaded the AVX-512 object and died of SIGILL
+  here, version = ops_cpu.native_macros(), ops_cpu.compiler_version()
+  name, src = new_kernel(6)
+  mine = ops_cpu.compile_c(src)
+  monkeypatch.setenv("LOG", str(tmp_path / "calls"))
+  compiler(other_machine(here))
+  theirs = ops_cpu.compile_c(src)
+  assert ops_cpu.native_macros() != here and ops_cpu.compiler_version() == version
+  assert theirs != mine and len(entries(cache)) == 2
+  assert run(ops_cpu.load(name, theirs)) == [6, 7, 8, 9]
+  # what -march=native means is asked once per process, whatever the number of kernels
+  for k in (7, 8): ops_cpu.compile_c(new_kernel(k)[1])
+  calls = (tmp_path / "calls").read_text().splitlines()
+  assert sum("-dM" in c for c in calls) == 1 and sum("-shared" in c for c in calls) == 3
+
+def test_the_machine_is_in_the_key_of_lowered_programs(monkeypatch):
+  # a program is rendered for the vector registers and the cores of the machine: another kind must not reuse it
+  a = Tensor(np.ones(64, np.float32)).realize() * 2
+  a.kernelize()
+  ast = next(u.arg.ast for u in a.uop.toposort() if u.op is Ops.KERNEL)
+  key = program_cache.program_key(ast, "CPU", False)
+  caps = cstyle.cpu_vector_caps()
+  assert program_cache.program_key(ast, "CPU", False) == key
+  other = dataclasses.replace(caps, register_bytes=caps.register_bytes // 2, registers=caps.registers // 2)  # AVX2 on AVX-512
+  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: other)
+  assert program_cache.program_key(ast, "CPU", False) != key
+  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: caps)
+  n = program_cache.cores()
+  monkeypatch.setattr(program_cache, "cores", lambda: n + 1)
+  assert program_cache.program_key(ast, "CPU", False) != key

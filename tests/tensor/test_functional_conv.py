@@ -188,6 +188,19 @@ def test_implicit_gemm_gradients(gemm_always):
   (R.torch.nn.functional.conv2d(tx, tw, tb, 2, 1, 1, 2) * R.T(g)).sum().backward()
   for ours, theirs in ((xt, tx), (wt, tw), (bt, tb)): R.close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
 
+def test_implicit_gemm_reads_a_realized_input_in_place(gemm_always):
+  """A realized unpadded input is read where it is (NCHW, the taps innermost); an input still to compute, or padded, is
+  copied channels-last first: one kernel more. Both against numpy, 1 and 2 groups, stride 1 and 2."""
+  rng = np.random.default_rng(8)
+  for groups, stride in ((1, 1), (2, 2)):
+    x, w = R.rand(rng, 2, 6, 9, 9), R.rand(rng, 4, 6 // groups, 3, 3)
+    X, W = Tensor(x).realize(), Tensor(w).realize()
+    in_place, computed = X.conv2d(W, groups=groups, stride=stride), (X * 2).conv2d(W, groups=groups, stride=stride)
+    padded = X.conv2d(W, groups=groups, stride=stride, padding=1)
+    assert _kernels(in_place) + 1 == _kernels((X * 2).conv2d(W, groups=groups, stride=stride))
+    for t, scale, pads in ((in_place, 1, 0), (computed, 2, 0), (padded, 1, 1)):
+      R.close(t, R.conv(scale * x, w, None, stride, 1, pads, groups), rtol=1e-4, atol=1e-4)
+
 def _kernels(t: Tensor) -> int:
   from tensor import GlobalCounters
   GlobalCounters.reset()
@@ -210,3 +223,19 @@ def test_threshold_both_sides_at_real_sizes(bs, stride):
   R.close(out, R.conv(x, w, b, stride, 1, 1), rtol=1e-4, atol=1e-4)
   if R.torch is not None:
     R.close(out, R.torch.nn.functional.conv2d(R.T(x), R.T(w), R.T(b), stride, 1), rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("bs, hw", [(1, 6), (1, 14), (3, 16)])
+def test_unaligned_rows_threshold_both_sides(bs, hw):
+  """Output rows of 4, 12 and 14 columns (no multiple of 8 or 16: the fused kernel can't tile them into vectors) take the
+  GEMM from IMPLICIT_GEMM_UNALIGNED_MIN_MACS: (1, 16, 6, 6) x (32, 16, 3, 3) is 74K multiply-adds (one fused kernel),
+  (1, 16, 14, 14) 664K and (3, 16, 16, 16) 2.5M (the GEMM's kernels). Against numpy (and torch)."""
+  import tensor.functional.conv as cv
+  rng = np.random.default_rng(7)
+  x, w = R.rand(rng, bs, 16, hw, hw), R.rand(rng, 32, 16, 3, 3)
+  out = Tensor(x).realize().conv2d(Tensor(w).realize())
+  macs = bs * 32 * (hw - 2) ** 2 * 16 * 9
+  assert (hw - 2) % 8 and (macs >= cv.IMPLICIT_GEMM_UNALIGNED_MIN_MACS) == (hw > 6) and macs < cv.IMPLICIT_GEMM_MIN_MACS
+  n = _kernels(out)
+  assert (n > 1) if hw > 6 else (n == 1), n
+  R.close(out, R.conv(x, w, None, 1, 1, 0), rtol=1e-4, atol=1e-4)
+  if R.torch is not None: R.close(out, R.torch.nn.functional.conv2d(R.T(x), R.T(w)), rtol=1e-4, atol=1e-4)

@@ -1,40 +1,58 @@
-"""Large float32 matmuls on the CPU through column panels (tensor/functional/matmul.py) and the register tile the heuristic
-gives them (tensor/codegen/heuristic.py): numpy is the oracle, at sizes on both sides of the packing threshold, with rows
-that are not a multiple of the tile, batched and transposed operands; and the generated inner loop's shape."""
+"""Large float32 matmuls on the CPU through row and column panels (tensor/functional/matmul.py) and the register tile the
+heuristic gives them (tensor/codegen/heuristic.py): numpy is the oracle, at sizes on both sides of the packing threshold,
+with rows and columns that are not multiples of the tile (padded), batched and transposed operands, on one thread and
+two (bit for bit); the tile's shape for AVX-512 and AVX2 registers; and the generated inner loop."""
 from __future__ import annotations
 import re
 import numpy as np
 import pytest
 from runtime.helpers import Context
 from runtime.ops import Ops
+from rules.vectorize_helpers import VectorCaps
 from tensor import Tensor
+from tensor.codegen import vector_caps
+from tensor.codegen.heuristic import col_vectors, register_tile
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
-from tensor.functional.matmul import MIN_MACS, panel_tile
+from tensor.functional.matmul import MIN_MACS, column_vectors, panel_tile
 
 rng = np.random.default_rng(0)
+WIDTH = vector_caps("CPU").register_bytes // 4  # floats per vector register of this machine
 
 def rand(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)
 
-def check(x: np.ndarray, w: np.ndarray, xt=lambda t: t, wt=lambda t: t) -> None:
+def check(x: np.ndarray, w: np.ndarray, xt=lambda t: t, wt=lambda t: t) -> np.ndarray:
   got = (xt(Tensor(x)) @ wt(Tensor(w))).numpy()
   want = xt(x) @ wt(w)
   assert got.shape == want.shape
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(x.shape[-1]))
+  return got
 
-@pytest.mark.parametrize("m,k,n", [(256, 256, 256), (130, 96, 160), (96, 240, 48), (17, 1000, 64), (300, 64, 64)])
+# rows: a multiple of the tile's and not (130, 17, 61 leave remainders for 6 and 8 rows); columns: a multiple of the widest
+# tile (256, 64), of a narrower one (48, 96, 160: 3 or 2 vectors of 16, or AVX2's 8), and of none (20, 100, 1000: padded)
+SHAPES = [(256, 256, 256), (130, 96, 160), (96, 240, 48), (17, 1000, 64), (300, 64, 64), (61, 256, 100), (64, 900, 20),
+          (200, 70, 1000), (48, 256, 96)]
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
 def test_packed_matmul_equals_numpy(m, k, n):
-  assert panel_tile(Tensor(rand(m, k)), Tensor(rand(k, n))) is not None  # these do take the packed path
+  rows, cols = panel_tile(Tensor(rand(m, k)), Tensor(rand(k, n)))  # type: ignore[misc]  # these do take the packed path
+  assert cols % WIDTH == 0 and 2 <= rows
   check(rand(m, k), rand(k, n))
 
+def test_padding_crosses_the_tile_both_ways():
+  # the shapes above pad rows (M % rows) and columns (N % cols) on this machine's tile, and leave some unpadded
+  tiles = {s: panel_tile(Tensor(rand(s[0], s[1])), Tensor(rand(s[1], s[2]))) for s in SHAPES}
+  assert any(m % t[0] for (m, _, _), t in tiles.items()) and any(m % t[0] == 0 for (m, _, _), t in tiles.items())
+  assert any(n % t[1] for (_, _, n), t in tiles.items()) and any(n % t[1] == 0 for (_, _, n), t in tiles.items())
+
 def test_small_odd_and_batched_shapes_take_the_plain_path_and_stay_right():
-  assert panel_tile(Tensor(rand(8, 64)), Tensor(rand(64, 64))) is None            # too few rows
-  assert panel_tile(Tensor(rand(64, 64)), Tensor(rand(64, 20))) is None           # columns not a multiple of the tile
-  assert panel_tile(Tensor(rand(2, 64, 64)), Tensor(rand(2, 64, 64))) is None     # a batched right operand
-  assert panel_tile(Tensor(rand(32, 32)), Tensor(rand(32, 32))) is None           # below MIN_MACS
+  assert panel_tile(Tensor(rand(8, 64)), Tensor(rand(64, 64))) is None                  # too few rows
+  assert panel_tile(Tensor(rand(64, 64)), Tensor(rand(64, WIDTH // 2 - 1))) is None     # under half a vector of columns
+  assert panel_tile(Tensor(rand(2, 64, 64)), Tensor(rand(2, 64, 64))) is None           # a batched right operand
+  assert panel_tile(Tensor(rand(32, 32)), Tensor(rand(32, 32))) is None                 # below MIN_MACS
   assert 32 ** 3 < MIN_MACS
-  assert panel_tile(Tensor(rand(64, 0)), Tensor(rand(0, 64))) is None             # an empty sum (k = 0)
+  assert panel_tile(Tensor(rand(64, 0)), Tensor(rand(0, 64))) is None                   # an empty sum (k = 0)
   np.testing.assert_array_equal((Tensor(rand(64, 0)) @ Tensor(rand(0, 64))).numpy(), np.zeros((64, 64), np.float32))
-  for m, k, n in ((8, 64, 64), (64, 64, 20), (100, 100, 100)): check(rand(m, k), rand(k, n))
+  for m, k, n in ((8, 64, 64), (64, 64, WIDTH // 2 - 1), (100, 100, 100)): check(rand(m, k), rand(k, n))
   check(rand(2, 64, 64), rand(2, 64, 64))
 
 def test_batched_left_operand_folds_into_rows():
@@ -45,6 +63,21 @@ def test_batched_left_operand_folds_into_rows():
 def test_transposed_operands():
   check(rand(128, 200), rand(160, 200), wt=lambda t: t.T)
   check(rand(200, 130), rand(200, 96), xt=lambda t: t.T)
+
+@pytest.mark.parametrize("m,k,n", [(256, 192, 128), (130, 96, 160), (61, 256, 100), (200, 70, 1000)])
+def test_two_threads_equal_one_bit_for_bit(m, k, n):
+  x, w = rand(m, k), rand(k, n)
+  with Context(THREADS=1): one = (Tensor(x) @ Tensor(w)).numpy()
+  with Context(THREADS=2): two = check(x, w)
+  assert one.tobytes() == two.tobytes()
+
+def test_sums_are_fused_multiply_adds_in_the_order_of_k():
+  # each output is one chain of fmas over k: the same bits as numpy's float64 fma chain rounded at every step
+  x, w = rand(64, 200), rand(200, 48)
+  want = np.zeros((64, 48), np.float64)
+  for k in range(200): want = (x[:, k, None].astype(np.float64) * w[None, k, :] + want).astype(np.float32).astype(np.float64)
+  got = (Tensor(x) @ Tensor(w)).numpy()
+  assert np.mean(got == want.astype(np.float32)) > 0.99  # a float64 product plus a float32 sum rounds twice, now and then
 
 def test_other_dtypes_and_devices_are_not_packed():
   assert panel_tile(Tensor(rand(256, 256).astype(np.float16)), Tensor(rand(256, 256).astype(np.float16))) is None
@@ -62,28 +95,57 @@ def test_gradients_through_the_packed_path():
   np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
   np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
+def test_register_tile_fills_the_registers_of_avx512_and_avx2():
+  avx512, avx2 = VectorCaps(frozenset(), frozenset(), 32, 64, 64, 32), VectorCaps(frozenset(), frozenset(), 32, 32, 32, 16)
+  assert (col_vectors(avx512), col_vectors(avx2)) == (4, 2)
+  assert register_tile(avx512, 4) == (6, 64) and register_tile(avx2, 4) == (6, 16)  # 24 of 32 and 12 of 16 accumulators
+  assert register_tile(avx512, 4, 2) == (8, 32) and register_tile(avx2, 4, 1) == (8, 8)  # narrower tiles: at most 8 rows
+  for caps in (avx512, avx2):
+    for nv in range(1, col_vectors(caps) + 1):
+      rows, _ = register_tile(caps, 4, nv)
+      assert rows * nv + nv + 2 <= caps.registers  # accumulators, column vectors, a broadcast and a product
+  # columns: the fewest padded (a narrower tile counting 10% more per vector fewer)
+  assert [column_vectors(n, 16, 4) for n in (16, 20, 48, 64, 96, 100, 1000)] == [1, 2, 3, 4, 3, 4, 4]
+  assert [column_vectors(n, 8, 2) for n in (8, 20, 24, 32, 64)] == [1, 1, 1, 2, 2]
+
 def matmul_program(t: Tensor):
   """The program of the reduction kernel among the kernels computing t."""
   t.kernelize()
-  root = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
+  root = t.uop.src[0] if t.uop.op in (Ops.RESHAPE, Ops.SHRINK) else t.uop
   asts = [k.arg.ast for k in schedule_of([root]) if kernel_buffers(k)]
   ast = next(a for a in asts if any(u.op is Ops.REDUCE_AXIS for u in a.toposort()))
-  with Context(NOOPT=0): return get_program(ast, "CPU")  # the heuristic's tile, also in a NOOPT=1 run of the suite
+  with Context(NOOPT=0, THREADS=1): return get_program(ast, "CPU")  # the heuristic's tile, also in a NOOPT=1 run of the suite
 
-def test_inner_loop_is_a_register_tile_over_a_panel():
-  from tensor.codegen import vector_caps
+def test_inner_loop_is_a_register_tile_over_two_panels():
   rows, cols = panel_tile(Tensor(rand(384, 384)), Tensor(rand(384, 384)))  # type: ignore[misc]
   p = matmul_program(Tensor(rand(384, 384)) @ Tensor(rand(384, 384)))
-  assert [(o.op, o.amount) for o in p.opts] == [("UPCAST", rows), ("UPCAST", cols)]
+  # the tile, then the column panels' loop outside the row panels' (a panel stays in the L2 while all of A streams past)
+  assert [(o.op, o.amount) for o in p.opts] == [("UPCAST", rows), ("UPCAST", cols), ("SWAP", 1)]
+  outer = re.findall(r"for \(\w+ \w+ = 0; \w+ < (\d+)", p.src)
+  assert [int(v) for v in outer] == [384 // cols, 384 // rows, 384]  # column panels, row panels, k
   lines = p.src[p.src.rindex("for ("):].splitlines()
   lines = lines[:next(i for i, ln in enumerate(lines) if ln.strip() == "}")]  # the innermost loop: k
-  updates = [re.search(r"(acc\d+) = \(\1\+\((vec\d+)\*(val\d+)\)\);", ln) for ln in lines]
+  updates = [re.search(r"(acc\d+) = vfma_f32x\d+\((vec\d+), (val\d+), \1\);", ln) for ln in lines]  # fused multiply-adds
   updates = [u for u in updates if u]
-  assert len(updates) == rows * cols // (vector_caps("CPU").register_bytes // 4)
-  # the panel is read at consecutive addresses: one step of k moves by the panel's width
-  assert re.search(rf"ridx\d+\*{cols}(ll)?\)", "".join(lines))
-  # each broadcast row value is used right after it is made (one live at a time): AVX2's 6x16 tile fits its 16 registers
+  assert len(updates) == rows * cols // WIDTH
+  # both panels are read at consecutive addresses: one step of k moves by the tile's rows in A and its columns in B
+  assert re.search(rf"ridx\d+\*{cols}(ll)?\)", "".join(lines)) and re.search(rf"ridx\d+\*{rows}(ll)?\)", "".join(lines))
+  # each broadcast row value is used right after it is made (one live at a time), so the tile fits the registers
   made = {u.group(2): next(i for i, ln in enumerate(lines) if f"{u.group(2)} = ((f32x" in ln) for u in updates}
-  last_use = {v: max(i for i, ln in enumerate(lines) if f"({v}*" in ln) for v in made}
+  last_use = {v: max(i for i, ln in enumerate(lines) if f"({v}, " in ln) for v in made}
   spans = sorted((made[v], last_use[v]) for v in made)
   assert len(spans) == rows and all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+def test_three_panels_on_two_threads_keep_the_row_panels_outermost():
+  # the outer loop is what the threads split: 3 column panels would leave one thread idle a third of the time
+  w = rand(128, 3 * WIDTH * col_vectors(vector_caps("CPU")))
+  t = Tensor(rand(384, 128)) @ Tensor(w)
+  t.kernelize()
+  ast = next(k.arg.ast for k in schedule_of([t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop])
+             if any(u.op is Ops.REDUCE_AXIS for u in k.arg.ast.toposort()))
+  with Context(THREADS=2): assert "SWAP" not in [o.op for o in get_program(ast, "CPU").opts]
+  with Context(THREADS=1): assert "SWAP" in [o.op for o in get_program(ast, "CPU").opts]
+  x = rand(384, 128)
+  with Context(THREADS=1): one = (Tensor(x) @ Tensor(w)).numpy()
+  with Context(THREADS=2): two = check(x, w)
+  assert one.tobytes() == two.tobytes()  # the loop order differs, each output's sum does not

@@ -175,8 +175,8 @@ print((t + 3 + 4).tolist())
 """
 
 def test_generated_code_debug4():
-  """DEBUG=4 prints the kernel: upcast by default, four straight-line stores of val+7 (the seed's E_4n2)."""
-  out = run_python(SEED_PROGRAM, DEBUG="4", CPU="1")
+  """DEBUG=4 prints the kernel: upcast by default (without NOOPT=1), four straight-line stores of val+7 (the seed's E_4n2)."""
+  out = run_python(SEED_PROGRAM, DEBUG="4", NOOPT="0", CPU="1")
   src = out[out.index("void E_4"):]
   src = src[:src.index("\n}") + 2]
   assert re.match(r"void E_4\w*\(int\* restrict data0, int\* restrict data1\) \{", src), src

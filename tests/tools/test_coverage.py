@@ -67,7 +67,7 @@ def test_rules_applied_one_node_at_a_time_count_too(tmp_path):
   cov = tmp_path / "cov.json"
   code = "from tensor import Tensor\nprint((Tensor([1, 2, 3, 4]) + 3 + 4).tolist())\n"
   r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                     env={**os.environ, "RULECOVERAGE": str(cov), "DEV": "CPU"})
+                     env={**os.environ, "RULECOVERAGE": str(cov), "DEV": "CPU", "NOOPT": "0"})  # upcast: four lanes rendered
   assert r.returncode == 0, r.stderr
   counts = load_counts(str(cov))
   render = {r.text.split(" ->")[0]: counts.get(f"{r.file}:{r.id}", 0) for r in rule_tables()["rules/render_c.rules"]}

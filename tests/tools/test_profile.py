@@ -102,7 +102,7 @@ def run_in_terminal(tmp_path, **env) -> str:
   return out.decode()
 
 def test_debug_2_colours_kernel_names_on_a_terminal(tmp_path):
-  out = run_in_terminal(tmp_path, DEBUG="2", DEV="CPU")
+  out = run_in_terminal(tmp_path, DEBUG="2", DEV="CPU", NOOPT="0")  # the colours say which opts applied: the optimizer on
   esc = lambda code, text: f"\x1b[{code}m{text}\x1b[0m"  # noqa: E731
   blue, red, yellow, magenta = 34, 31, 33, 35
   # the seeds: "DEBUG=2 paints the 4 yellow because it was upcasted"

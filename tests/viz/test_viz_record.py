@@ -3,7 +3,7 @@ after every step rebuilt from the steps alone; the oracle is graph_rewrite's own
 import os, pickle, random, sys
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from runtime import Context, UOp, graph_rewrite, trace
 from runtime.rewrite import RewriteLoopError
 from rules.symbolic import symbolic
@@ -60,6 +60,11 @@ def test_the_recorded_graph_is_the_uop_graph(rec):
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**32 - 1))
+# the engine fires a rule again on a node an earlier step rewrote (it remembers the node it met and the final one, not the
+# ones rebuilt in between): (b%32)+(...((b*1)%32)...) rewrites (b*1)%32 -> b%32 -> b, then meets the first b%32 and fires
+# again; the replay took the repeated step for a bottom-up key inside another and rebuilt the input wrong (154, not 21)
+@example(1654)
+@example(1240)
 def test_replaying_every_step_gives_the_output(seed):
   # random index expressions (bench/expr_gen.py), simplified under VIZ: rebuilt from the steps, the last graph is the output
   trace.reset()
@@ -71,7 +76,21 @@ def test_replaying_every_step_gives_the_output(seed):
   assert len(top) == len(corpus)
   for i, out in zip(top, outs):
     assert replay_all(rec, i) == rec.node(out)
+  for i, rw in enumerate(rec.rewrites): assert replay_all(rec, i) == rw["output"]
   trace.reset()
+
+def test_a_step_that_repeats_an_earlier_one_changes_nothing(rec):
+  # (x%32) + ((x*1)%32): the right side becomes x%32 then x; the left x%32 is then met and rewritten again, the same way
+  x = UOp.variable("x", 0, 20)
+  out = graph_rewrite(x % 32 + (x * 1) % 32, symbolic)
+  rw = rec.rewrites[-1]
+  befores = [b for _, b, _ in rw["steps"]]
+  assert out.render() == "(x*2)" and len(befores) > len(set(befores)), "the case no longer repeats a step"
+  replay = Replay(rec, len(rec.rewrites) - 1)
+  roots = [replay.root(k) for k in range(len(befores) + 1)]
+  assert roots[-1] == rw["output"]
+  for k in range(1, len(befores)):
+    if befores[k] in befores[:k]: assert roots[k + 1] == roots[k]
 
 def test_kernels_group_their_rewrites_and_replay(rec):
   a = Tensor(np.arange(96, dtype=np.float32).reshape(8, 12))
@@ -96,6 +115,19 @@ def test_a_rewrite_that_fails_is_recorded_with_its_error(rec):
     with Context(REWRITE_LIMIT=50): graph_rewrite(UOp.variable("x", 0, 3) + 1, pm)
   rw = rec.rewrites[-1]
   assert rw["output"] is None and rw["error"].startswith("RewriteLoopError") and rw["steps"]
+
+@pytest.mark.parametrize("bottom_up", [False, True])
+def test_every_step_of_a_rewrite_in_a_cycle_replays(rec, bottom_up):
+  # x+1 -> x*1 -> x+1 ...: the steps as rules cycle too; the replay stops where a node comes back instead of looping
+  from dslc import UPat, PatternMatcher
+  from runtime import Ops
+  pm = PatternMatcher([(UPat(Ops.ADD, name="a"), lambda a: a.src[0] * a.src[1]), (UPat(Ops.MUL, name="m"), lambda m: m.src[0] + m.src[1])])
+  with pytest.raises(RewriteLoopError, match="cycle"):
+    with Context(REWRITE_LIMIT=50): graph_rewrite(UOp.variable("x", 0, 3) + 1, pm, bottom_up=bottom_up)
+  rw = rec.rewrites[-1]
+  replay = Replay(rec, len(rec.rewrites) - 1)
+  ops = {rec.heads[rec.nodes[replay.root(k)][0]][0] for k in range(len(rw["steps"]) + 1)}
+  assert len(rw["steps"]) >= 2 and ops <= {"ADD", "MUL"} and "MUL" in ops
 
 def test_a_recording_pickles_and_keeps_its_rule_files(rec, tmp_path):
   x = UOp.variable("x", 0, 10)
