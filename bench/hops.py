@@ -1,7 +1,7 @@
 """The path a realize takes through the codebase: which of our modules it enters, in order, and how many hops (calls or
 returns that cross from one module to another) it makes. Issue 13 reads it before and after a change of the pipeline.
 
-  python bench/hops.py                 # Tensor([1,2,3,4]) + 3 + 4, realized cold (new graph) and warm (same shape again)
+  python bench/hops.py                 # Tensor([1,2,3,4]) + 3 + 4, realized cold (new graph), warm (same shape again), hot (a third time)
   python bench/hops.py --expr "Tensor.ones(4, 4).sum(0) * 2"
 
 A "cold" realize in a process that finds its kernels in the disk cache skips lowering and rendering; run with a fresh
@@ -49,6 +49,7 @@ def main() -> None:
   from tensor import Tensor
   build = lambda: eval(args.expr, {"Tensor": Tensor})  # noqa: E731
   report("cold", trace(lambda: build().realize()))
-  report("warm", trace(lambda: build().realize()))
+  report("warm", trace(lambda: build().realize()))  # the first hit (it prepares the launches)
+  report("hot", trace(lambda: build().realize()))  # a later hit
 
 if __name__ == "__main__": main()

@@ -26,17 +26,16 @@ def _storage(dtype: DType) -> np.dtype:
 class Buffer:
   """`size` elements of `dtype` on `device`, allocated on first use. Host memory on every device we have.
   With `base`, a typed view of the base buffer's bytes from `offset` (memory planning puts buffers in shared blocks)."""
-  __slots__ = ("device", "size", "dtype", "base", "offset", "_array", "_ptr", "__weakref__")
+  __slots__ = ("device", "size", "dtype", "nbytes", "base", "offset", "_array", "_ptr", "__weakref__")
   def __init__(self, device: str, size: int, dtype: DType, initial: np.ndarray | None = None, base: Buffer | None = None, offset: int = 0):
     self.device, self.size, self.dtype, self.base, self.offset = device, size, dtype, base, offset
+    self.nbytes: int = size * dtype.itemsize  # an attribute, not a property: allocating and freeing read it several times
     if base is not None and offset + self.nbytes > base.nbytes:
       raise DeviceError(f"a view of {self.nbytes} bytes at offset {offset} does not fit its base of {base.nbytes} bytes")
     self._array: np.ndarray | None = None
     self._ptr = 0
     if initial is not None: self.copyin(initial)
 
-  @property
-  def nbytes(self) -> int: return self.size * self.dtype.itemsize
   def is_allocated(self) -> bool: return self._array is not None
   def ensure_allocated(self) -> Buffer:
     if self._array is None and self.base is not None:

@@ -184,13 +184,22 @@ def load(name: str, lib_path: str) -> Callable:
     def prog(bufs: list[Buffer], vals: tuple = ()) -> None:
       ptrs = (ctypes.c_void_p * len(bufs))(*[b._ptr or b.ptr for b in bufs])
       if not vals: return fn(ptrs, None, None)  # no values: the kernel reads neither array (the common eager call)
-      ints = [v if v < 2**63 else v - 2**64 for v in vals if not isinstance(v, float)]  # uint64 values pass as their bits
-      floats = [v for v in vals if isinstance(v, float)]
-      fn(ptrs, (ctypes.c_longlong * len(ints))(*ints), (ctypes.c_double * len(floats))(*floats))
+      fn(ptrs, *value_arrays(vals))
+    # the entry point itself, for a caller that keeps its argument arrays from call to call (tensor/engine/prepared.py):
+    # cfunc(pointer array, ivals, fvals), the arrays as value_arrays makes them
+    prog.cfunc = fn  # type: ignore[attr-defined]
+    prog.value_arrays = value_arrays  # type: ignore[attr-defined]
   else:
     def prog(bufs: list[Buffer], vals: tuple = ()) -> None: fn(*[ctypes.c_void_p(b.ptr) for b in bufs], *[ctypes.c_longlong(v) for v in vals])
   prog.lib = lib  # type: ignore[attr-defined]  # keep the library loaded while the program lives
   return prog
+
+def value_arrays(vals: tuple) -> tuple:
+  """The int and the float values of var_vals, each kind in order, as the two arrays a kernel's entry point reads (None for
+  a kind there is none of); uint64 values pass as their bits."""
+  ints = [v if v < 2**63 else v - 2**64 for v in vals if not isinstance(v, float)]
+  floats = [v for v in vals if isinstance(v, float)]
+  return (ctypes.c_longlong * len(ints))(*ints) if ints else None, (ctypes.c_double * len(floats))(*floats) if floats else None
 
 def _build_and_load(src: str, name: str, openmp: bool = True) -> Callable:
   """Compile (or take from the cache) and load. An entry that fails its check, does not load or lacks the kernel is

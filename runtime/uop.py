@@ -29,9 +29,14 @@ def _cache_key(op: Ops, dtype: DType, src: tuple, arg: Any, tag: Any) -> tuple:
   if arg.__class__ is tuple: return (op, dtype, src, tuple(_float_key(x) for x in arg), tag)
   return (op, dtype, src, _float_key(arg), tag)
 
+# members of Ops the per-node paths below compare with, as module names: `Ops.X` costs about 0.3 us in Python 3.11 (the enum
+# metaclass's attribute lookup), a module global a few nanoseconds
+_VCONST, _BUFFER, _COPY, _KERNEL, _DEVICE, _RESHAPE, _EXPAND, _CAST, _BIND, _DEFINE_VAR = (
+  Ops.VCONST, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.DEVICE, Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.BIND, Ops.DEFINE_VAR)
+
 def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
   """The raw constructor used by the engine and by generated matchers: no checks, no dtype inference."""
-  key = (op, dtype, src, arg, tag) if arg.__class__ is not float and op is not Ops.VCONST else _cache_key(op, dtype, src, arg, tag)
+  key = (op, dtype, src, arg, tag) if arg.__class__ is not float and op is not _VCONST else _cache_key(op, dtype, src, arg, tag)
   ref = _ucache.get(key)
   if ref is not None and (u := ref()) is not None: return u
   u = object.__new__(UOp)
@@ -40,6 +45,14 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
   if (first := _ucache.setdefault(key, r := weakref.ref(u))) is not r:
     if (v := first()) is not None: return v
     _ucache[key] = r
+  return u
+
+def with_facts(u: UOp, shape: Any, device: str | None) -> UOp:
+  """u with its tensor-graph shape and device cached from the caller that built it and knows them (a new BUFFER of n
+  elements, an op on a tensor and a broadcast number): the walks that would compute them are skipped. A node that has them
+  already keeps its own. The facts must be the ones `shape` and `device` would compute."""
+  if u._shape is _UNSET: u._shape = shape
+  if u._device is _UNSET: u._device = device
   return u
 
 def live_uops() -> int:
@@ -315,20 +328,20 @@ def sym_infer(expr: UOp | int, var_vals: dict) -> Any:
 
 def _device_step(u: UOp) -> UOp | None:
   """The node u's device is read from (None: u has none of its own)."""
-  if u.op is Ops.COPY or u.op is Ops.BUFFER: return u.src[1]
-  if u.op is Ops.KERNEL or not u.src: return None
+  if u.op is _COPY or u.op is _BUFFER: return u.src[1]
+  if u.op is _KERNEL or not u.src: return None
   # `Variable(...).bind(8) - t`: a bound variable (broadcast) has no device, the other operand has it
   if len(u.src) > 1 and _is_bound_variable(u.src[0]): return u.src[1]
   return u.src[0]
 
 def _is_bound_variable(u: UOp) -> bool:
-  while u.op is Ops.RESHAPE or u.op is Ops.EXPAND or u.op is Ops.CAST: u = u.src[0]
-  return u.op is Ops.BIND or u.op is Ops.DEFINE_VAR
+  while u.op is _RESHAPE or u.op is _EXPAND or u.op is _CAST: u = u.src[0]
+  return u.op is _BIND or u.op is _DEFINE_VAR
 
 def _compute_device(root: UOp) -> str | None:
   path, u = [], root
   while u._device is _UNSET:
-    if u.op is Ops.DEVICE:
+    if u.op is _DEVICE:
       u._device = u.arg
       break
     path.append(u)
@@ -343,6 +356,7 @@ def _compute_device(root: UOp) -> str | None:
 
 # ---- shapes of tensor-graph nodes ----
 
+_NO_SHAPE_DIMS = frozenset({Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.BIND})
 _SAME_SHAPE = frozenset({Ops.COPY, Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.ASSIGN, Ops.FLIP})
 
 def _compute_shape(root: UOp):
@@ -358,10 +372,10 @@ def _compute_shape(root: UOp):
 
 def _shape_of(u: UOp):
   op = u.op
-  if op is Ops.BUFFER: return (u.arg,)
+  if op is _BUFFER: return (u.arg,)
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,) if isinstance(u.dtype, PtrDType) else None
-  if op in (Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.BIND): return ()
-  if op is Ops.RESHAPE or op is Ops.EXPAND: return tuple(u.arg)
+  if op in _NO_SHAPE_DIMS: return ()
+  if op is _RESHAPE or op is _EXPAND: return tuple(u.arg)
   if not u.src: return None
   s = u.src[0]._shape
   if op in _SAME_SHAPE: return s

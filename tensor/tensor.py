@@ -10,8 +10,9 @@ import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
-from runtime.uop import UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from tensor import symbolic_sizes
+from tensor.engine.schedule_cache import buffer_chain, chain_step
 from tensor.autograd import AutogradMixin
 from tensor.functional import FunctionalMixin
 from tensor.functional.matmul import packed_matmul, panel_tile
@@ -21,14 +22,16 @@ from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, Argum
 __all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
 
 _unique = [0]
+# module names for what each op and each realize reads: `Ops.X` costs about 0.3 us in Python 3.11
+_BUFFER, _UNIQUE, _DEVICE, _VOID = Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, dtypes.void
 # a size: an int, or a bound Variable or an int expression of them (one TinyJit capture for every value): tensor/symbolic_sizes.py
 _size_arg = symbolic_sizes.size_arg
 
 def _new_unique() -> UOp:
   _unique[0] += 1
-  return uop(Ops.UNIQUE, dtypes.void, (), _unique[0])
+  return uop(_UNIQUE, _VOID, (), _unique[0])
 
-def _device(name: str) -> UOp: return uop(Ops.DEVICE, dtypes.void, (), name)
+def _device(name: str) -> UOp: return uop(_DEVICE, _VOID, (), name)
 
 # the host-side memory behind BUFFER UOps: the engine reads it when it runs kernels
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -60,15 +63,24 @@ def _acc_dtype(d: DType) -> DType:
 
 # a Python number broadcast to a shape, by (its CONST node, the shape): a loop of `x * 0.5 + 1` builds these nodes once
 _broadcasts: dict[tuple[UOp, tuple], UOp] = {}
+# what `x + number` combines x with, by (the number's class, the number, x's dtype, device, shape): (the dtype the op computes
+# in, the number's node broadcast to the shape); a loop of `x * 0.5 + 1` looks each number up once per op
+_numbers: dict[tuple, tuple[DType, UOp]] = {}
 
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
-  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  # _trace: (uop, OpChain, leaf) while uop is a chain of ops on the realized buffer `leaf` (tensor/engine/schedule_cache.py),
+  # which lets realize look its schedule up without walking the graph; None otherwise (or stale, once uop changed)
+  __slots__ = ("uop", "requires_grad", "grad", "_trace", "__weakref__")
   training: bool = False
   _live: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None, requires_grad: bool | None = None):
-    self.requires_grad, self.grad = requires_grad, None
+    self.requires_grad, self.grad, self._trace = requires_grad, None, None
+    if data.__class__ is UOp and device is None and dtype is None:  # an op's result (the common call): nothing to convert
+      self.uop = data
+      _live_add(_ref(self, _live_remove))
+      return
     dev = Device.canonicalize(device)
     if dtype is not None: dtype = to_dtype(dtype)
     if isinstance(data, UOp): self.uop = data
@@ -108,6 +120,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if not self.shape: raise ArgumentTypeError("len() of a 0-d tensor")
     return self.shape[0]
   def __hash__(self) -> int: return id(self)
+  # pickled and copied without the op-chain trace: it holds engine state (compiled programs) and is rebuilt by the next op
+  def __getstate__(self) -> tuple: return (None, {"uop": self.uop, "requires_grad": self.requires_grad, "grad": self.grad})
+  def __setstate__(self, state: tuple) -> None:
+    for k, v in state[1].items(): setattr(self, k, v)
+    self._trace = None
   def __bool__(self) -> bool:
     if self.numel() != 1: raise ShapeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous: use .any() or .all()")
     return bool(self.item())
@@ -172,8 +189,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return self
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and others): schedule, compile and run the kernels. Returns self."""
-    from tensor.engine.realize import realize
-    realize([self, *others])
+    (_engine_realize or _load_engine())([self, *others])
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
     # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
@@ -217,7 +233,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
-    self.uop = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 
   # ---- movement (the six movement ops; the rest build on them in movement.py) ----
@@ -386,8 +402,22 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return _tensor(uop(op, dtype or self.dtype, (self.uop, *(s.uop for s in srcs))))
   def _binop(self, op: Ops, other: Any, reverse: bool = False, out: DType | None = None) -> Tensor:
     if other.__class__ is float or other.__class__ is int:  # `x + 1`, the common case: no Tensor for the number
-      a, c = self._number_operand(other)
-      return _tensor(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)))
+      u = self.uop
+      # a number met before with a tensor of this dtype, device and shape: its broadcast node (a zero float is not looked up:
+      # 0.0 == -0.0 as keys, and they are two constants)
+      key = (other.__class__, other, u.dtype, u.device, u.shape)
+      if (known := _numbers.get(key)) is None:
+        a, c = self._number_operand(other)
+        if other or other.__class__ is int:
+          if len(_numbers) >= 1024: _numbers.clear()
+          _numbers[key] = (a.uop.dtype, c)
+      else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
+      # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
+      t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
+      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
+      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, chain_step(tr[1], op, reverse, out, c), tr[2])
+      elif u.op is _BUFFER: t._trace = (r, chain_step(buffer_chain(u), op, reverse, out, c), u)
+      return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
 
@@ -695,11 +725,24 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   floordiv = div.ne(0).where(fl, zero_sign.cast(a.dtype))
   return b.eq(0).where(a / b, floordiv), mod
 
+# tensor/engine/realize.py's realize, once imported (it imports this module, so not at the top)
+_engine_realize = None
+
+def _load_engine():
+  global _engine_realize
+  from tensor.engine.realize import realize
+  _engine_realize = realize
+  return realize
+
+# Tensor._live's own set and callback: WeakSet.add is a Python method, and every op makes a tensor (nothing iterates the set
+# while an op runs, so the guard add() keeps for removals during iteration is not needed here)
+_live_add, _live_remove, _ref = Tensor._live.data.add, Tensor._live._remove, weakref.ref
+
 def _tensor(u: UOp) -> Tensor:
   """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
   t = object.__new__(Tensor)
-  t.uop, t.requires_grad, t.grad = u, None, None
-  Tensor._live.add(t)
+  t.uop, t.requires_grad, t.grad, t._trace = u, None, None, None
+  _live_add(_ref(t, _live_remove))
   return t
 
 def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

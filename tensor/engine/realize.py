@@ -1,6 +1,8 @@
 """Running kernels: realize() schedules tensors into KERNEL nodes (tensor/engine/schedule.py), plans the memory of the
 intermediates (tensor/engine/memory.py), then runs each kernel: its AST is lowered, rendered and compiled once (cached by
-AST and device). Last stage of the pipeline.
+AST and device). Last stage of the pipeline. A schedule-cache hit whose kernels all come from the cached schedule runs
+its prepared launches instead (tensor/engine/prepared.py): no kernel nodes, no runner lookups; a tensor made by an op
+chain (schedule_cache.OpChain) runs the ones its chain kept, with no walk of its graph (docs/pipeline.md).
 
 DEBUG=1 prints the schedule and the memory plan; 2 one line per kernel (device, name, global size, time, GFLOPS, GB/s) and
 totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 5 its lowered UOps.
@@ -24,10 +26,12 @@ from rules.kernelize_helpers import Params, param_index
 from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel, thread_cap
 from tensor.codegen.linearize import linearize
 from tensor.engine import program_cache
+from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
+from tensor.engine.prepared import Prepared, prepare
 from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
-from tensor.engine.schedule_cache import Launcher, new_buffers, resolved
+from tensor.engine.schedule_cache import Launcher, new_buffers, resolved, walked
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, buffers
 
@@ -35,12 +39,17 @@ class Runner:
   """Something that runs on buffers: a compiled kernel, or a copy."""
   name: str = "?"
   def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None: raise NotImplementedError
+  def entry(self) -> tuple[Runner, Callable | None, tuple]:
+    """(this runner, the device program it calls, the values it calls it with): what a prepared launch calls directly
+    (tensor/engine/prepared.py). A copy has no program."""
+    return self, None, ()
 
 class CompiledRunner(Runner):
   """A compiled kernel; var_vals are the values of its DEFINE_VARs (program.vars), in order."""
   def __init__(self, program: Program, fn: Callable):
     self.program, self.fn, self.name = program, fn, program.name
   def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.fn(bufs, var_vals)
+  def entry(self) -> tuple[Runner, Callable | None, tuple]: return self, self.fn, ()
 
 class BoundRunner(Runner):
   """A kernel compiled with its constants as parameters (rules/kernelize.rules `parametrize`), bound to one AST's values;
@@ -49,9 +58,11 @@ class BoundRunner(Runner):
     self.base, self.program, self.name = base, base.program, base.name
     self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
     self.var_vals = tuple((bound or {})[v.arg[0]] for v, s in zip(base.program.vars, self.slots) if s is None) if bound else ()
-  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None:
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.base.fn(bufs, self.values(var_vals))
+  def values(self, var_vals: tuple = ()) -> tuple:
     rest = iter(var_vals or self.var_vals)
-    self.base.fn(bufs, tuple(next(rest) if v is None else v for v in self.slots))
+    return tuple(next(rest) if v is None else v for v in self.slots)
+  def entry(self) -> tuple[Runner, Callable | None, tuple]: return self, self.base.fn, self.values()
 
 class CopyRunner(Runner):
   name = "copy"
@@ -90,7 +101,7 @@ def _codegen(name: str, ast: UOp, device: str) -> Program:
 def program_variant() -> tuple[bool, int, int]:
   """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
   BEAM=n a heuristic one (tensor/codegen/beam.py)."""
-  return bool(NOOPT), int(THREADS), int(BEAM)
+  return bool(NOOPT.value), int(THREADS.value), int(BEAM.value)
 
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
@@ -216,16 +227,35 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   results. One thread at a time (engine.lock)."""
   with engine.lock: _realize(tensors, engine)
 
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE  # module names: `Ops.X` costs about 0.3 us in Python 3.11
+
 def _realize(tensors: list[Tensor], engine: Engine) -> None:
-  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
+  # a tensor made by an op chain whose last realize ran prepared launches, the schedule cache unchanged since: run them again,
+  # straight from the chain (no walk, no key, no lookup)
+  if len(tensors) == 1 and (trace := (t := tensors[0])._trace) is not None and trace[0] is t.uop and (ready := _chain_ready(trace[1], engine)):
+    if (done := ready.run([trace[2]], trace[1].consts, (t.uop,))) is not None:
+      engine.schedules.hits += 1
+      engine.last_plan = ready.plan
+      apply_becomes(done)
+      return
+  BUFFER, RESHAPE = _BUFFER, _RESHAPE
   pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
   if not pending: return
-  if GRAPH: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
+  if GRAPH.value: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's (off, as
   # when eager: no scope objects)
   if PROFILE.value or VIZ.value:
     with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): found, values, pending, becomes = _schedule(pending, engine)
-  else: found, values, pending, becomes = _schedule(pending, engine)
+  else:
+    found = lookup(pending, engine)
+    # a hit whose kernels all write new buffers (or intermediates no live tensor holds): run them, nothing else
+    if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots, s.topo)) is not None:
+      engine.last_plan = ready.plan
+      if s.topo is None and not found.recipe.planned:  # found by an op chain (its only slot is its buffer): the next runs at once
+        pending[0]._trace[1].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[union-attr]
+      apply_becomes(done)
+      return
+    found, values, pending, becomes = _schedule(pending, engine, found)
   recipe = found.recipe
   if values is not None:
     if recipe.__class__ is Launcher: _launch_form(recipe, values, found.shape.consts, engine)  # type: ignore[union-attr]
@@ -252,11 +282,34 @@ def _realize(tensors: list[Tensor], engine: Engine) -> None:
 
 _NO_PLAN = MemoryPlan().summary()
 
-def _schedule(pending: list[Tensor], engine: Engine) -> tuple:
+def _chain_ready(chain, engine: Engine) -> Prepared | None:
+  """The prepared launches an op chain's last realize ran, while they still apply: the same schedule cache, unchanged
+  since, the same program variant and scheduler settings, and nothing that reports kernels (DEBUG, a capture, PROFILE)."""
+  ready = chain.ready
+  if ready is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version: return None
+  if DEBUG.value or engine.capturing or PROFILE.value or VIZ.value or GRAPH.value or not schedule_module.SCHEDULE_CACHE: return None
+  if chain.key[0][0] != (schedule_module.MAX_KERNEL_DEPTH,) or ready[2] != program_variant(): return None
+  return ready[3]
+
+def _prepared(found, engine: Engine) -> Prepared | None:
+  """The prepared launches of a schedule-cache hit whose kernels all write new buffers (made on its first such hit), or
+  None: a miss, kernels to plan or pending, or a realize that reports its kernels (DEBUG, a TinyJit capture)."""
+  recipe = found.recipe
+  if recipe is None or recipe.launches is None or recipe.after is None or DEBUG.value or engine.capturing: return None
+  if recipe.planned and NO_MEMORY_PLANNER.value: return None  # each intermediate its own buffer: the full path
+  variant = program_variant()
+  if (ready := recipe.prepared.get(variant)) is None:
+    def entry_of(ast: UOp, device: str, template: bool) -> tuple:
+      return (template_program(ast, device, engine) if template else get_runner(ast, device, engine)).entry()
+    ready = recipe.prepared[variant] = prepare(recipe, walked(found.shape), variant, entry_of)
+  return ready
+
+def _schedule(pending: list[Tensor], engine: Engine, found=None) -> tuple:
   """(lookup, values, tensors, becomes): a schedule-cache hit with nothing to plan gives the replay's values (its kernels are
   launched on new output buffers, no kernel nodes built), anything else the kernelize result."""
-  found = lookup(pending, engine)
-  if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and DEBUG.value < 1:
+  if found is None: found = lookup(pending, engine)
+  if found.shape is not None and found.shape.topo is None: found = found._replace(shape=walked(found.shape))  # the launches read the walk
+  if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and not recipe.planned and DEBUG.value < 1:
     engine.last_plan = _NO_PLAN
     return found, new_buffers(recipe, found.shape, _launched_buffer), pending, None
   return found, None, *kernelize_map(pending, engine, found)

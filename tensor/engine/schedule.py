@@ -23,7 +23,7 @@ from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.substitute import substitute
 from tensor.engine.boundaries import recomputed_reductions
-from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, graph_shape, record, replay
+from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
 from tensor.tensor import Tensor, _device, _new_unique, buffers
 
@@ -55,25 +55,28 @@ def live_tensors() -> list[Tensor]:
 
 # ---- what is in memory already ----
 
+# as module names for the per-node tests: `Ops.X` costs about 0.3 us in Python 3.11
+_ASSIGN, _KERNEL, _BUFFER, _RESHAPE = Ops.ASSIGN, Ops.KERNEL, Ops.BUFFER, Ops.RESHAPE
+
 def is_kernelized(u: UOp) -> bool:
   """ASSIGN(BUFFER, KERNEL): the output of a kernel made by an earlier kernelize (it may not have run yet)."""
-  return u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL
+  return u.op is _ASSIGN and u.src[1].op is _KERNEL
 
 def strip(u: UOp) -> UOp:
   """Below any RESHAPEs: a reshape of stored data is the same memory."""
-  while u.op is Ops.RESHAPE: u = u.src[0]
+  while u.op is _RESHAPE: u = u.src[0]
   return u
 
 def is_stored(u: UOp) -> bool:
   u = strip(u)
-  return u.op is Ops.BUFFER or is_kernelized(u)
+  return u.op is _BUFFER or is_kernelized(u)
 
 def target_buffer(u: UOp) -> UOp | None:
   """The BUFFER behind stored data or an assign chain (None for a computed value)."""
   while u.op in (Ops.RESHAPE, Ops.ASSIGN): u = u.src[0]
   return u if u.op is Ops.BUFFER else None
 
-def _gate(u: UOp) -> bool: return u.op is not Ops.BUFFER and not is_kernelized(u)
+def _gate(u: UOp) -> bool: return u.op is not _BUFFER and not (u.op is _ASSIGN and u.src[1].op is _KERNEL)
 
 # ---- kernels: the part of the graph each realize point computes ----
 
@@ -285,43 +288,51 @@ def apply_becomes(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
   (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
   if not becomes: return
-  BUFFER, RESHAPE = Ops.BUFFER, Ops.RESHAPE
-  live = [t for r in Tensor._live.data.copy() if (t := r()) is not None]  # a snapshot, as live_tensors() takes
+  BUFFER, RESHAPE, get = _BUFFER, _RESHAPE, becomes.get
+  hit: dict[UOp, UOp] = {}  # the replaced nodes some live tensor is
+  pending: list[Tensor] = []  # the other live tensors not realized
+  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
+    if (t := r()) is None: continue
+    u = t.uop
+    if (n := get(u)) is not None:
+      t.uop = hit[u] = n
+      t._trace = None  # it named the graph replaced (and kept it alive)
+    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
+    else: pending.append(t)
+  if not pending: return
   # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
   # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
-  roots = {t.uop for t in live}
-  inner = {k: v for k, v in becomes.items() if k in roots or is_kernelized(k)}
-  stale: list[Tensor] = []  # tensors whose graphs use a replaced node: rewritten together, sharing the work
-  for t in live:
-    u = t.uop
-    if (n := becomes.get(u)) is not None: t.uop = n
-    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
-    elif inner and any(x in inner for x in u.toposort(gate=_gate)): stale.append(t)
+  inner = {**hit, **{k: v for k, v in becomes.items() if is_kernelized(k)}}
+  # tensors whose graphs use a replaced node: rewritten together, sharing the work
+  stale = [t for t in pending if any(x in inner for x in t.uop.toposort(gate=_gate))] if inner else []
   if stale:
     graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
-    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop = n
+    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop, t._trace = n, None
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""
   out: set[UOp] = set()
   for n in u.toposort(gate=_gate):
     for k, s in enumerate(n.src):
-      if n.op is Ops.ASSIGN and k == 0: continue
+      if n.op is _ASSIGN and k == 0: continue
       b = strip(s)
-      if b.op is Ops.BUFFER: out.add(b)
+      if b.op is _BUFFER: out.add(b)
   return out
 
 def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
   """Live tensors not yet computed that read a buffer these tensors assign into: they must see the old values, so they
   are scheduled together with the assign (and run before it)."""
-  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is Ops.ASSIGN and not is_kernelized(n)}
+  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is _ASSIGN and not is_kernelized(n)}
   targets.discard(None)
   if not targets: return []
   mine = set(map(id, tensors))
   out = []
+  BUFFER, RESHAPE = _BUFFER, _RESHAPE
   for t in live_tensors():
-    if id(t) in mine or is_stored(t.uop): continue
-    if _reads(t.uop) & targets: out.append(t)
+    u = t.uop
+    if u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue  # realized (most live tensors): no look further
+    if id(t) in mine or is_stored(u): continue
+    if _reads(u) & targets: out.append(t)
   return out
 
 def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
@@ -334,29 +345,38 @@ def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
 
 class Lookup(NamedTuple):
   """What the schedule cache says about some tensors: the tensors to kernelize (these and the pending readers of what they
-  assign), their SINK, the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
+  assign), the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
   tensors: list[Tensor]
-  sink: UOp
   shape: GraphShape | None
   recipe: Recipe | Launcher | None
 
 def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
-  """Look these tensors' graph up in the schedule cache. Hold engine.lock."""
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  """Look these tensors' graph up in the schedule cache. Hold engine.lock. A tensor made by a chain of ops on one realized
+  buffer whose form was walked before is looked up by its chain's key (its shape has no topo: a miss walks it)."""
   # VIZ records each realize's rewrites: it schedules afresh (RULECOVERAGE counts rules that ever fired: a hit changes nothing)
-  shape = graph_shape(sink, (MAX_KERNEL_DEPTH,)) if SCHEDULE_CACHE and not VIZ else None
+  if not SCHEDULE_CACHE or VIZ.value: shape = None
+  else:
+    if len(tensors) == 1 and (trace := tensors[0]._trace) is not None and trace[0] is tensors[0].uop:
+      if (shape := chain_shape(trace[1], trace[0], trace[2], (MAX_KERNEL_DEPTH,))) is not None:
+        if (recipe := engine.schedules.get(shape)) is not None: return _new_lookup(Lookup, (tensors, shape, recipe))
+        return _new_lookup(Lookup, (tensors, roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), None))  # a miss: counted once
+      learn_chain(trace[1], shape := roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), trace[2])
+    else: shape = roots_shape(tuple([t.uop for t in tensors]), (MAX_KERNEL_DEPTH,))
   readers = pending_readers(tensors) if shape is None or shape.assigns else []
   if readers:
     # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
-    tensors = tensors + readers
-    return Lookup(tensors, uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors)), None, None)
-  return Lookup(tensors, sink, shape, engine.schedules.get(shape) if shape is not None else None)
+    return Lookup(tensors + readers, None, None)
+  return _new_lookup(Lookup, (tensors, shape, engine.schedules.get(shape) if shape is not None else None))
+
+_new_lookup = tuple.__new__  # a NamedTuple's own constructor takes four times as long, on every realize
 
 def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[Tensor], dict[UOp, UOp]]:
   """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
   becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock. `found`: the
   lookup of these tensors made already."""
-  tensors, sink, shape, recipe = found if found is not None else lookup(tensors, engine)
+  tensors, shape, recipe = found if found is not None else lookup(tensors, engine)
+  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+  if shape is not None: shape = walked(shape)  # found by its chain: walk it now
   if shape is not None:
     if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))

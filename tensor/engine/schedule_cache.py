@@ -8,9 +8,12 @@ buffers they name, and the scheduler's decisions depend on nothing else, so one 
 inputs and the buffers it made for kernel outputs as placeholders, and replayed by putting the new graph's inputs and new
 output buffers in their place. A graph whose schedule depends on other live tensors (an assign some pending tensor reads
 the old value of) is never cached.
+
+Op chains (OpChain, at the end) give the key of a graph built by number ops from one realized buffer without walking it:
+tensor/tensor.py extends the operand's chain with each op, and a chain learns its key from the first walk of its form.
 """
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 from runtime.dtype import DType, dtypes
 from runtime.helpers import LRU
@@ -29,11 +32,17 @@ class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a froz
   pending: bool  # a kernel output not run yet is among the slots
   form: tuple = ()  # the key without the values of the tensor constants
   consts: tuple[UOp, ...] = ()  # the tensor constants (CONST on a DEVICE), in walk order
+  roots: tuple[UOp, ...] = ()  # the graph's roots (the SINK's sources)
 
 def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
-  """The key of `sink`'s graph, walked as the scheduler walks it (not into stored data). `extra_key` adds settings the
-  scheduler's decisions depend on."""
-  # on every realize, cache hit or not: one inlined walk (sources before users, not into a BUFFER or a pending kernel output)
+  """The key of `sink`'s graph (a SINK of the roots), walked as the scheduler walks it (not into stored data). `extra_key`
+  adds settings the scheduler's decisions depend on."""
+  return roots_shape(sink.src, extra_key)
+
+def roots_shape(roots: tuple[UOp, ...], extra_key: tuple = ()) -> GraphShape:
+  """graph_shape of SINK(roots), without the SINK node: topo ends with the roots' nodes, the key with the roots' places."""
+  # on every realize, cache hit or not: one inlined walk (sources before users, not into a BUFFER or a pending kernel output).
+  # index[u] is -1 while u's sources are walked (a node is met again only when they are done: the graph has no cycles)
   topo: list[UOp] = []
   index: dict[UOp, int] = {}
   slot_of: dict[UOp, int] = {}
@@ -42,26 +51,26 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
   assigns = pending = False
   consts: list[UOp] = []
   const_at: dict[UOp, int] = {}
-  BUFFER, ASSIGN, KERNEL, UNIQUE, CONST = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST
-  stack: list = [sink]
-  visiting: set[UOp] = set()
+  stack: list = list(reversed(roots))
+  get = index.get
   while stack:
     u = stack.pop()
-    if u in index: continue
+    if (i := get(u)) is not None and i >= 0: continue
     op = u.op
-    if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
-      # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
-      index[u] = len(topo)
-      topo.append(u)
-      fragment, c = atom
-      if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
-      key.append((fragment, None if c is None else j))
-      continue
-    if u not in visiting and op is not BUFFER and not (op is ASSIGN and u.src[1].op is KERNEL) and u.src:
-      visiting.add(u)
-      stack.append(u)
-      stack.extend(reversed(u.src))  # a source walked already is passed over when popped
-      continue
+    if i is None:  # first met
+      if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
+        # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
+        index[u] = len(topo)
+        topo.append(u)
+        fragment, c = atom
+        if c is not None and (j := const_at.get(c)) is None: j = const_at[c] = len(consts); consts.append(c)  # noqa: E702
+        key.append((fragment, None if c is None else j))
+        continue
+      if op is not BUFFER and u.src and not (op is ASSIGN and u.src[1].op is KERNEL):
+        index[u] = -1
+        stack.append(u)
+        stack.extend(reversed(u.src))  # a source walked already is passed over when popped
+        continue
     index[u] = len(topo)
     topo.append(u)
     if op is BUFFER:
@@ -81,11 +90,67 @@ def graph_shape(sink: UOp, extra_key: tuple = ()) -> GraphShape:
       key.append((CONST, u.dtype, index[u.src[0]], j))
     else:
       if op is ASSIGN: assigns = True
-      key.append((op, u.dtype, u._key[3], u.tag, tuple(map(index.__getitem__, u.src))))
+      src = u.src
+      key.append((op, u.dtype, u._key[3], u.tag, (index[src[0]],) if len(src) == 1 else tuple(map(index.__getitem__, src))))
+  key.append((SINK, tuple(map(index.__getitem__, roots))))
   form = tuple(key)
-  return GraphShape((form, *[c._key[3] for c in consts]) if consts else (form,), topo, slots, assigns, pending, form, tuple(consts))
+  # tuple.__new__: a NamedTuple's own constructor takes four times as long
+  key_ = (form, *[c._key[3] for c in consts]) if consts else (form,)
+  return _new_shape(GraphShape, (key_, topo, slots, assigns, pending, form, tuple(consts), roots))
 
+_new_shape = tuple.__new__
+
+# as module names: `Ops.X` costs about 0.3 us in Python 3.11, and the walk runs on every realize
+BUFFER, ASSIGN, KERNEL, UNIQUE, CONST, SINK = Ops.BUFFER, Ops.ASSIGN, Ops.KERNEL, Ops.UNIQUE, Ops.CONST, Ops.SINK
 EXPAND, RESHAPE = Ops.EXPAND, Ops.RESHAPE
+
+# ---- op chains: the key of a graph built op by op from one realized tensor, found without walking it ----
+
+class OpChain:
+  """The form of every graph one chain of ops builds from a realized tensor (`x * 1.0001 + 0.5` for any buffer x of that
+  dtype, size and device): tensor/tensor.py gives each op's result the chain of its operand extended by the op, interned by
+  (the operand's chain, what the op adds), so graphs of one form share one OpChain. Its walk key is the one roots_shape
+  gives, found by walking the first graph of the form that is realized (`known`); every later one is looked up by it
+  without a walk. The only slot is the realized tensor's BUFFER (`leaf` of the trace, tensor/tensor.py)."""
+  __slots__ = ("key", "form", "consts", "known", "ready")
+  def __init__(self):
+    self.key, self.form, self.consts, self.known = (), (), (), False
+    # (schedule cache, its version, program variant, Prepared): the prepared launches a realize of this form ran last, valid
+    # while the cache is unchanged since (tensor/engine/realize.py then runs them at once)
+    self.ready: tuple | None = None
+
+# interned chains: (dtype, size, device) of a buffer -> its chain; (operand's chain, op, reverse, out dtype, number node) ->
+# the result's chain. Cleared when full (chains already given to tensors stay valid: their keys are plain walk keys)
+_chains: dict[tuple, OpChain] = {}
+
+def buffer_chain(b: UOp) -> OpChain:
+  """The chain of a realized buffer itself."""
+  if (c := _chains.get(k := (b.dtype, b.arg, b.src[1].arg))) is None:
+    if len(_chains) >= 4096: _chains.clear()
+    c = _chains[k] = OpChain()
+  return c
+
+def chain_step(parent: OpChain, op: Ops, reverse: bool, out, number: UOp) -> OpChain:
+  """The chain of op(operand, number broadcast) (or of op(number, operand) when reversed) from the operand's chain."""
+  if (c := _chains.get(k := (parent, op, reverse, out, number))) is None:
+    if len(_chains) >= 4096: _chains.clear()
+    c = _chains[k] = OpChain()
+  return c
+
+def chain_shape(chain: OpChain, root: UOp, leaf: UOp, extra_key: tuple) -> GraphShape | None:
+  """The GraphShape of SINK(root), a graph of the chain's form whose slot is `leaf`, without its walk (topo is None: the
+  paths that need it walk then). None when the chain's key is not known yet: the caller walks, and teaches it the key."""
+  if not chain.known or chain.key[0][0] != extra_key: return None
+  return _new_shape(GraphShape, (chain.key, None, [leaf], False, False, chain.form, chain.consts, (root,)))
+
+def walked(shape: GraphShape) -> GraphShape:
+  """shape with its walk (topo): itself, or for a shape found by an op chain, its roots walked with the same extra key."""
+  return shape if shape.topo is not None else roots_shape(shape.roots, shape.key[0][0])
+
+def learn_chain(chain: OpChain, shape: GraphShape, leaf: UOp) -> None:
+  """Keep the key of a walked graph of the chain's form, when the walk agrees that `leaf` is its one slot."""
+  if shape.slots == [leaf] and not shape.assigns and not shape.pending:
+    chain.key, chain.form, chain.consts, chain.known = shape.key, shape.form, shape.consts, True
 # broadcast numbers seen (tensor/tensor.py keeps the nodes of `x + 1` for the next one): node -> (key fragment, its CONST or
 # None when the value is in the fragment); cleared when full
 _atoms: dict[UOp, tuple] = {}
@@ -120,20 +185,29 @@ class Build:
   results: tuple[int, ...]
 
   def run(self, start: list, topo: list[UOp]) -> dict[UOp, UOp]:
+    return dict(zip([topo[p] for p in self.positions], self.results_of(start)))
+
+  def results_of(self, start: list) -> list:
+    """What each position becomes (in positions' order), from the value list's start."""
     values = [*start, *self.fixed]
     for op, dtype, srcs, arg, tag in self.steps: values.append(uop(op, dtype, tuple([values[i] for i in srcs]), arg, tag))
-    return {topo[p]: values[r] for p, r in zip(self.positions, self.results)}
+    return [values[r] for r in self.results]
 
 @dataclass(frozen=True)
 class Recipe:
   """A cached result: the (dtype, size, device) of each output buffer to make, the kernelize result as a Build, and when
-  the graph has no kernels of its own pending and no intermediate buffers to plan, what realize needs without building
-  the kernel nodes: each kernel to launch as (AST, value numbers of its buffers), in order, and what each node is once
-  they have run (`after`: their buffers)."""
+  the graph has no kernels of its own pending, what realize needs without building the kernel nodes: each kernel to launch
+  as (AST, value numbers of its buffers), in order, and what each node is once they have run (`after`: their buffers).
+  `planned` are the outputs no root holds (value numbers), which the memory planner places in shared blocks; `after`
+  leaves out the nodes that become them, `watch` has their places in the walk: when a live tensor is one of those nodes,
+  it must get that buffer, and realize takes the full path (tensor/engine/prepared.py)."""
   outputs: tuple[tuple[DType, int, str], ...]
   kernelized: Build
   launches: tuple[tuple[UOp, tuple[int, ...]], ...] | None = None
   after: Build | None = None
+  planned: tuple[int, ...] = ()
+  watch: tuple[int, ...] = ()
+  prepared: dict = field(default_factory=dict, compare=False, repr=False)  # program variant -> its launches made ready (prepared.py)
 
 def _build(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], at: dict[UOp, int]) -> Build | None:
   positions = tuple(at[k] for k in becomes if k in at)
@@ -167,26 +241,32 @@ def _buffer_of(u: UOp) -> UOp:
   while u.op is not Ops.BUFFER: u = u.src[0]
   return u
 
-def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]):
-  """(launches, after) for a graph whose kernels all come from this kernelize, or (None, None)."""
-  if shape.pending: return None, None
-  roots = [becomes.get(r, r) for r in shape.topo[-1].src]
+def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]) -> tuple:
+  """(launches, after, planned, watch) for a graph whose kernels all come from this kernelize, or (None, None, (), ())."""
+  nothing: tuple = (None, None, (), ())
+  if shape.pending: return nothing
+  roots = [becomes.get(r, r) for r in shape.roots]
   kernels = [u for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
   targets = set()
   for r in roots:
     while r.op in (Ops.RESHAPE, Ops.ASSIGN): r = r.src[0]
     targets.add(r)
-  if not set(made) <= targets: return None, None  # intermediates: the memory planner looks at them
+  intermediates = {b for b in made if b not in targets}  # the memory planner places them
   launches = []
   for k in kernels:
     bufs = [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
-    if any(b not in number for b in bufs): return None, None
+    if any(b not in number for b in bufs): return nothing
     launches.append((k.arg.ast, tuple(number[b] for b in bufs)))
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if u.op is Ops.ASSIGN and u.src[1].op is Ops.KERNEL: done[u] = u.src[0]
-  after = _build(shape, number, resolved(becomes, done), at)
-  return (tuple(launches), after) if after is not None else (None, None)
+  ran = resolved(becomes, done)
+  # the nodes that become an intermediate are watched instead of rebuilt: a run that finds a live tensor holding one takes
+  # the full path, which leaves that buffer out of the plan
+  watched = {k for k, v in ran.items() if intermediates and any(n in intermediates for n in v.toposort())}
+  after = _build(shape, number, {k: v for k, v in ran.items() if k not in watched}, at)
+  if after is None: return nothing
+  return tuple(launches), after, tuple(sorted(number[b] for b in intermediates)), tuple(sorted(at[k] for k in watched if k in at))
 
 def resolved(becomes: dict[UOp, UOp], done: dict[UOp, UOp]) -> dict[UOp, UOp]:
   """`becomes` with the nodes in `done` (kernel outputs that ran: their buffers) replaced in its values, by one rewrite of
@@ -203,8 +283,7 @@ def record(shape: GraphShape, becomes: dict[UOp, UOp], made: list[UOp]) -> Recip
   if len(number) != len(shape.slots) + len(made): return None  # an output buffer that is also an input: not this scheduler's
   at = {u: i for i, u in enumerate(shape.topo)}
   if (kernelized := _build(shape, number, becomes, at)) is None: return None
-  launches, after = _after_run(shape, number, becomes, made, at)
-  return Recipe(tuple((b.dtype, b.arg, b.src[1].arg) for b in made), kernelized, launches, after)
+  return Recipe(tuple((b.dtype, b.arg, b.src[1].arg) for b in made), kernelized, *_after_run(shape, number, becomes, made, at))
 
 def new_buffers(recipe: Recipe, shape: GraphShape, new_buffer: Callable[[DType, int, str], UOp]) -> list:
   """The start of a replay's values: shape's slots, then a new buffer for each output."""
@@ -224,6 +303,9 @@ class Launcher:
   outputs: tuple[tuple[DType, int, str], ...]
   launches: tuple[tuple, ...]
   after: Build
+  planned: tuple[int, ...] = ()  # as a Recipe's
+  watch: tuple[int, ...] = ()
+  prepared: dict = field(default_factory=dict, compare=False, repr=False)
 
 def _parametrized(recipe: Recipe) -> list[tuple]:
   from rules.kernelize import parametrize
@@ -245,8 +327,8 @@ def _launcher(first: tuple, second: tuple) -> Launcher | None:
   """The launcher two kernelized samples of one form agree on, or None: each parameter of the first is the one constant of
   its dtype and value in the graph, and the second's is that constant's new value (or both are the same value the
   scheduler made)."""
-  (k1, after1, out1, consts1), (k2, after2, out2, consts2) = first, second
-  if after1 != after2 or out1 != out2 or len(k1) != len(k2): return None
+  (k1, after1, out1, consts1, plan1), (k2, after2, out2, consts2, plan2) = first, second
+  if after1 != after2 or out1 != out2 or plan1 != plan2 or len(k1) != len(k2): return None
   launches = []
   for (t1, at1, v1, b1), (t2, at2, v2, b2) in zip(k1, k2):
     if t1 is not t2 or at1 != at2 or b1 != b2: return None
@@ -260,7 +342,7 @@ def _launcher(first: tuple, second: tuple) -> Launcher | None:
       elif not at and repr(a) == repr(b): sources.append((a,))
       else: return None
     launches.append((t1, at1, tuple(sources), b1))
-  return Launcher(out1, tuple(launches), after1)
+  return Launcher(out1, tuple(launches), after1, *plan1)
 
 class ScheduleCache:
   """Recipes by graph key and launchers by graph form, the `size` used last kept; hits and misses counted (tests and DEBUG
@@ -269,6 +351,7 @@ class ScheduleCache:
     self.recipes: LRU = LRU(size)
     self.forms: LRU = LRU(size)  # form -> the first sample, a Launcher, or False (its constants are not all parameters)
     self.hits = self.misses = 0
+    self.version = 0  # changes with every put and clear: what an OpChain kept of this cache is valid while it is the same
   def get(self, shape: GraphShape) -> Recipe | Launcher | None:
     recipes = self.recipes
     if (r := dict.get(recipes, shape.key)) is not None: recipes.move_to_end(shape.key)  # LRU.get's work with one lookup
@@ -278,13 +361,16 @@ class ScheduleCache:
     return r
   def put(self, shape: GraphShape, recipe: Recipe | None) -> None:
     if recipe is None: return
+    self.version += 1
     self.recipes[shape.key] = recipe
     if not shape.consts or recipe.launches is None or recipe.after is None: return
     if (first := self.forms.get(shape.form)) is False or first.__class__ is Launcher: return
-    sample = (_parametrized(recipe), recipe.after, recipe.outputs, shape.consts)
+    sample = (_parametrized(recipe), recipe.after, recipe.outputs, shape.consts, (recipe.planned, recipe.watch))
     self.forms[shape.form] = sample if first is None else (_launcher(first, sample) or False)
   def clear(self) -> None:
+    self.version += 1
     self.recipes.clear()
     self.forms.clear()
     self.hits = self.misses = 0
-__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "record", "replay", "new_buffers", "resolved"]
+__all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "roots_shape", "record", "replay", "new_buffers", "resolved",
+           "OpChain", "buffer_chain", "chain_step", "chain_shape", "learn_chain", "walked"]

@@ -4,21 +4,26 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensor.engine.realize as realize_mod
+from tensor.engine import prepared
 from runtime.helpers import Context
 from tensor import GlobalCounters, Tensor, dtypes
 from tensor.engine.memory import plan_memory
 from tensor.engine.state import ENGINE
 
 def peak_during(fn) -> int:
-  """The largest GlobalCounters.mem_used seen after any kernel ran inside fn(), minus the value before."""
+  """The largest GlobalCounters.mem_used seen after any kernel ran inside fn(), minus the value before (kernels run by
+  run_kernel, or by a schedule-cache hit's prepared launches)."""
   base, peak = GlobalCounters.mem_used, [GlobalCounters.mem_used]
-  orig = realize_mod.run_kernel
+  orig, orig_call = realize_mod.run_kernel, prepared.Call.__call__
   def spy(k, *engine):
     orig(k, *engine)
     peak.append(GlobalCounters.mem_used)
-  realize_mod.run_kernel = spy
+  def spy_call(self, *args):
+    orig_call(self, *args)
+    peak.append(GlobalCounters.mem_used)
+  realize_mod.run_kernel, prepared.Call.__call__ = spy, spy_call
   try: fn()
-  finally: realize_mod.run_kernel = orig
+  finally: realize_mod.run_kernel, prepared.Call.__call__ = orig, orig_call
   return max(peak) - base
 
 def chain(x: Tensor, n: int) -> Tensor:
