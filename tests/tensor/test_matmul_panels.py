@@ -190,3 +190,22 @@ def test_in_place_inner_loop_reads_a_along_its_rows():
   inner = src[src.rindex("for ("):]
   # one step of k moves A by one float (its row), each of the tile's rows a whole row of 384 further
   assert re.search(r"\(alu\d+\+ridx\d+\)", inner) and f"+{384 * (rows - 1)}" in inner
+
+def innermost_loop(src: str) -> tuple[str, list[str]]:
+  """The line before the last `for (` of a kernel, and the lines of that loop's body (before[-1] is that for's indent)."""
+  before, after = src[:src.rindex("for (")].splitlines(), src[src.rindex("for ("):].splitlines()
+  return before[-2], after[:next(i for i, ln in enumerate(after) if ln.strip() == "}")]
+
+def test_tile_loops_with_many_fmas_are_unrolled():
+  from tensor.renderer.cstyle import UNROLL_TILE_MIN_FMAS, UNROLL_TILE_STEPS
+  # a packed matmul's tile (WIDTH-float vectors: 4x4 or 6x2 per step), plain matmuls with narrower tiles, an elementwise fma
+  cases = [Tensor(rand(384, 384)) @ Tensor(rand(384, 384)), Tensor(rand(64, 64)) @ Tensor(rand(64, WIDTH)),
+           Tensor(rand(8, 64)) @ Tensor(rand(64, 2 * WIDTH)), Tensor(rand(16, 64)) @ Tensor(rand(64, 3))]
+  seen = set()
+  for t in cases:
+    line, body = innermost_loop(matmul_program(t).src)
+    fmas = sum(len(re.findall(r"vfma_f32x\d+\(", ln)) for ln in body)
+    unrolled = line.strip() == f"#pragma GCC unroll {UNROLL_TILE_STEPS}"
+    assert unrolled == (fmas >= UNROLL_TILE_MIN_FMAS), (fmas, line)
+    seen.add(unrolled)
+  assert seen == {True, False}  # both sides of the threshold
