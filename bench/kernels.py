@@ -37,7 +37,8 @@ def thread_clock(tid: int) -> float:
   except OSError: return 0.0  # the thread ended
 
 def thread_sample(fn) -> float:
-  """The CPU time of the thread that ran longest during fn (threads started during fn count from zero)."""
+  """The CPU time of the thread that ran longest during fn (threads started during fn count from zero; one that ended
+  before fn returned is not seen: OpenMP's pools, ours and torch's, live on between regions)."""
   before = {int(t): thread_clock(int(t)) for t in os.listdir("/proc/self/task")}
   fn()
   return max(thread_clock(int(t)) - before.get(int(t), 0.0) for t in os.listdir("/proc/self/task"))
