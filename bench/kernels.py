@@ -1,7 +1,7 @@
 """Kernel speed against torch (issue 14's `python -m bench.kernels`): bench/bench_codegen.py's workloads at 1 thread and
 at 2 threads (ours with THREADS=n, torch with set_num_threads(n)), one process, alternating samples.
 
-  python -m bench.kernels [--threads 1,2] [--reps 7] [--only matmul] [--json out.json] [--clock cpu]
+  python -m bench.kernels [--threads 1,2] [--reps 7] [--only matmul] [--json out.json] [--clock cpu|thread]
 
 The first row of each thread count is the ceiling: the machine's memory copy bandwidth (bytes read plus written, 256 MiB
 by memcpy in a C probe split over the threads; torch's copy_ beside it), the rate no memory-bound kernel can pass.
@@ -9,9 +9,17 @@ by memcpy in a C probe split over the threads; torch's copy_ beside it), the rat
 --clock cpu times each sample by the process's CPU time instead of the wall clock: on a machine shared by many (load 20
 on 2 cores) a wall-clock sample is mostly time spent waiting for a core, while CPU time counts only the time it ran.
 At 1 thread it gives each system's speed per core; at 2 threads it adds both threads' time, so it shows no speedup.
+--clock thread times each sample by its busiest thread's CPU time (each thread's clock read before and after): at 2
+threads the critical path of a run whose threads never wait for a core, what the wall clock shows on an idle machine.
+
+With either CPU clock, OpenMP's idle threads sleep at once (OMP_WAIT_POLICY=passive, ours and torch's): by default they
+spin for a while after each parallel region, and that spin, counted as CPU time, is mostly the other system's turn (one
+process, alternating samples: at 2 threads both took 8 ms of CPU time for a 0.3 ms matmul 256).
 """
 from __future__ import annotations
-import argparse, json, statistics, time
+import argparse, json, os, statistics, sys, time
+if any(a.startswith("--clock") and a != "--clock=wall" for a in sys.argv) and "wall" not in sys.argv:
+  os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before torch and the first kernel load libgomp
 import numpy as np
 from runtime.dtype import dtypes
 from runtime.helpers import Context
@@ -22,6 +30,18 @@ def cpu_sample(fn) -> float:
   t0 = time.process_time()
   fn()
   return time.process_time() - t0
+
+def thread_clock(tid: int) -> float:
+  """The CPU time of thread tid of this process (Linux's clock id of a thread: ~tid << 3 | CPUCLOCK_PERTHREAD | SCHED)."""
+  try: return time.clock_gettime((~tid << 3) | 6)
+  except OSError: return 0.0  # the thread ended
+
+def thread_sample(fn) -> float:
+  """The CPU time of the thread that ran longest during fn (threads started during fn count from zero; one that ended
+  before fn returned is not seen: OpenMP's pools, ours and torch's, live on between regions)."""
+  before = {int(t): thread_clock(int(t)) for t in os.listdir("/proc/self/task")}
+  fn()
+  return max(thread_clock(int(t)) - before.get(int(t), 0.0) for t in os.listdir("/proc/self/task"))
 
 COPY_BYTES = 256 * 1024 * 1024
 # memcpy of n bytes, each thread one contiguous block (glibc's memcpy streams big blocks past the cache, as a copy should)
@@ -65,9 +85,10 @@ def main() -> None:
   ap.add_argument("--reps", type=int, default=7)
   ap.add_argument("--only", default=None)
   ap.add_argument("--json", default=None)
-  ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+  ap.add_argument("--clock", choices=("wall", "cpu", "thread"), default="wall")
   args = ap.parse_args()
-  if args.clock == "cpu": bench_codegen.sample = cpu_sample  # measure() times every sample through it
+  # measure() and ceiling() time every sample through it
+  if args.clock != "wall": bench_codegen.sample = cpu_sample if args.clock == "cpu" else thread_sample
   rows = []
   print(f"{'workload':28s} {'thr':>3s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s}  kernels")
   def emit(r: dict, n: int) -> None:

@@ -7,11 +7,17 @@ each step of k from two consecutive runs of memory: `rows` values of A and `cols
   a copy: the tile takes up to two rows fewer when that divides M);
   out[i*rows + r, j*cols + l] = sum_k Apanels[i, k, r] * Bpanels[j, k, l], stored as (Mp, Np).
 
+A realized A whose rows divide into the tile is not copied: the kernel reads its `rows` rows in place, each step of k
+one float further along each (`rows` sequential streams a row apart; a copy of A cost ~4% at 1024). B is always packed:
+read in place, a panel's rows lie N floats apart, which at N = 1024 (4 KiB) fall into a few cache sets and evict each
+other from the L2.
+
 The heuristic runs the column panels outermost (each stays in the L2 while every row panel streams past it) and
 accumulates with fused multiply-adds (rules/lower.rules). `python -m bench.kernels --clock cpu --threads 1` (AVX-512
 Sapphire Rapids), GFLOP/s at 256/512/1024: B packed only, an 8x32 tile, no fma 65/69/55 (load 4); this layout
 131/123/130 (load 7; torch 136/134/142 in the same runs). The two packing copies are ~10% of the time at 1024 (each
-moves 8 MB at ~11 GB/s).
+moves 8 MB at ~11 GB/s); A read in place: 1024 at 0.93x -> 0.97x torch (`--clock thread`, load 9, alternating in one
+process), 2 threads 1.06x -> 1.10x.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING
@@ -63,13 +69,16 @@ def packed_matmul(x: Tensor, w: Tensor, tile: tuple[int, int]) -> Tensor:
   a = x.reshape(-1, k)                                                                      # (M, K)
   m = a.shape[0]
   mp, np_ = -(-m // rows) * rows, -(-n // cols) * cols
-  if mp != m: a = a.pad(((0, mp - m), (0, 0)))                                              # zero rows
   if np_ != n: w = w.pad(((0, 0), (0, np_ - n)))                                            # zero columns
-  ap = a.reshape(mp // rows, rows, k).permute(0, 2, 1).contiguous()                         # (Mp/rows, K, rows)
   bp = w.reshape(k, np_ // cols, cols).permute(1, 0, 2).contiguous()                        # (Np/cols, K, cols)
   # the kernel's output loops stay row panels, rows of a panel, column panels and columns of a panel (merging a pair into
   # one loop would read it through / and %, which the tile can't split); that order is the (Mp, Np) matrix in memory
-  av = ap.permute(0, 2, 1).reshape(mp // rows, rows, 1, 1, k)
+  if mp == m and x.is_realized():
+    av = a.reshape(mp // rows, rows, 1, 1, k)                                               # A read in place
+  else:
+    if mp != m: a = a.pad(((0, mp - m), (0, 0)))                                            # zero rows
+    ap = a.reshape(mp // rows, rows, k).permute(0, 2, 1).contiguous()                       # (Mp/rows, K, rows)
+    av = ap.permute(0, 2, 1).reshape(mp // rows, rows, 1, 1, k)
   bv = bp.permute(0, 2, 1).reshape(1, 1, np_ // cols, cols, k)
   out = (av * bv).sum(-1).contiguous().reshape(mp, np_)                                     # (Mp, Np)
   if (mp, np_) != (m, n): out = out.shrink(((0, m), (0, n)))

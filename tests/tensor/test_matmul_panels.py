@@ -149,3 +149,63 @@ def test_three_panels_on_two_threads_keep_the_row_panels_outermost():
   with Context(THREADS=1): one = (Tensor(x) @ Tensor(w)).numpy()
   with Context(THREADS=2): two = check(x, w)
   assert one.tobytes() == two.tobytes()  # the loop order differs, each output's sum does not
+
+def kernel_count(t: Tensor) -> int:
+  t.kernelize()
+  return sum(1 for k in schedule_of([t.uop.src[0] if t.uop.op in (Ops.RESHAPE, Ops.SHRINK) else t.uop]) if kernel_buffers(k))
+
+def test_a_realized_left_operand_is_read_in_place():
+  # a realized A whose rows divide into the tile is read where it is (no copy into row panels: one kernel fewer); one
+  # whose rows don't (padded), a lazy one (computed first) and a transposed view are packed; the same values every way
+  k, n = 96, 2 * WIDTH * col_vectors(vector_caps("CPU"))
+  rows = panel_tile(Tensor(rand(1, k)).expand(600, k), Tensor(rand(k, n)))[0]  # type: ignore[index]
+  w = rand(k, n)
+  for m, in_place in ((rows * 40, True), (rows * 40 + 1, False), (rows * 8 * 3, True)):
+    x = rand(m, k)
+    assert panel_tile(Tensor(x), Tensor(w)) is not None and (m % panel_tile(Tensor(x), Tensor(w))[0] == 0) is in_place  # type: ignore[index]
+    X = Tensor(x).realize()
+    assert X.is_realized()
+    packed = 4 if m % rows else 3  # A's and B's panels, the GEMM and, when rows were padded, the copy cutting them off
+    assert kernel_count(X @ Tensor(w).realize()) == (2 if in_place else packed)
+    assert kernel_count((X * 2) @ Tensor(w).realize()) == packed  # lazy: computed into the row panels by the packing kernel
+    np.testing.assert_allclose(((X * 2) @ Tensor(w).realize()).numpy(), (x * 2) @ w, rtol=1e-4, atol=2e-4 * np.sqrt(k))
+    with Context(THREADS=1): one = (Tensor(x).realize() @ Tensor(w).realize()).numpy()
+    with Context(THREADS=2): two = (Tensor(x).realize() @ Tensor(w).realize()).numpy()
+    np.testing.assert_allclose(one, x @ w, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert one.tobytes() == two.tobytes()
+    # the packed path's sums are the same sums in the same order of k: the same bits
+    assert one.tobytes() == (Tensor(x) @ Tensor(w)).numpy().tobytes()
+  xt = Tensor(rand(k, rows * 40)).realize()
+  check(xt.numpy(), w, xt=lambda t: t.T)  # a transposed view of a buffer: not in place, packed
+  b = rand(3, rows * 10, k)
+  B = Tensor(b).realize()
+  assert kernel_count(B @ Tensor(w).realize()) == 2  # a batched buffer folds into rows in place
+  np.testing.assert_allclose((B @ Tensor(w).realize()).numpy(), b @ w, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+def test_in_place_inner_loop_reads_a_along_its_rows():
+  x, w = Tensor(rand(384, 384)).realize(), Tensor(rand(384, 384)).realize()
+  rows, _ = panel_tile(x, w)  # type: ignore[misc]
+  assert 384 % rows == 0
+  src = matmul_program(x @ w).src
+  inner = src[src.rindex("for ("):]
+  # one step of k moves A by one float (its row), each of the tile's rows a whole row of 384 further
+  assert re.search(r"\(alu\d+\+ridx\d+\)", inner) and f"+{384 * (rows - 1)}" in inner
+
+def innermost_loop(src: str) -> tuple[str, list[str]]:
+  """The line before the last `for (` of a kernel, and the lines of that loop's body (before[-1] is that for's indent)."""
+  before, after = src[:src.rindex("for (")].splitlines(), src[src.rindex("for ("):].splitlines()
+  return before[-2], after[:next(i for i, ln in enumerate(after) if ln.strip() == "}")]
+
+def test_tile_loops_with_many_fmas_are_unrolled():
+  from tensor.renderer.cstyle import UNROLL_TILE_MIN_FMAS, UNROLL_TILE_STEPS
+  # a packed matmul's tile (WIDTH-float vectors: 4x4 or 6x2 per step), plain matmuls with narrower tiles, an elementwise fma
+  cases = [Tensor(rand(384, 384)) @ Tensor(rand(384, 384)), Tensor(rand(64, 64)) @ Tensor(rand(64, WIDTH)),
+           Tensor(rand(8, 64)) @ Tensor(rand(64, 2 * WIDTH)), Tensor(rand(16, 64)) @ Tensor(rand(64, 3))]
+  seen = set()
+  for t in cases:
+    line, body = innermost_loop(matmul_program(t).src)
+    fmas = sum(len(re.findall(r"vfma_f32x\d+\(", ln)) for ln in body)
+    unrolled = line.strip() == f"#pragma GCC unroll {UNROLL_TILE_STEPS}"
+    assert unrolled == (fmas >= UNROLL_TILE_MIN_FMAS), (fmas, line)
+    seen.add(unrolled)
+  assert seen == {True, False}  # both sides of the threshold
