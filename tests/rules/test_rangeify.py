@@ -137,5 +137,10 @@ def test_every_rule_fires():
     i, j = (UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 3),), k) for k in range(2))
     graph_rewrite(UOp(Ops.AT, dtypes.float32, (Tensor.empty(0, 3).reshape(3, 0).uop, UOp.const(dtypes.bool, True), i, j)), rangeify, CodegenContext())
     graph_rewrite(UOp(Ops.AT, dtypes.float32, (UOp(Ops.DETACH, x.dtype, (x,)), UOp.const(dtypes.bool, True), i, j)), rangeify, CodegenContext())
+    # the fusion walk (tensor/engine/boundaries.py) rewrites one read at a time, so only ctx.reduces makes a reduction met
+    # twice at one index one REDUCE (one graph_rewrite memoizes it itself)
+    red = next(u for u in Tensor.empty(3, 4).sum(1).uop.toposort() if u.op is Ops.REDUCE_AXIS)
+    a, ctx = UOp(Ops.AT, dtypes.float32, (red, UOp.const(dtypes.bool, True), i, UOp.const(dtypes.int32, 0))), CodegenContext()
+    assert graph_rewrite(a, rangeify, ctx) is graph_rewrite(a, rangeify, ctx)
   cold = [f"{r.origin}: {r.text}" for r in rangeify.rules if r.hits == hits[r.id]]
   assert not cold, "\n".join(cold)
