@@ -8,6 +8,8 @@
   elementwise  the output loop that is consecutive in memory, as vectors of the SIMD width
   small        an innermost output loop of at most 4 iterations is unrolled (the seeds' E_4n2)
   prefetch     a kernel reading each row in several loops (softmax, layernorm): the next row prefetched (PREFETCH)
+  copy order   a copy that moves runs of consecutive elements (matmul.py's packing of B into panels): the outer loops in the
+               order of the source, so it reads memory once through and writes a few runs at a time
   stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
                values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
@@ -36,6 +38,8 @@ EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.SQRT})
 # a matmul's column panel (the reduction's length x the tile's columns) that fits this stays in the L2 (1-2 MB per core
 # on the machines measured) while the row panels stream past it: its loop then runs outermost
 PANEL_BYTES = 1 << 20
+# a permuting copy whose consecutive runs are at least this long is reordered to read its source in order (copy_order)
+RUN_BYTES = 64
 # a target without caps (the PYTHON device) gets the tiles of an AVX2 CPU: the same Opts the tests run on CPU
 VECTOR_CAPS = VectorCaps(frozenset(), frozenset())
 
@@ -196,9 +200,31 @@ def split_opts(sink: UOp, outs: list[UOp], reds: list[UOp], unrolls: dict[int, i
     if parts and applies(sink, o := Opt("SPLIT", len(outs) + k, parts)): opts.append(o)
   return opts
 
+def copy_order(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
+  """SWAPs putting the outer loops of a permuting copy in the order of its source (largest stride outermost), when the
+  innermost loop moves both the load and the store one element on over RUN_BYTES or more: each run is then read once in
+  order and written to a few places. Packing B (1024, 1024) into 16 column panels of 64: 772 -> 542 us (C probe, 1 thread,
+  median of 25 alternating samples)."""
+  st = store_index(sink)
+  if st is None or reds or len(outs) < 3 or (val := sink.src[0].src[1]).op is not Ops.LOAD: return []
+  ld = val.src[0].src[1]
+  # runs shorter than a cache line would be written to hundreds of places a few bytes at a time (A's row panels of 4 floats
+  # in weight grad 784x128x512: 0.92x -> 0.66x torch in one bench.kernels run before this bound)
+  if stride(st, outs[-1]) != 1 or stride(ld, outs[-1]) != 1 or (trip_count(outs[-1]) or 0) * val.dtype.itemsize < RUN_BYTES: return []
+  strides = [stride(ld, r) for r in outs[:-1]]
+  if any(s is None or s <= 0 for s in strides): return []
+  order, opts = list(range(len(strides))), []
+  for i in range(len(order)):
+    j = max(range(i, len(order)), key=lambda t: strides[order[t]])
+    if strides[order[j]] > strides[order[i]]:
+      order[i], order[j] = order[j], order[i]
+      opts.append(Opt("SWAP", i, j))
+  return opts
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
+  if (co := copy_order(sink, outs, reds)): return co
   opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)

@@ -11,7 +11,7 @@ from runtime.ops import Ops
 from rules.vectorize_helpers import VectorCaps
 from tensor import Tensor
 from tensor.codegen import vector_caps
-from tensor.codegen.heuristic import col_vectors, register_tile
+from tensor.codegen.heuristic import RUN_BYTES, col_vectors, register_tile
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
 from tensor.functional.matmul import MIN_MACS, column_vectors, panel_tile
 
@@ -209,3 +209,33 @@ def test_tile_loops_with_many_fmas_are_unrolled():
     assert unrolled == (fmas >= UNROLL_TILE_MIN_FMAS), (fmas, line)
     seen.add(unrolled)
   assert seen == {True, False}  # both sides of the threshold
+
+def copy_program(t: Tensor):
+  t.kernelize()
+  ast = schedule_of([t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop])[-1].arg.ast
+  with Context(NOOPT=0): return get_program(ast, "CPU")
+
+@pytest.mark.parametrize("shape,perm,swaps", [
+  ((96, 6, 16), (1, 0, 2), 1),        # B (96, 96) into 6 column panels of 16 (runs of RUN_BYTES), as packed_matmul does
+  ((96, 12, 8), (1, 0, 2), 0),        # runs of 8 floats, shorter than RUN_BYTES: left in the output's order
+  ((8, 5, 7, 32), (2, 0, 1, 3), 2),   # three outer loops, the source's order two SWAPs away
+  ((4, 6, 16), (0, 1, 2), 0),         # already in the source's order (not a permute: no kernel of its own)
+  ((6, 16), (1, 0), 0),               # a transpose: the innermost loop moves the load 6 on, no reorder
+  ((16, 6, 5), (1, 2, 0), 0),         # the innermost loop strided in the source
+])
+def test_permuting_copy_reads_its_source_in_order(shape, perm, swaps):
+  # a copy whose innermost loop moves both sides one element on runs its outer loops in the source's order (largest stride
+  # outermost): packing B reads B once through; the values are numpy's permute and two threads give one's bits
+  assert RUN_BYTES == 64  # the shapes' runs of 16 and 8 floats lie either side of it
+  x = rng.standard_normal(shape).astype(np.float32)
+  want = np.ascontiguousarray(x.transpose(perm))
+  if perm != tuple(range(len(perm))):
+    p = copy_program(Tensor(x).realize().permute(perm).contiguous())
+    assert [o.op for o in p.opts].count("SWAP") == swaps
+    if swaps:
+      outer = [int(v) for v in re.findall(r"for \(\w+ \w+ = 0; \w+ < (\d+)", p.src)]
+      assert outer == [s for s in shape]  # the loops nest as the source's axes, each as long as the source's
+  with Context(THREADS=1): one = Tensor(x).realize().permute(perm).contiguous().numpy()
+  with Context(THREADS=2): two = Tensor(x).realize().permute(perm).contiguous().numpy()
+  np.testing.assert_array_equal(one, want)
+  assert one.tobytes() == two.tobytes()
