@@ -34,58 +34,75 @@ def compiled(t: Tensor):
   return run, [r.name for r, _ in steps]
 
 def workloads(rng, only: str | None):
+  """(name, work, unit, our lazy tensor, references): references maps "numpy" (always) and "torch" (when importable) to a
+  callable computing the same result from the same inputs."""
   n = 16 * 1024 * 1024
   def want(name): return only is None or only in name
   if want("a*b+c"):
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     A, B, C = (Tensor(x).realize() for x in (a, b, c))
-    ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c)) if torch else (None,) * 3
-    out = torch.empty(n) if torch else None
-    yield "a*b+c 16M", 16 * n, "GB/s", A * B + C, (lambda: torch.addcmul(tc, ta, tb, out=out)) if torch else None
+    o = np.empty_like(a)
+    refs = {"numpy": lambda: np.add(np.multiply(a, b, out=o), c, out=o)}
+    if torch:
+      ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))
+      out = torch.empty(n)
+      refs["torch"] = lambda: torch.addcmul(tc, ta, tb, out=out)
+    yield "a*b+c 16M", 16 * n, "GB/s", A * B + C, refs
   if want("sum"):
     a = rng.standard_normal(n).astype(np.float32)
-    ta = torch.from_numpy(a) if torch else None
-    yield "sum 16M", 4 * n, "GB/s", Tensor(a).realize().sum(), (lambda: ta.sum()) if torch else None
+    refs = {"numpy": a.sum}
+    if torch: refs["torch"] = torch.from_numpy(a).sum
+    yield "sum 16M", 4 * n, "GB/s", Tensor(a).realize().sum(), refs
   if want("softmax"):
     s = rng.standard_normal((4096, 1024)).astype(np.float32)
-    ts = torch.from_numpy(s) if torch else None
-    yield "softmax 4096x1024", 8 * s.size, "GB/s", Tensor(s).realize().softmax(1), (lambda: torch.softmax(ts, 1)) if torch else None
+    def np_softmax():
+      e = np.exp(s - s.max(1, keepdims=True))
+      return e / e.sum(1, keepdims=True)
+    refs = {"numpy": np_softmax}
+    if torch: refs["torch"] = lambda ts=torch.from_numpy(s): torch.softmax(ts, 1)
+    yield "softmax 4096x1024", 8 * s.size, "GB/s", Tensor(s).realize().softmax(1), refs
   for m in (256, 512, 1024):
     if not want(f"matmul {m}"): continue
     x, w = (rng.standard_normal((m, m)).astype(np.float32) for _ in range(2))
-    tx, tw = (torch.from_numpy(v) for v in (x, w)) if torch else (None, None)
-    yield f"matmul {m}", 2 * m ** 3, "GFLOP/s", Tensor(x).realize() @ Tensor(w).realize(), (lambda tx=tx, tw=tw: tx @ tw) if torch else None
+    refs = {"numpy": lambda x=x, w=w: x @ w}
+    if torch: refs["torch"] = lambda tx=torch.from_numpy(x), tw=torch.from_numpy(w): tx @ tw
+    yield f"matmul {m}", 2 * m ** 3, "GFLOP/s", Tensor(x).realize() @ Tensor(w).realize(), refs
   if want("weight grad"):
     # the weight gradient of an MLP's first layer: x.T @ g, a reduction over the batch with strided loads (r_784_128_512)
     x, g = rng.standard_normal((512, 784)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
-    tx, tg = (torch.from_numpy(v) for v in (x, g)) if torch else (None, None)
-    yield "weight grad 784x128x512", 2 * 784 * 128 * 512, "GFLOP/s", Tensor(x).realize().T @ Tensor(g).realize(), \
-      (lambda: tx.T @ tg) if torch else None
+    refs = {"numpy": lambda: x.T @ g}
+    if torch: refs["torch"] = lambda tx=torch.from_numpy(x), tg=torch.from_numpy(g): tx.T @ tg
+    yield "weight grad 784x128x512", 2 * 784 * 128 * 512, "GFLOP/s", Tensor(x).realize().T @ Tensor(g).realize(), refs
   for (bs, cin, hw, cout) in ((8, 16, 32, 32), (8, 64, 56, 64)):
     if not want(f"conv {cin}"): continue
     x, w = rng.standard_normal((bs, cin, hw, hw)).astype(np.float32), rng.standard_normal((cout, cin, 3, 3)).astype(np.float32)
-    tx, tw = (torch.from_numpy(v) for v in (x, w)) if torch else (None, None)
     flops = 2 * bs * cout * (hw - 2) ** 2 * cin * 9
-    yield f"conv {bs}x{cin}x{hw}x{hw} * {cout}", flops, "GFLOP/s", Tensor(x).realize().conv2d(Tensor(w).realize()), \
-      (lambda tx=tx, tw=tw: torch.nn.functional.conv2d(tx, tw)) if torch else None
+    # numpy has no convolution: its windows as a view, contracted with the filters by BLAS (im2col)
+    def np_conv(x=x, w=w):
+      windows = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))  # (bs, cin, h, w, 3, 3)
+      return np.tensordot(windows, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    refs = {"numpy": np_conv}
+    if torch: refs["torch"] = lambda tx=torch.from_numpy(x), tw=torch.from_numpy(w): torch.nn.functional.conv2d(tx, tw)
+    yield f"conv {bs}x{cin}x{hw}x{hw} * {cout}", flops, "GFLOP/s", Tensor(x).realize().conv2d(Tensor(w).realize()), refs
 
 def sample(fn) -> float:
   t0 = time.perf_counter()
   fn()
   return time.perf_counter() - t0
 
-def measure(name: str, work: float, unit: str, t, ref, reps: int) -> dict:
-  """One workload, ours and torch's (ref, when there is one) sampled alternately: rates in units of `work` per ns, ours' spread."""
+def measure(name: str, work: float, unit: str, t, refs: dict, reps: int) -> dict:
+  """One workload, ours and each reference's (numpy, torch when there) sampled alternately: rates in units of `work` per ns,
+  ours' spread; a missing reference's rate is nan."""
   run, names = compiled(t)
   run()
-  if ref is not None: ref()
-  ours, theirs = [], []
+  for ref in refs.values(): ref()
+  ours, theirs = [], {k: [] for k in refs}
   for _ in range(reps):
     ours.append(sample(run))
-    if ref is not None: theirs.append(sample(ref))
-  r_t = work / statistics.median(theirs) / 1e9 if theirs else float("nan")
+    for k, ref in refs.items(): theirs[k].append(sample(ref))
+  def rate(k): return work / statistics.median(theirs[k]) / 1e9 if theirs.get(k) else float("nan")
   return {"workload": name, "unit": unit, "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
-          "ours_max": work / min(ours) / 1e9, "torch": r_t, "kernels": names}
+          "ours_max": work / min(ours) / 1e9, "torch": rate("torch"), "numpy": rate("numpy"), "kernels": names}
 
 def main() -> None:
   ap = argparse.ArgumentParser()
@@ -95,11 +112,11 @@ def main() -> None:
   args = ap.parse_args()
   rng = np.random.default_rng(0)
   rows = []
-  print(f"{'workload':28s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s}  kernels")
-  for name, work, unit, t, ref in workloads(rng, args.only):
-    rows.append(r := measure(name, work, unit, t, ref, args.reps))
-    print(f"{name:28s} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} {r['ours'] / r['torch']:6.2f}x  "
-          f"{' '.join(r['kernels'])}  [{unit}]")
+  print(f"{'workload':28s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s} {'numpy':>9s} {'ratio':>7s}  kernels")
+  for name, work, unit, t, refs in workloads(rng, args.only):
+    rows.append(r := measure(name, work, unit, t, refs, args.reps))
+    print(f"{name:28s} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} {r['ours'] / r['torch']:6.2f}x "
+          f"{r['numpy']:9.2f} {r['ours'] / r['numpy']:6.2f}x  {' '.join(r['kernels'])}  [{unit}]")
   if args.json:
     with open(args.json, "w") as f: json.dump(rows, f, indent=1)
 

@@ -1,5 +1,9 @@
-"""Kernel speed against torch (issue 14's `python -m bench.kernels`): bench/bench_codegen.py's workloads at 1 thread and
-at 2 threads (ours with THREADS=n, torch with set_num_threads(n)), one process, alternating samples.
+"""Kernel speed against torch and numpy (issue 14's `python -m bench.kernels`): bench/bench_codegen.py's workloads at 1
+thread and at 2 threads (ours with THREADS=n, torch with set_num_threads(n)), one process, alternating samples. numpy runs
+on one thread at every thread count (its OpenBLAS set to 1 thread when its library is the scipy-openblas of numpy's wheels:
+OpenBLAS's idle threads spin, and that spin slowed the other systems' 2-thread samples 2-20x). numpy has no convolution:
+its column there is im2col (a window view contracted by BLAS).
+tinygrad is not in this table (it runs in its own environment: bench/bench_symbolic.py and bench/bench_jit.py compare it).
 
   python -m bench.kernels [--threads 1,2] [--reps 7] [--only matmul] [--json out.json] [--clock cpu|thread]
 
@@ -25,6 +29,15 @@ from runtime.dtype import dtypes
 from runtime.helpers import Context
 from bench import bench_codegen
 from bench.bench_codegen import measure, torch, workloads
+
+def blas_threads(n: int) -> bool:
+  """Set numpy's OpenBLAS to n threads, when numpy was built with the scipy-openblas of its wheels; False when it can't."""
+  import ctypes, glob
+  for lib in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")):
+    try: getattr(ctypes.CDLL(lib), "scipy_openblas_set_num_threads64_")(n)
+    except (OSError, AttributeError): continue
+    return True
+  return False
 
 def cpu_sample(fn) -> float:
   t0 = time.process_time()
@@ -65,19 +78,20 @@ def ceiling(threads: int, reps: int) -> dict:
   src = Buffer("CPU", n, dtypes.float32, np.random.default_rng(0).standard_normal(n).astype(np.float32))
   dst = Buffer("CPU", n, dtypes.float32).ensure_allocated()
   def run(): probe([dst, src], (COPY_BYTES, threads))
-  ref = None
+  ns, nd = src.as_array(), np.empty(n, np.float32)
+  refs = {"numpy": lambda: np.copyto(nd, ns)}
   if torch is not None:
-    ts, td = torch.from_numpy(src.as_array()), torch.empty(n)
-    def ref(): td.copy_(ts)
+    ts, td = torch.from_numpy(ns), torch.empty(n)
+    refs["torch"] = lambda: td.copy_(ts)
   run()
-  ours, theirs = [], []
+  ours, theirs = [], {k: [] for k in refs}
   for _ in range(reps):
     ours.append(bench_codegen.sample(run))
-    if ref is not None: theirs.append(bench_codegen.sample(ref))
+    for k, ref in refs.items(): theirs[k].append(bench_codegen.sample(ref))
   work = 2 * COPY_BYTES
+  def rate(k): return work / statistics.median(theirs[k]) / 1e9 if theirs.get(k) else float("nan")
   return {"workload": "copy 256 MiB (ceiling)", "unit": "GB/s", "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
-          "ours_max": work / min(ours) / 1e9, "torch": work / statistics.median(theirs) / 1e9 if theirs else float("nan"),
-          "kernels": ["memcpy probe"]}
+          "ours_max": work / min(ours) / 1e9, "torch": rate("torch"), "numpy": rate("numpy"), "kernels": ["memcpy probe"]}
 
 def main() -> None:
   ap = argparse.ArgumentParser()
@@ -90,16 +104,18 @@ def main() -> None:
   # measure() and ceiling() time every sample through it
   if args.clock != "wall": bench_codegen.sample = cpu_sample if args.clock == "cpu" else thread_sample
   rows = []
-  print(f"{'workload':28s} {'thr':>3s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s}  kernels")
+  print(f"{'workload':28s} {'thr':>3s} {'ours':>9s} {'(spread)':>15s} {'torch':>9s} {'ratio':>7s} {'numpy 1t':>9s} {'ratio':>7s}  kernels")
   def emit(r: dict, n: int) -> None:
-    rows.append(r := {**r, "threads": n, "clock": args.clock})
+    rows.append(r := {**r, "threads": n, "clock": args.clock, "numpy_blas_threads": 1 if blas else None})
     print(f"{r['workload']:28s} {n:3d} {r['ours']:9.2f} ({r['ours_min']:6.1f}-{r['ours_max']:6.1f}) {r['torch']:9.2f} "
-          f"{r['ours'] / r['torch']:6.2f}x  {' '.join(r['kernels'])}  [{r['unit']}]")
+          f"{r['ours'] / r['torch']:6.2f}x {r['numpy']:9.2f} {r['ours'] / r['numpy']:6.2f}x  {' '.join(r['kernels'])}  [{r['unit']}]")
+  if not (blas := blas_threads(1)): print("(numpy's BLAS threads could not be set to 1: its default)")
   for n in (int(x) for x in args.threads.split(",")):
     if torch is not None: torch.set_num_threads(n)
     with Context(THREADS=n):
       if args.only is None or args.only in "copy ceiling": emit(ceiling(n, args.reps), n)
       for name, work, unit, t, ref in workloads(np.random.default_rng(0), args.only): emit(measure(name, work, unit, t, ref, args.reps), n)
+  print("JSON " + json.dumps(rows))
   if args.json:
     with open(args.json, "w") as f: json.dump(rows, f, indent=1)
 
