@@ -48,7 +48,7 @@ class ExprBuilder:
     self.rename = rename or {}
 
   def build(self, t: Tree | Token) -> Expr:
-    text, _ = self.emit(t)
+    text = self.wrap(t, 1)  # a conditional expression in parentheses: callers put the text after `and`, `in`, ...
     line, col = pos(t)
     return Expr(text, frozenset(self.names), self.cost, None)
 
@@ -59,6 +59,7 @@ class ExprBuilder:
     if k == "or_" or k == "and_":
       word, p = (" or ", 1) if k == "or_" else (" and ", 2)
       return word.join(self.wrap(x, p) for x in c), p
+    if k == "ifexp": return f"{self.wrap(c[0], 1)} if {self.wrap(c[1], 1)} else {self.wrap(c[2], 0.5)}", 0.5
     if k == "not_": return "not " + self.wrap(c[0], 3), 3
     if k == "compare":
       parts = [self.wrap(c[0], 4.2)]
@@ -139,7 +140,7 @@ class ExprBuilder:
     for targets, it, cond, before in clauses:
       # the first clause's iter is read outside the comprehension; the others' see the targets before them
       reader = self if not before else inner
-      parts.append(f"for {targets} in {reader.emit(it)[0]}" + (f" if {inner.emit(cond)[0]}" if cond is not None else ""))
+      parts.append(f"for {targets} in {reader.wrap(it, 1)}" + (f" if {inner.wrap(cond, 1)}" if cond is not None else ""))
     text = f"{inner.emit(body)[0]} " + " ".join(parts)
     self.names |= inner.names - bound
     self.cost = max(self.cost, inner.cost)

@@ -147,3 +147,23 @@ def test_explain_runs_sequences_and_choices():
 def test_several_for_clauses_are_pythons(t, rest):
   want = tuple(s * u for k, s in enumerate(rest) for u in rest[k:] if u is not s)
   assert both(t, UOp(Ops.UNROLL, dtypes.int, tuple(rest))) is UOp(Ops.UNROLL, dtypes.int, want)
+
+CONDITIONAL = """
+ruleset c
+# a conditional expression in a guard and in a comprehension's iterable, as in Python (it binds loosest: no parentheses
+# inside `len(rest) if ... else 0`, and `or` keeps its operand whole)
+(GROUP x rest*) if (len(rest) if x.op is Ops.CONST else 0) > 1 -> (GROUP t for s in rest for t in (s.src if s.op is Ops.NEG else (s,)))
+(NOOP x) if (x.vmin if x.vmin > 0 else 0 if x.vmax < 0 else None) or x.vmax == 7 -> x
+"""
+
+def test_conditional_expressions_in_guards_and_iterables():
+  out: dict = {}
+  exec(compile(compile_rules("c.rules", "c.rules", source=CONDITIONAL), "c.rules", "exec"), out)
+  c = out["c"]
+  k, a, b = UOp.const(dtypes.int, 1), UOp.variable("a", 0, 9), UOp.variable("b", 0, 9)
+  assert c.rewrite(UOp(Ops.GROUP, dtypes.void, (k, -a, b))) is UOp(Ops.GROUP, dtypes.void, (a, b))
+  assert c.rewrite(UOp(Ops.GROUP, dtypes.void, (a, -a, b))) is None  # x not a CONST: the guard reads 0
+  assert c.rewrite(UOp(Ops.GROUP, dtypes.void, (k, -a))) is None
+  for lo, hi, fires in [(1, 9, True), (0, 9, False), (-9, -1, False), (-9, 7, True), (0, 7, True)]:
+    x = UOp.variable("x", lo, hi)
+    assert (c.rewrite(UOp(Ops.NOOP, dtypes.int, (x,))) is x) == fires, (lo, hi)
