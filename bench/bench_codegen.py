@@ -90,19 +90,23 @@ def sample(fn) -> float:
   fn()
   return time.perf_counter() - t0
 
-def measure(name: str, work: float, unit: str, t, refs: dict, reps: int) -> dict:
-  """One workload, ours and each reference's (numpy, torch when there) sampled alternately: rates in units of `work` per ns,
-  ours' spread; a missing reference's rate is nan."""
-  run, names = compiled(t)
-  run()
-  for ref in refs.values(): ref()
+def alternate(work: float, run, refs: dict, reps: int) -> dict:
+  """run and each reference (numpy, torch when there) sampled in turn, reps times: ours' rate in units of `work` per ns
+  (median, min, max) and each reference's median ("torch", "numpy"; nan when missing)."""
   ours, theirs = [], {k: [] for k in refs}
   for _ in range(reps):
     ours.append(sample(run))
     for k, ref in refs.items(): theirs[k].append(sample(ref))
   def rate(k): return work / statistics.median(theirs[k]) / 1e9 if theirs.get(k) else float("nan")
-  return {"workload": name, "unit": unit, "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
-          "ours_max": work / min(ours) / 1e9, "torch": rate("torch"), "numpy": rate("numpy"), "kernels": names}
+  return {"ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9, "ours_max": work / min(ours) / 1e9,
+          "torch": rate("torch"), "numpy": rate("numpy")}
+
+def measure(name: str, work: float, unit: str, t, refs: dict, reps: int) -> dict:
+  """One workload, ours (compiled first, outside the samples) against its references."""
+  run, names = compiled(t)
+  run()
+  for ref in refs.values(): ref()
+  return {"workload": name, "unit": unit, **alternate(work, run, refs, reps), "kernels": names}
 
 def main() -> None:
   ap = argparse.ArgumentParser()

@@ -21,7 +21,7 @@ spin for a while after each parallel region, and that spin, counted as CPU time,
 process, alternating samples: at 2 threads both took 8 ms of CPU time for a 0.3 ms matmul 256).
 """
 from __future__ import annotations
-import argparse, json, os, statistics, sys, time
+import argparse, json, os, sys, time
 if any(a.startswith("--clock") and a != "--clock=wall" for a in sys.argv) and "wall" not in sys.argv:
   os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before torch and the first kernel load libgomp
 import numpy as np
@@ -84,14 +84,8 @@ def ceiling(threads: int, reps: int) -> dict:
     ts, td = torch.from_numpy(ns), torch.empty(n)
     refs["torch"] = lambda: td.copy_(ts)
   run()
-  ours, theirs = [], {k: [] for k in refs}
-  for _ in range(reps):
-    ours.append(bench_codegen.sample(run))
-    for k, ref in refs.items(): theirs[k].append(bench_codegen.sample(ref))
-  work = 2 * COPY_BYTES
-  def rate(k): return work / statistics.median(theirs[k]) / 1e9 if theirs.get(k) else float("nan")
-  return {"workload": "copy 256 MiB (ceiling)", "unit": "GB/s", "ours": work / statistics.median(ours) / 1e9, "ours_min": work / max(ours) / 1e9,
-          "ours_max": work / min(ours) / 1e9, "torch": rate("torch"), "numpy": rate("numpy"), "kernels": ["memcpy probe"]}
+  return {"workload": "copy 256 MiB (ceiling)", "unit": "GB/s", **bench_codegen.alternate(2 * COPY_BYTES, run, refs, reps),
+          "kernels": ["memcpy probe"]}
 
 def main() -> None:
   ap = argparse.ArgumentParser()
