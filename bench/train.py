@@ -5,15 +5,20 @@ the time of our first training step in a new process with an empty kernel cache.
   python bench/train.py                                # table and JSON lines on stdout
   python bench/train.py --models mlp --json out.json
   python bench/train.py --tinygrad-python /path/to/venv/bin/python   # runs ../shared/bench/anchors/bench_train.py there
+  python bench/train.py --threads 1,2 --clock thread   # ours with THREADS=n and torch with n threads, each sample's time
+                                                       # the busiest thread's CPU time (bench/kernels.py: a shared machine)
 
 Method (as the anchors' bench_train.py): random data, K=4 batches made before the timer and cycled; one step = zero_grad,
 forward, mean softmax cross-entropy, backward, Adam(lr=1e-3). Ours is a TinyJit'd step under Tensor.train(): its first
 two calls (eager, capture) are timed apart, then `samples` timers of `steps` calls each, ending with a device synchronize,
-alternating with torch's samples (eager, its default thread count). tinygrad runs afterwards in its own process.
-Medians are reported; the loss must fall (the 4 batches are memorised).
+alternating with torch's samples (eager; at each --threads count, both libraries at that count, ours captured under
+THREADS=n). tinygrad runs afterwards in its own process. Medians are reported; the loss must fall (the 4 batches are
+memorised). The CNN's first step in a new process with an empty cache is --cold cnn (tinygrad's too with --tinygrad-python).
 """
 from __future__ import annotations
 import argparse, importlib.util, json, os, statistics, subprocess, sys, tempfile, time
+if any(a.startswith("--clock") for a in sys.argv) and "wall" not in sys.argv:
+  os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before torch and the first kernel load libgomp (bench/kernels.py says why)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 K = 4
@@ -48,16 +53,24 @@ def ours_setup(model: str):
     return loss.realize(*optim.schedule_step())
   return step, batches
 
+def wall_sample(fn) -> float:
+  t0 = time.perf_counter()
+  fn()
+  return time.perf_counter() - t0
+
+# how a sample is timed: the wall clock, or (--clock) bench/kernels.py's process or busiest-thread CPU time
+SAMPLE = wall_sample
+
 class Timed:
   """One library's training step, warmed up: sample(steps) times `steps` calls and returns seconds per step."""
   def __init__(self, step, batches, sync, info: dict):
     self.step, self.batches, self.sync, self.info, self.i, self.times = step, batches, sync, info, 0, []
   def sample(self, steps: int) -> None:
-    t0 = time.perf_counter()
-    for _ in range(steps):
-      self.loss = self.step(*self.batches[self.i % K]); self.i += 1
-    self.sync()
-    self.times.append((time.perf_counter() - t0) / steps)
+    def run():
+      for _ in range(steps):
+        self.loss = self.step(*self.batches[self.i % K]); self.i += 1
+      self.sync()
+    self.times.append(SAMPLE(run) / steps)
   def result(self) -> dict:
     return dict(self.info, s_per_step=statistics.median(self.times), s_per_step_min=min(self.times), loss_end=float(self.loss.item()))
 
@@ -107,21 +120,21 @@ def tinygrad_run(python: str, model: str, steps: int, samples: int) -> dict:
   return {"s_per_step": r["s_per_step"]["median"], "s_per_step_min": r["s_per_step"]["min"], "first_step_s": r["first_step_s"],
           "loss_start": r["loss_start"], "loss_end": r["loss_end"]}
 
-def cold_child() -> None:
-  """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first MLP step, as JSON."""
+def cold_child(model: str) -> None:
+  """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first step, as JSON."""
   t0 = time.perf_counter()
   import tensor  # noqa: F401
   imported = time.perf_counter() - t0
   from tensor import GlobalCounters
-  step, batches = ours_setup("mlp")
+  step, batches = ours_setup(model)
   GlobalCounters.reset()
   t0 = time.perf_counter(); step(*batches[0]).item(); first = time.perf_counter() - t0
   print(json.dumps({"import_s": imported, "first_step_s": first, "kernels": GlobalCounters.kernel_count}))
 
-def cold_run() -> dict:
+def cold_run(model: str) -> dict:
   with tempfile.TemporaryDirectory() as d:
     env = dict(os.environ, CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child"], check=True, env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", model], check=True, env=env, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 def main() -> None:
@@ -132,40 +145,57 @@ def main() -> None:
   ap.add_argument("--tinygrad-python", default=None, help="a Python with tinygrad 0.14 installed: adds its rows")
   ap.add_argument("--json", default=None, help="also write the records to this file")
   ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache first step")
-  ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
+  ap.add_argument("--cold", default="mlp", help="comma-separated models whose cold first step is measured (default mlp)")
+  ap.add_argument("--threads", default=None, help="comma-separated thread counts, ours (THREADS=n) and torch alike (default: "
+                                                   "each library's default)")
+  ap.add_argument("--clock", choices=("wall", "cpu", "thread"), default="wall", help="how samples are timed (bench/kernels.py)")
+  ap.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
   args = ap.parse_args()
-  if args.cold_child: return cold_child()
+  if args.cold_child: return cold_child(args.cold_child)
+  global SAMPLE
+  if args.clock != "wall":
+    from bench.kernels import cpu_sample, thread_sample
+    SAMPLE = cpu_sample if args.clock == "cpu" else thread_sample
   try: import torch  # noqa: F401
   except ImportError: torch = None
+  from runtime.helpers import Context
   records = []
   for model in args.models.split(","):
     if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
     steps = args.steps if model == "mlp" else max(1, args.steps // 10)
-    timed = {"ours": ours_timed(model)}
-    if torch is not None: timed["torch"] = torch_timed(model)
-    for _ in range(args.samples):  # alternate the libraries' samples: the machine's load drifts
-      for t in timed.values(): t.sample(steps)
-    results = {lib: t.result() for lib, t in timed.items()}
-    if args.tinygrad_python: results["tinygrad"] = tinygrad_run(args.tinygrad_python, model, steps, args.samples)
-    for lib, r in results.items():
-      r.update(bench="train", lib=lib, model=model, batch=BATCH[model], steps_per_sample=steps, steps_per_s=1 / r["s_per_step"])
+    for n in [int(t) for t in args.threads.split(",")] if args.threads else [None]:
+      ctx = Context(THREADS=n) if n else Context()
+      if torch is not None and n: torch.set_num_threads(n)
+      with ctx: timed = {"ours": ours_timed(model)}
+      if torch is not None: timed["torch"] = torch_timed(model)
+      for _ in range(args.samples):  # alternate the libraries' samples: the machine's load drifts
+        for lib, t in timed.items():
+          with (ctx if lib == "ours" else Context()): t.sample(steps)
+      results = {lib: t.result() for lib, t in timed.items()}
+      if args.tinygrad_python and n in (None, min(int(t) for t in (args.threads or "1").split(","))):
+        results["tinygrad"] = tinygrad_run(args.tinygrad_python, model, steps, args.samples)
+      for lib, r in results.items():
+        r.update(bench="train", lib=lib, model=model, batch=BATCH[model], steps_per_sample=steps, steps_per_s=1 / r["s_per_step"],
+                 threads=n, clock=args.clock if lib != "tinygrad" else "wall")
+        records.append(r)
+        print(json.dumps(r), flush=True)
+  if not args.no_cold:
+    for model in args.cold.split(","):
+      r = cold_run(model)
+      r.update(bench="train_cold", lib="ours", model=model, batch=BATCH[model])
       records.append(r)
       print(json.dumps(r), flush=True)
-  if not args.no_cold:
-    r = cold_run()
-    r.update(bench="train_cold", lib="ours", model="mlp", batch=BATCH["mlp"])
-    records.append(r)
-    print(json.dumps(r), flush=True)
-  print(f"\n{'model':5s} {'batch':>5s} {'lib':9s} {'steps/s':>9s} {'ms/step':>9s} {'vs torch':>9s} {'first step':>11s} {'loss':>15s}")
-  torch_rate = {r["model"]: r["steps_per_s"] for r in records if r.get("lib") == "torch" and r["bench"] == "train"}
+  print(f"\n{'model':5s} {'batch':>5s} {'thr':>3s} {'lib':9s} {'steps/s':>9s} {'ms/step':>9s} {'vs torch':>9s} {'first step':>11s} {'loss':>15s}")
+  torch_rate = {(r["model"], r["threads"]): r["steps_per_s"] for r in records if r.get("lib") == "torch" and r["bench"] == "train"}
   for r in records:
     if r["bench"] != "train": continue
-    ratio = f"{r['steps_per_s'] / torch_rate[r['model']]:.2f}x" if r["model"] in torch_rate else "-"
-    print(f"{r['model']:5s} {r['batch']:5d} {r['lib']:9s} {r['steps_per_s']:9.2f} {1e3 * r['s_per_step']:9.1f} {ratio:>9s} "
+    key = (r["model"], r["threads"])
+    ratio = f"{r['steps_per_s'] / torch_rate[key]:.2f}x" if key in torch_rate else "-"
+    print(f"{r['model']:5s} {r['batch']:5d} {r['threads'] or '-':>3} {r['lib']:9s} {r['steps_per_s']:9.2f} {1e3 * r['s_per_step']:9.1f} {ratio:>9s} "
           f"{r['first_step_s']:10.2f}s {r['loss_start']:6.3f} -> {r['loss_end']:.3f}")
   for r in records:
     if r["bench"] == "train_cold":
-      print(f"cold cache, new process: import {r['import_s']:.2f} s, first MLP step {r['first_step_s']:.2f} s ({r['kernels']} kernels)")
+      print(f"cold cache, new process: import {r['import_s']:.2f} s, first {r['model']} step {r['first_step_s']:.2f} s ({r['kernels']} kernels)")
   if args.json:
     with open(args.json, "w") as f: json.dump(records, f, indent=1)
 

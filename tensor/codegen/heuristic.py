@@ -8,6 +8,9 @@
   elementwise  the output loop that is consecutive in memory, as vectors of the SIMD width
   small        an innermost output loop of at most 4 iterations is unrolled (the seeds' E_4n2)
   prefetch     a kernel reading each row in several loops (softmax, layernorm): the next row prefetched (PREFETCH)
+  across rows  a reduction whose loads are consecutive along an output loop, not along the reduction (a per-channel sum
+               over batch x pixels of channels-last data, a column sum): that output loop as one vector of lanes, so the
+               reduction streams through memory once
   copy order   a copy that moves runs of consecutive elements (matmul.py's packing of B into panels): the outer loops in the
                order of the source, so it reads memory once through and writes a few runs at a time
   stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
@@ -221,10 +224,30 @@ def copy_order(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
       opts.append(Opt("SWAP", i, j))
   return opts
 
+def across_rows_opts(sink: UOp, outs: list[UOp], reds: list[UOp], caps: VectorCaps | None) -> list[Opt]:
+  """UPCAST by one vector of the output loop that a reduction's loads are consecutive in, when none of its loads is
+  consecutive in a reduction loop: a per-channel sum over batch x pixels of channels-last data (BatchNorm's statistics
+  of a conv's GEMM output) read one channel per pass reads each cache line once per channel in it (32 passes over 6.5 MB:
+  17 ms; one vector of channels per pass: each line once). One vector (a cache line) per iteration keeps the loop over
+  the rest of the lanes for the threads."""
+  st = store_index(sink)
+  qs = [q for q in sink.toposort() if q.op is Ops.REDUCE]
+  if st is None or not qs or not outs or any(q.arg not in (Ops.ADD, Ops.MAX) or q.dtype.count != 1 for q in qs): return []
+  lds = [ld for q in qs for ld in loads(q.src[0]) if any(r in ld.src[0].toposort() for r in q.src[1:])]
+  if not lds or any(stride(ld.src[0].src[1], r) == 1 for ld in lds for r in reds): return []
+  width = max(1, (caps or VECTOR_CAPS).register_bytes // qs[0].dtype.itemsize)
+  for o in reversed(outs):
+    n = trip_count(o) or 0
+    if stride(st, o) != 1 or not any(stride(ld.src[0].src[1], o) == 1 for ld in lds): continue
+    amount = next((a for a in (width, width // 2, width // 4) if a >= 4 and n % a == 0), None)
+    if amount is not None and applies(sink, opt := Opt("UPCAST", outs.index(o), amount)): return [opt]
+  return []
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   if (co := copy_order(sink, outs, reds)): return co
+  if (ar := across_rows_opts(sink, outs, reds, caps)): return ar
   opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
