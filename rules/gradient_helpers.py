@@ -35,8 +35,9 @@ def unshrink(x: UOp, region: tuple) -> tuple:
   return tuple((b, d - e) for (b, e), d in zip(region, x.shape))
 
 def is_max(x: UOp, u: UOp) -> UOp:
-  """1.0 where x equals its reduction u = max(x) (broadcast back), else 0.0: the elements the maximum came from."""
-  return uop(Ops.CAST, x.dtype, (uop(Ops.CMPEQ, dtypes.bool, (x, uop(Ops.EXPAND, x.dtype, (u,), x.shape))),))
+  """1.0 where x equals its reduction u = max(x) (broadcast back), else 0.0: the elements the maximum came from (a select,
+  which vectorizes: rules/vectorize.rules)."""
+  return uop(Ops.WHERE, x.dtype, (uop(Ops.CMPEQ, dtypes.bool, (x, uop(Ops.EXPAND, x.dtype, (u,), x.shape))), full_like(x, 1), full_like(x, 0)))
 
 def prod_gradient(ctx: UOp, u: UOp) -> tuple:
   """d prod(x) / dx_i = the product of the other elements, exact where x holds zeros (dividing prod(x) by x_i is not):

@@ -225,20 +225,22 @@ def copy_order(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
   return opts
 
 def across_rows_opts(sink: UOp, outs: list[UOp], reds: list[UOp], caps: VectorCaps | None) -> list[Opt]:
-  """UPCAST by one vector of the output loop that a reduction's loads are consecutive in, when none of its loads is
-  consecutive in a reduction loop: a per-channel sum over batch x pixels of channels-last data (BatchNorm's statistics
+  """UPCAST by one vector of the output loop that a reduction's loads are consecutive in, where they are not consecutive
+  in a reduction loop: a per-channel sum over batch x pixels of channels-last data (BatchNorm's statistics
   of a conv's GEMM output) read one channel per pass reads each cache line once per channel in it (32 passes over 6.5 MB:
   17 ms; one vector of channels per pass: each line once). One vector (a cache line) per iteration keeps the loop over
   the rest of the lanes for the threads."""
   st = store_index(sink)
   qs = [q for q in sink.toposort() if q.op is Ops.REDUCE]
   if st is None or not qs or not outs or any(q.arg not in (Ops.ADD, Ops.MAX) or q.dtype.count != 1 for q in qs): return []
-  lds = [ld for q in qs for ld in loads(q.src[0]) if any(r in ld.src[0].toposort() for r in q.src[1:])]
-  if not lds or any(stride(ld.src[0].src[1], r) == 1 for ld in lds for r in reds): return []
+  # the loads the reductions stream, not consecutive along any reduction loop (a load that is: its lanes read as streams)
+  lds = [ld for q in qs for ld in loads(q.src[0]) if any(r in ld.src[0].toposort() for r in q.src[1:])
+         and not any(stride(ld.src[0].src[1], r) == 1 for r in reds)]
   width = max(1, (caps or VECTOR_CAPS).register_bytes // qs[0].dtype.itemsize)
   for o in reversed(outs):
     n = trip_count(o) or 0
-    if stride(st, o) != 1 or not any(stride(ld.src[0].src[1], o) == 1 for ld in lds): continue
+    # the store may be strided along o (a pooled NCHW output of channels-last data): its lanes store apart
+    if stride(st, o) is None or not any(stride(ld.src[0].src[1], o) == 1 for ld in lds): continue
     amount = next((a for a in (width, width // 2, width // 4) if a >= 4 and n % a == 0), None)
     if amount is not None and applies(sink, opt := Opt("UPCAST", outs.index(o), amount)): return [opt]
   return []

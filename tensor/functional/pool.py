@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 from runtime.dtype import dtypes, least_upper_float
+from runtime.ops import Ops
+from runtime.uop import uop
 from tensor.functional.args import int_tuple, pad_pairs, shape_error, type_error, value_error
 from tensor.functional.conv import windows
 
@@ -44,6 +46,15 @@ def _max_pool(x: Tensor, kernel_size, stride, dilation, padding, ceil_mode, retu
   n = len(kernel)
   axes = tuple(range(-n, 0))
   lowest = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
+  # the gradient to x (each window's g shared among its maxima) is stored by one kernel, not fused into every kernel reading
+  # it (a BatchNorm's backward before the pool reads it in four); a batch of channels (N, C, *spatial) stores it
+  # channels-last, the layout of a conv's GEMM output and of the gradient the GEMMs read (each kernel then reads and
+  # writes along the channels)
+  if not return_indices and dtypes.is_float(x.dtype) and x.ndim >= 3:
+    cl = x.ndim == n + 2
+    if cl: x = x.permute(0, *range(2, x.ndim), 1)
+    x = type(x)(uop(Ops.CONTIGUOUS_BACKWARD, x.dtype, (x.uop,)))
+    if cl: x = x.permute(0, x.ndim - 1, *range(1, x.ndim - 1))
   pooled = _pooled(x, kernel, st, dl, pads, outs, lowest)                               # (..., *out, *k)
   best = pooled.max(axes)
   if not return_indices: return best
