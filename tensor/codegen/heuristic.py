@@ -18,6 +18,7 @@
 """
 from __future__ import annotations
 import itertools, math
+from runtime.dtype import dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
 from runtime.threads import max_threads
@@ -245,11 +246,36 @@ def across_rows_opts(sink: UOp, outs: list[UOp], reds: list[UOp], caps: VectorCa
     if amount is not None and applies(sink, opt := Opt("UPCAST", outs.index(o), amount)): return [opt]
   return []
 
+# ops an elementwise kernel's lanes compute in vectors (rules/vectorize.rules): such a kernel's innermost loop becomes lanes
+VECTOR_ELEMENTWISE = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MULACC, Ops.WHERE, Ops.CMPLT, Ops.CMPNE,
+                                Ops.CMPEQ})
+
+def elementwise_opts(sink: UOp, outs: list[UOp], caps: VectorCaps | None) -> list[Opt]:
+  """UPCAST of the innermost output loop by up to two vectors when the store is consecutive along it and every value the
+  kernel computes is float32 arithmetic or a select that vectorizes: the kernel is written in vector ops, where gcc left a
+  loop of guarded or strided reads (a conv's channels-last gradient copies, a backward's selects) scalar: 0.9 -> 0.46 ms,
+  1.65 -> 1.28 ms in the seeds' CNN step."""
+  st = store_index(sink)
+  if caps is None or st is None or not outs or stride(st, outs[-1]) != 1: return []
+  value = sink.src[0].src[1]
+  if value.dtype is not dtypes.float32: return []
+  topo = value.toposort(gate=lambda u: u.op is not Ops.INDEX)
+  for u in topo:
+    if u.op in GroupOp.ALU and (u.op not in VECTOR_ELEMENTWISE or (u.dtype is not dtypes.float32 and u.op not in GroupOp.Comparison)):
+      return []
+  # a plain loop of consecutive reads gcc vectorizes by itself (a*b+c: lanes were 10% slower)
+  def plain(ld: UOp) -> bool: return len(ld.src[0].src) == 2 and stride(ld.src[0].src[1], outs[-1]) in (0, 1)
+  if all(plain(u) for u in topo if u.op is Ops.LOAD) and not any(u.op is Ops.WHERE for u in topo): return []
+  width, n = max(1, caps.register_bytes // 4), trip_count(outs[-1]) or 0
+  amount = next((a for a in (2 * width, width) if n % a == 0), None)
+  return [o] if amount is not None and applies(sink, o := Opt("UPCAST", len(outs) - 1, amount)) else []
+
 def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
   outs, reds = output_loops(sink), reduce_loops(sink)
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   if (co := copy_order(sink, outs, reds)): return co
   if (ar := across_rows_opts(sink, outs, reds, caps)): return ar
+  if not reds and (ew := elementwise_opts(sink, outs, caps)): return ew
   opts = stash_opts(sink, outs, reds) + prefetch_opts(sink, outs, reds)
   lanes = 1
   # a long reduction over consecutive elements: interleaved partial accumulators (gcc makes them vector adds)
