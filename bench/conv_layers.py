@@ -56,6 +56,7 @@ def main() -> None:
   ap.add_argument("--reps", type=int, default=7)
   ap.add_argument("--only", default=None, help="layers whose name contains this")
   ap.add_argument("--clock", choices=("wall", "cpu", "thread"), default="wall")
+  ap.add_argument("--passes", default="forward,input grad,weight grad", help="comma-separated passes to time")
   ap.add_argument("--computed", action="store_true", help="the input computed (x * 1), as in a network, instead of a realized buffer")
   ap.add_argument("--json", default=None)
   args = ap.parse_args()
@@ -66,7 +67,7 @@ def main() -> None:
     if torch is not None: torch.set_num_threads(n)
     with Context(THREADS=n):
       for layer, kind, flops, t, ref in cases(args.model, np.random.default_rng(0), args.computed):
-        if args.only and args.only not in layer: continue
+        if (args.only and args.only not in layer) or kind not in args.passes.split(","): continue
         run, names = compiled(t)
         run()
         if ref: ref()

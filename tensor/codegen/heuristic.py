@@ -92,10 +92,13 @@ def matmul_opts(sink: UOp, caps: VectorCaps | None) -> list[Opt] | None:
   rows = [r for r in outs if r is not col and all(stride(ld.src[0].src[1], r) == 0 for ld in vecs) and
           all(stride(ld.src[0].src[1], r) is not None for ld in lds) and any(stride(ld.src[0].src[1], r) for ld in lds)]
   if not rows: return None
-  row = rows[-1]
   n_vectors = next(v for v in range(col_vectors(caps), 0, -1) if fits(col, v * width))
   want_rows, n_cols = register_tile(caps, q.dtype.itemsize, n_vectors)
-  n_rows = next((k for k in range(want_rows, 1, -1) if fits(row, k)), None)
+  def best(r: UOp) -> int: return next((k for k in range(want_rows, 1, -1) if fits(r, k)), 0)
+  # the row loop giving the tallest tile, the innermost of equals: a conv's output row when its width divides (its loads
+  # are neighbours), else another (ResNet's layer4: 7 x 7 pixels, rows from the batch of 8: 4 rows, where none was a tile)
+  row = max(reversed(rows), key=best)
+  n_rows = best(row) or None
   if n_rows is None: return None
   # the row UPCAST first; when it takes the whole loop, the loop is gone and a column loop after it shifts down
   col_axis = outs.index(col) - (1 if outs.index(row) < outs.index(col) and n_rows == trip_count(row) else 0)

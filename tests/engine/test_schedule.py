@@ -236,6 +236,18 @@ def test_contiguous_of_data_in_memory_is_free():
   assert count(A.sum(1).contiguous()) == 1
   close(A.contiguous(), a)
 
+@pytest.mark.parametrize("n", [64, 256])  # 256: a packed matmul (its panels' copies and movement ops cleanup rewrites)
+def test_a_realized_contiguous_of_a_matmul_is_read_not_recomputed(n):
+  # issue 27: b's kernel ran in the first realize; the second reads its buffer (one kernel: b * 3), every time the form repeats
+  for _ in range(2):
+    a, w = rand(n, n), rand(n, n)
+    A, W = inputs(a, w)
+    b = (A @ W + A).contiguous()
+    assert count(b.sum(1)) >= 2
+    assert b.uop.op is not Ops.CONTIGUOUS  # b holds the buffer its kernel wrote
+    assert count(b * 3) == 1
+    np.testing.assert_allclose((b * 3).numpy(), 3 * (a @ w + a), rtol=1e-4, atol=1e-3)
+
 def test_reshape_of_a_kernel_output_needs_no_kernel():
   # a 2-D host array is COPY then RESHAPE: the copy alone
   GlobalCounters.reset()
