@@ -23,7 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 K = 4
 BATCH = {"mlp": 512, "cnn": 128}
-ANCHORS = os.path.join(ROOT, "..", "shared", "bench", "anchors", "bench_train.py")  # the workspace's ../shared beside the checkout
+# the workspace's shared folder beside the checkout (or beside its worktree folder)
+ANCHORS = next((p for p in (os.path.join(ROOT, *[".."] * k, "shared", "bench", "anchors", "bench_train.py") for k in (1, 2)) if os.path.exists(p)),
+               os.path.join(ROOT, "..", "shared", "bench", "anchors", "bench_train.py"))
 
 def _example_cnn():
   spec = importlib.util.spec_from_file_location("beautiful_mnist", os.path.join(ROOT, "examples", "beautiful_mnist.py"))

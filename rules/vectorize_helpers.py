@@ -32,10 +32,10 @@ def chunk(caps: VectorCaps | None, d: DType) -> int:
   return n
 
 def mask_lanes(caps: VectorCaps | None, v: UOp) -> bool:
-  """Whether the lanes of v (a VECTORIZE of WHEREs) make one vector select: 32-bit values the target has vectors of, each
-  picked by a comparison of 32-bit values (so the condition is a vector comparison's mask of the same lane width)."""
-  if not fits(caps, v.dtype) or v.dtype.scalar.itemsize != 4: return False
-  return all(s.op is Ops.WHERE and s.src[0].op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) and s.src[0].src[0].dtype.itemsize == 4 for s in v.src)
+  """Whether the lanes of v (a VECTORIZE of WHEREs) make one vector select: 32-bit values the target has vectors of. Their
+  conditions become a mask of 32-bit lanes (-1 where true): a comparison of 32-bit vectors gives one, AND and OR of masks
+  are masks, and any other bools are gathered into one (render_c.rules' VECTORIZE of bools)."""
+  return fits(caps, v.dtype) and v.dtype.scalar.itemsize == 4 and all(s.op is Ops.WHERE for s in v.src)
 
 def vec(xs: list[UOp] | tuple[UOp, ...]) -> UOp:
   """The vector of these lanes."""

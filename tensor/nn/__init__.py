@@ -124,7 +124,8 @@ class BatchNorm:
       self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
       self.running_var.assign((1 - m) * self.running_var + m * var.detach() * (n / (n - 1)))
       self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    # 1/sqrt(var + eps) per channel in a kernel of its own: not a square root at every element of every kernel reading it
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt().contiguous())
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
 
 class LayerNorm:
