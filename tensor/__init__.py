@@ -8,7 +8,7 @@ from runtime.device import Device
 from runtime.helpers import Context, GlobalCounters, getenv
 from runtime.uop import UOp
 from tensor.tensor import Tensor, TensorError
-from tensor.engine.jit import TinyJit
+from tensor.jit import TinyJit
 
 Variable = UOp.variable
 

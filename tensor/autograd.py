@@ -140,7 +140,8 @@ class AutogradMixin:
     T = _tensor_class()
     if T.no_grad: raise GradientError("backward() inside Tensor.test() (Tensor.no_grad is True): gradients are off there")
     in_graph = self.uop.toposort()
-    need = [t for t in list(T._live) if t.requires_grad and t.uop in in_graph]
+    from tensor.tensor import live_tensors
+    need = [t for t in live_tensors() if t.requires_grad and t.uop in in_graph]
     if not need:
       raise GradientError(f"backward(): no tensor in the graph of this {_describe(self)} tensor has requires_grad=True "
                           "(set it on the tensors to train, or use loss.gradient(*tensors))")

@@ -31,6 +31,7 @@ def colored_name(name: str, n_global: int, opts: list[tuple], width: int = 0) ->
   kinds = axis_kinds(len(dims), n_global, opts)
   return f"{m.group(1)}_" + "_".join(colored(d, AXIS_COLORS[k]) for d, k in zip(dims, kinds)) + (m.group(3) or "") + pad
 
+# the number of GRAPH files this process wrote (they are numbered in order): a debug tool's counter, not engine state
 _written = 0
 
 def graph_out(root: UOp, name: str) -> None:

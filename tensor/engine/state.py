@@ -1,11 +1,15 @@
-"""The engine's state in one object: what the scheduler and the runner remember between realizes. The process has one
-(ENGINE), which kernelize and realize use unless given another; a test that wants fresh caches makes an Engine of its own.
+"""The engine's state in one object: the tensors' memory and everything the scheduler and the runner remember between
+realizes. The process has one (ENGINE), which the frontend (tensor/tensor.py) runs on and kernelize and realize use unless
+given another; a test that wants fresh caches makes an Engine of its own (Engine(storage=ENGINE.storage) to realize the
+process's tensors with it).
 
   lock           scheduling, running and pointing live tensors at results happen one thread at a time
+  storage        the Buffer behind each BUFFER node, unique ids, the live roots (tensor/engine/storage.py)
   fresh_buffers  BUFFERs made for kernel outputs: the memory planner may place the ones nobody keeps in shared storage
   schedules      graph structure -> schedule (tensor/engine/schedule_cache.py)
-  programs       compiled runners by (device, AST, NOOPT); templates: the first AST seen for each parametrized AST
-  capturing      TinyJit's recorder while a call is captured (tensor/engine/jit.py): it sees every kernel run
+  chains         op chains by (operand's chain, op): the schedule key of `x * 2 + 1` without a walk (schedule_cache.OpChain)
+  programs       compiled runners by (device, AST, variant); templates: the first AST seen for each parametrized AST
+  capturing      TinyJit's recorder while a call is captured (tensor/jit.py): it sees every kernel this engine runs
   last_plan      the numbers of the most recent memory plan (DEBUG and tests read it)
 """
 from __future__ import annotations
@@ -13,13 +17,16 @@ import threading, weakref
 from runtime.helpers import LRU, getenv
 from runtime.uop import UOp
 from tensor.engine.memory import MemoryPlan
-from tensor.engine.schedule_cache import ScheduleCache
+from tensor.engine.schedule_cache import Chains, ScheduleCache
+from tensor.engine.storage import Storage
 
 class Engine:
-  def __init__(self, schedules: int = 1024, programs: int = 4096):
+  def __init__(self, schedules: int = 1024, programs: int = 4096, storage: Storage | None = None):
     self.lock = threading.RLock()
+    self.storage = storage if storage is not None else Storage()
     self.fresh_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
     self.schedules = ScheduleCache(max(schedules, 1))
+    self.chains = Chains(4096)
     self.programs: LRU = LRU(programs)
     self.templates: LRU = LRU(programs)
     self.capturing: list = []

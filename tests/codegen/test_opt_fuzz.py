@@ -11,7 +11,8 @@ from tensor.codegen import lower_kernel, rangeify_simplified
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import KINDS, Opt, OptError, apply_opts, loops, trip_count
 from tensor.engine.realize import kernel_buffers, schedule_of
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None, max_examples=40)
 

@@ -20,7 +20,8 @@ from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, OptError, apply_opt
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
 from tensor.renderer.cstyle import render_c
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 rng = np.random.default_rng(0)
 

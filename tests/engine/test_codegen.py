@@ -177,7 +177,8 @@ def test_split_upcast_of_part_of_a_loop():
   uops = linearize(graph_rewrite(sink, lower, ctx))
   assert sum(1 for u in uops if u.op is Ops.DEFINE_REG) == 2 and sum(1 for u in uops if u.op is Ops.RANGE) == 3
   out = Buffer("PYTHON", 36, A.dtype)
-  from tensor.tensor import buffers
+  from tensor.engine.state import ENGINE
+  buffers = ENGINE.storage.buffers
   program(uops, "k")([out, buffers[A.uop.src[0]], buffers[B.uop.src[0]]])
   np.testing.assert_array_equal(out.numpy().reshape(6, 6), (A @ B.T).numpy())
 

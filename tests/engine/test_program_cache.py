@@ -89,7 +89,7 @@ def test_python_device_programs_are_not_stored():
 
 def ast_of(t: Tensor):
   """The AST of the one kernel t is scheduled into (nothing runs)."""
-  _, becomes = kernelize_map([t])
+  _, becomes = kernelize_map([t.uop])
   (k,) = schedule_of([becomes[t.uop]])
   return k.arg.ast
 
