@@ -15,7 +15,7 @@ from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_va
 from rules.substitute import substitute
 from runtime.rewrite import graph_rewrite
 from tensor import symbolic_sizes
-from tensor.engine.realize import realize as engine_realize
+from tensor.engine.realize import realize_held
 from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_map
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
@@ -33,8 +33,8 @@ _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
 _size_arg = symbolic_sizes.size_arg
 # the frontend runs on the process's engine: its storage holds the tensors' buffers, unique ids and the live tensors, its
 # chains the op chains of `x * 2 + 1` (tensor/engine/state.py)
-_storage, _chains = ENGINE.storage, ENGINE.chains
-_new_unique = _storage.new_unique
+_storage = ENGINE.storage
+_new_unique, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains.step, ENGINE.chains.of_buffer
 
 def buffer_uop(buf: Buffer) -> UOp:
   """A BUFFER UOp standing for an existing Buffer."""
@@ -66,7 +66,7 @@ _broadcasts: LRU = LRU(256)
 # what `x + number` combines x with, by (the number's class, the number, x's dtype, device, shape): (the dtype the op computes
 # in, the number's node broadcast to the shape); a loop of `x * 0.5 + 1` looks each number up once per op
 _numbers: LRU = LRU(1024)
-_dict_get = dict.get  # LRU.get's lookup without its Python frame (a hit then moves the entry to the end itself)
+_dict_get = dict.get  # LRU.get's lookup without its Python frame (and without refreshing the entry: helpers.LRU)
 
 class Tensor(AutogradMixin, FunctionalMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
@@ -187,7 +187,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
     return self
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and others): schedule, compile and run the kernels. Returns self."""
-    realize([self, *others] if others else [self])
+    if others: realize([self, *others])
+    else:  # realize() as below, for one tensor: the eager path
+      chain = (tr[1], tr[2]) if (tr := self._trace) is not None and tr[0] is self.uop else None
+      with ENGINE.lock:
+        if (becomes := realize_held([self.uop], ENGINE, chain)): rewire(becomes)
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
     # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
@@ -404,14 +408,12 @@ class Tensor(AutogradMixin, FunctionalMixin):
       if (known := _dict_get(_numbers, key)) is None:
         a, c = self._number_operand(other)
         if other or other.__class__ is int: _numbers[key] = (a.uop.dtype, c)
-      else:
-        _numbers.move_to_end(key)
-        a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
+      else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
       # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
       t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
       # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
-      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, _chains.step(tr[1], op, reverse, out, c), tr[2])
-      elif u.op is _BUFFER: t._trace = (r, _chains.step(_chains.of_buffer(u), op, reverse, out, c), u)
+      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, _chain_step(tr[1], op, reverse, out, c), tr[2])
+      elif u.op is _BUFFER: t._trace = (r, _chain_step(_buffer_chain(u), op, reverse, out, c), u)
       return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
@@ -737,7 +739,7 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   (ENGINE, or an Engine(storage=ENGINE.storage) with caches of its own)."""
   chain = chain_of(tensors[0]) if len(tensors) == 1 else None
   with engine.lock:
-    if (becomes := engine_realize([t.uop for t in tensors], engine, chain)): rewire(becomes)
+    if (becomes := realize_held([t.uop for t in tensors], engine, chain)): rewire(becomes)
 
 def chain_of(t: Tensor) -> tuple | None:
   """(OpChain, its leaf BUFFER) when t was made by a chain of number ops on one realized buffer and its graph is still that

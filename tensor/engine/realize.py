@@ -213,15 +213,16 @@ def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None 
   return p
 
 def realize(roots: list[UOp], engine: Engine = ENGINE, chain: tuple[OpChain, UOp] | None = None) -> dict[UOp, UOp]:
-  """Schedule, compile and run what these graph roots need. Returns what each node became (a kernel's output: its buffer):
-  the frontend points its live tensors at those (tensor/tensor.py's rewire), holding engine.lock around both, as this
-  does around its own work, so realizes from several threads run one at a time. `chain`: (OpChain, its leaf BUFFER) when the
-  one root was made by a chain of ops on one realized buffer (schedule_cache.OpChain): its schedule is found without a walk."""
-  with engine.lock: return _realize(roots, engine, chain)
+  """Schedule, compile and run what these graph roots need. Returns what each node became (a kernel's output: its buffer),
+  for the caller to point its live tensors at. One thread at a time: it holds engine.lock (realize_held, for a caller that
+  holds it already: the frontend holds it until its tensors point at the results)."""
+  with engine.lock: return realize_held(roots, engine, chain)
 
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE  # module names: `Ops.X` costs about 0.3 us in Python 3.11
 
-def _realize(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | None) -> dict[UOp, UOp]:
+def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | None = None) -> dict[UOp, UOp]:
+  """realize, for a caller holding engine.lock. `chain`: (OpChain, its leaf BUFFER) when the one root was made by a chain of
+  ops on one realized buffer (schedule_cache.OpChain): its schedule is found without a walk."""
   # a root made by an op chain whose last realize ran prepared launches, the schedule cache unchanged since: run them again,
   # straight from the chain (no walk, no key, no lookup)
   if chain is not None and (ready := _chain_ready(chain[0], engine)):

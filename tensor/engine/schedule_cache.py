@@ -120,25 +120,19 @@ class OpChain:
     # while the cache is unchanged since (tensor/engine/realize.py then runs them at once)
     self.ready: tuple | None = None
 
-class Chains:
+class Chains(LRU):
   """The engine's op chains, interned: (dtype, size, device) of a buffer -> its chain; (operand's chain, op, reverse, out dtype,
-  number node) -> the result's chain. The `size` used last are kept (a chain given to a tensor stays valid when evicted: its
+  number node) -> the result's chain. An LRU of the `size` used last (a chain given to a tensor stays valid when evicted: its
   key is a plain walk key, and what it kept of a schedule cache is checked against that cache's version)."""
-  def __init__(self, size: int): self.table = LRU(size)
-
+  # both run on every `x + number` op: they read the table with dict.get, which does not refresh an entry (helpers.LRU)
   def of_buffer(self, b: UOp) -> OpChain:
     """The chain of a realized buffer itself."""
-    return self._get((b.dtype, b.arg, b.src[1].arg))
+    if (c := _dict_get(self, key := (b.dtype, b.arg, b.src[1].arg))) is None: c = self[key] = OpChain()
+    return c
 
   def step(self, parent: OpChain, op: Ops, reverse: bool, out, number: UOp) -> OpChain:
     """The chain of op(operand, number broadcast) (or of op(number, operand) when reversed) from the operand's chain."""
-    return self._get((parent, op, reverse, out, number))
-
-  def _get(self, key: tuple) -> OpChain:
-    # LRU.get's work without its Python frames: this runs on every `x + number` op
-    table = self.table
-    if (c := _dict_get(table, key)) is None: c = table[key] = OpChain()
-    else: table.move_to_end(key)
+    if (c := _dict_get(self, key := (parent, op, reverse, out, number))) is None: c = self[key] = OpChain()
     return c
 
 _dict_get = dict.get
@@ -163,9 +157,8 @@ def learn_chain(chain: OpChain, shape: GraphShape, leaf: UOp) -> None:
 _atoms: LRU = LRU(4096)
 
 def _known_atom(u: UOp) -> tuple | None:
-  """_atoms' entry for u (LRU.get's work without its Python frames: the walk asks for every broadcast it meets)."""
-  if (a := _dict_get(_atoms, u)) is not None: _atoms.move_to_end(u)
-  return a
+  """_atoms' entry for u, read with dict.get (no Python frame, no refresh: helpers.LRU): the walk asks for every broadcast it meets."""
+  return _dict_get(_atoms, u)
 
 def _atom(u: UOp) -> tuple | None:
   """A chain of RESHAPE/EXPAND over a CONST on a DEVICE (a Python number broadcast to a tensor's shape): its key fragment
