@@ -1,14 +1,15 @@
 """Tensor: the user-facing array. Every op builds a lazy UOp graph (runtime/uop.py); `realize()` schedules it into
 kernels (tensor/engine), lowers and runs them. First layer of the pipeline: Tensor -> UOp graph -> schedule -> kernels.
-This file is the core (creation, host I/O, movement, elementwise ops, reductions, matmul); topic modules add the rest
-as mixins copied onto Tensor at the end (random.py, elementwise.py, creation.py, movement.py, scan.py, indexing.py).
+This file is the core (creation, host I/O, movement, elementwise ops, reductions, matmul); topic modules hold the rest as
+mixin classes Tensor derives from (autograd.py, functional/, random.py, elementwise.py, creation.py, movement.py, scan.py,
+indexing.py), and the live tensors: what the engine's realize returns is applied to them here (rewire).
 """
 from __future__ import annotations
 import math, weakref
 from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
-from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
+from runtime.dtype import DType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
 from runtime.helpers import LRU
 from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
@@ -20,12 +21,18 @@ from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_m
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
 from tensor.autograd import AutogradMixin
+from tensor.creation import CreationMixin
+from tensor.elementwise import ElementwiseMixin
 from tensor.functional import FunctionalMixin
 from tensor.functional.matmul import packed_matmul, panel_tile
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
-                           DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits)
+                           DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits, to_dtype, broadcast_shape)
+from tensor.indexing import IndexingMixin
+from tensor.movement import MovementMixin, broadcast_pair as _broadcast
+from tensor.random import RandomMixin
+from tensor.scan import ScanMixin
 
-__all__ = ["Tensor", "TensorError", "buffer_uop", "to_dtype", "realize", "rewire", "live_tensors"]
+__all__ = ["Tensor", "TensorError", "buffer_uop", "to_dtype", "broadcast_shape", "realize", "kernelize", "rewire", "live_tensors"]
 
 # module names for what each op and each realize reads: `Ops.X` costs about 0.3 us in Python 3.11
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
@@ -39,15 +46,6 @@ _new_unique, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains.ste
 def buffer_uop(buf: Buffer) -> UOp:
   """A BUFFER UOp standing for an existing Buffer."""
   return _storage.buffer_uop(buf)
-
-def to_dtype(x: Any) -> DType:
-  """A tensor dtype from a DType, its name ("float32", "int") or a numpy type; TypeError for anything else."""
-  if isinstance(x, DType) and not isinstance(x, PtrDType) and x.count == 1 and x is not dtypes.void: return x
-  if isinstance(x, str) and isinstance(DTYPE_NAMES.get(x), DType) and DTYPE_NAMES[x] is not dtypes.void: return DTYPE_NAMES[x]
-  if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
-    try: return dtypes.from_numpy(x)
-    except TypeError: pass
-  raise ArgumentTypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
 
 def _int_dtype_for(lo: int, hi: int, what: str) -> DType:
   """The default int (int32) when [lo, hi] fits it, else int64 (as torch and numpy pick); OverflowError beyond."""
@@ -68,7 +66,9 @@ _broadcasts: LRU = LRU(256)
 _numbers: LRU = LRU(1024)
 _dict_get = dict.get  # LRU.get's lookup without its Python frame (and without refreshing the entry: helpers.LRU)
 
-class Tensor(AutogradMixin, FunctionalMixin):
+# the topic mixins after FunctionalMixin: a name both define is FunctionalMixin's (gelu(approximate=)); none defines a name
+# Tensor defines itself, nor one another topic mixin defines (tests/tensor/test_errors.py checks both)
+class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, CreationMixin, MovementMixin, ScanMixin, IndexingMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   # _trace: (uop, OpChain, leaf) while uop is a chain of ops on the realized buffer `leaf` (tensor/engine/schedule_cache.py),
   # which lets realize look its schedule up without walking the graph; None otherwise (or stale, once uop changed)
@@ -782,41 +782,3 @@ def _tensor(u: UOp) -> Tensor:
   t.uop, t.requires_grad, t.grad, t._trace = u, None, None, None
   _live_add(_ref(t, _live_remove))
   return t
-
-def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-  if a.shape == b.shape: return a, b
-  n = max(a.ndim, b.ndim)
-  sa, sb = (1,) * (n - a.ndim) + a.shape, (1,) * (n - b.ndim) + b.shape
-  out = []
-  for x, y in zip(sa, sb):
-    if x != y and x != 1 and y != 1: raise ShapeError(f"shapes {a.shape} and {b.shape} can't broadcast together")
-    out.append(y if x == 1 else x)
-  return a.reshape(sa).expand(tuple(out)), b.reshape(sb).expand(tuple(out))
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-  """numpy's broadcast of several shapes; ShapeError naming them when they don't broadcast."""
-  n = max((len(s) for s in shapes), default=0)
-  out = [1] * n
-  for s in shapes:
-    for i, d in enumerate((1,) * (n - len(s)) + tuple(s)):
-      if d != 1 and out[i] not in (1, d): raise ShapeError(f"shapes {', '.join(map(str, shapes))} can't broadcast together")
-      if d != 1: out[i] = d
-  return tuple(out)
-
-# ---- Tensor's methods by topic: each topic module holds a mixin class whose methods are copied onto Tensor here ----
-def _mix_in(mixin: type) -> None:
-  for name, value in vars(mixin).items():
-    if name.startswith("__") and name.endswith("__"): continue
-    if name in vars(Tensor): raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # defined twice
-    # a base class of Tensor (the nn-functional mixin) owns what it defines, e.g. gelu(approximate=): it is not shadowed
-    if any(name in vars(c) for c in Tensor.__mro__[1:] if c is not object): continue
-    setattr(Tensor, name, value)
-
-# the topic modules import Tensor from here, so they come after it  # noqa: E402
-from tensor.random import RandomMixin  # noqa: E402
-from tensor.elementwise import ElementwiseMixin  # noqa: E402
-from tensor.creation import CreationMixin  # noqa: E402
-from tensor.movement import MovementMixin  # noqa: E402
-from tensor.scan import ScanMixin  # noqa: E402
-from tensor.indexing import IndexingMixin  # noqa: E402
-for _m in (RandomMixin, ElementwiseMixin, CreationMixin, MovementMixin, ScanMixin, IndexingMixin): _mix_in(_m)
