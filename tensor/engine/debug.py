@@ -9,7 +9,7 @@ from runtime.uop import UOp
 
 # the seeds' debug colours: global blue, local light blue, reduce red, upcast yellow, unroll purple, group green
 AXIS_COLORS = {"global": "blue", "local": "cyan", "reduce": "red", "upcast": "yellow", "unroll": "magenta", "group": "green"}
-_NAME = re.compile(r"([A-Za-z]+)_([0-9]+(?:_[0-9]+)*)(n[0-9]+)?")
+_NAME = re.compile(r"([A-Za-z]+)_([0-9]+(?:_[0-9]+)*)(n[0-9a-f]+)?")  # E_4_8n1c3f: kind, dims, the digest (codegen.kernel_name)
 
 def axis_kinds(n_dims: int, n_global: int, opts: list[tuple]) -> list[str]:
   """The kind of each dimension a kernel name lists: its output dims (global, or upcast when an UPCAST opt unrolled the

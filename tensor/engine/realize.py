@@ -9,23 +9,22 @@ totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 
 """
 from __future__ import annotations
 import atexit, time
-from contextlib import nullcontext
 from typing import Callable
-from runtime.device import Buffer, Device
+from runtime.device import Buffer
 from runtime.profile import PROFILE, kernel_run, scope
 from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import BEAM, DEBUG, NOOPT, Context, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import parametrize
 from rules.kernelize_helpers import Params, param_index
-from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel, thread_cap
-from tensor.codegen.linearize import linearize
-from tensor.engine import program_cache
+from tensor.codegen import Program, kernel_name, program
+from tensor.codegen import program_cache
+from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
@@ -70,33 +69,17 @@ class CopyRunner(Runner):
     dst, src = bufs
     dst.as_array()[:] = src.as_array()
 
-def render(device: str, name: str, uops: list[UOp]):
-  if device == "PYTHON": return uops
-  from tensor.renderer.cstyle import render_c
-  return render_c(name, uops)
-
-def get_program(ast: UOp, device: str, name: str | None = None) -> Program:
-  """Lower, linearize and render a kernel AST for a device (named `name`, by default this process's next name for its shape)."""
+def get_program(ast: UOp, device: str, name: str | None = None, engine: Engine = ENGINE) -> Program:
+  """A kernel AST lowered, linearized and rendered for a device, by codegen for the engine's target of that device (named
+  `name`, by default its kernel_name). The Opt list is BEAM's search (BEAM=n, not NOOPT) or codegen's heuristic."""
+  target = engine.target(device)
   name = name or kernel_name(ast)
   graph_out(ast, f"kernel_{name}")
   # PROFILE: a span per stage (each graph_rewrite is one too); VIZ: the rewrites inside belong to this kernel
-  with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
-
-def _codegen(name: str, ast: UOp, device: str) -> Program:
-  sink, opts = lower_kernel(ast, device=device)
-  if DEBUG >= 3:
-    print(f"--- {name} AST ---\n{ast}")
-    print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
-  with scope("linearize", "codegen"): uops = linearize(sink)
-  if DEBUG >= 5:
-    print(f"--- {name} lowered UOps ---")
-    at = {u: i for i, u in enumerate(uops)}
-    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
-  with scope("render", "codegen"), Context(THREADS=cap) if (cap := thread_cap(opts)) is not None else nullcontext(): src = render(device, name, uops)
-  if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
-  ops, mem = estimate(uops)
-  n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
+  with scope(f"codegen {name}", "codegen"), group(name):
+    # search calls codegen: it lowers its candidates with their Opt lists given, and its choice is lowered the same way
+    opts = beam_opts(ast, target, int(BEAM)) if BEAM >= 1 and not NOOPT and target.searchable else None
+    return program(ast, target, name, opts)
 
 def program_variant() -> tuple[bool, int, int]:
   """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
@@ -121,7 +104,7 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
     first = templates.get(tkey) if params.values else None
     if not params.bound and (first is None or first is ast):  # a kernel reading bound Variables is always a template
       if params.values: templates[tkey] = ast
-      r = compile_ast(ast, device)
+      r = compile_ast(ast, device, engine)
     else: r = BoundRunner(template_program(template, device, engine), params.values, params.bound)  # type: ignore[arg-type]
   programs[key] = r
   return r
@@ -130,25 +113,24 @@ def template_program(template: UOp, device: str, engine: Engine = ENGINE) -> Com
   """The program of a kernel compiled with its constants as parameters, compiled once per (device, template, variant): every
   BoundRunner of it, from get_runner or from a schedule-cache launcher, shares it."""
   key = (device, template, program_variant())
-  if (base := engine.programs.get(key)) is None: base = engine.programs[key] = compile_ast(template, device)
+  if (base := engine.programs.get(key)) is None: base = engine.programs[key] = compile_ast(template, device, engine)
   return base
 
 # PROGRAM_DISK_CACHE=0: lower and render every kernel in each process (the compiled object still comes from the kernel cache)
 PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
 
-def compile_ast(ast: UOp, device: str) -> CompiledRunner:
-  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
-  lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
+def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunner:
+  """Compile an AST, taking its lowered program from codegen's disk cache when an earlier process left it there (not when
+  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
   watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
-  # the name is this process's (E_4n2 for its second E_4): part of the key, so a program from disk never renames a kernel
-  name = kernel_name(ast)
+  target = engine.target(device)
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
-  key = program_cache.program_key(ast, device, (*program_variant(), name)) if use_disk else None
+  key = program_cache.program_key(ast, target, program_variant()) if use_disk else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
-    p = get_program(ast, device, name)
+    p = get_program(ast, device, engine=engine)
     if key is not None: program_cache.store(key, p)
-  return CompiledRunner(p, Device[device].program(p.src, p.name))
+  return CompiledRunner(p, target.compile(p.src, p.name))
 
 def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
   table = engine.storage.buffers
