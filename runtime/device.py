@@ -85,7 +85,8 @@ class Buffer:
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
 
 # small freed buffers by (nbytes, dtype): eager code frees a result and makes one of the same kind on every op, and numpy's
-# allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES
+# allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES. The host allocator's
+# free list: one for the process, as the host memory it recycles is
 POOL_BUFFERS, POOL_BYTES = 64, 1 << 16
 _pool: dict[tuple[int, DType], list[tuple[np.ndarray, int]]] = {}
 _pooled = [0]

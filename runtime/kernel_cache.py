@@ -27,6 +27,7 @@ class BuildError(Exception):
   """The build function failed for a reason a retry elsewhere can't fix (the compiler rejected the source)."""
 
 _lock = threading.Lock()
+# what this process learnt of the cache folders, which every engine in it shares
 _warned: set[tuple[str, str]] = set()  # (kind, folder): each problem with a folder is told once
 _full: set[str] = set()  # folders that ran out of space in this process: new entries go to the fallback folder
 

@@ -161,8 +161,6 @@ def _rebind(tensors: list, var_vals: dict[str, int]) -> None:
 
 # ---- inputs ----
 
-def _base(u: UOp) -> UOp: return u.src[0] if u.op is Ops.RESHAPE else u
-
 _ref = weakref.ref
 
 def _jit_inputs(args: tuple, kwargs: dict, engine: Engine) -> tuple[list[int | str], list[Buffer], list[UOp], list[tuple], dict[str, int]]:
@@ -176,11 +174,11 @@ def _jit_inputs(args: tuple, kwargs: dict, engine: Engine) -> tuple[list[int | s
       names.append(n)
       tensors.append(a)
     elif isinstance(a, UOp) and a.op is Ops.BIND: var_vals[a.src[0].arg[0]] = a.src[1].arg
-  bases = [_base(t.uop) for t in tensors]
-  if any(u.op is not Ops.BUFFER for u in bases):
-    pending = [t for t, u in zip(tensors, bases) if u.op is not Ops.BUFFER]
+  bases = [realized_buffer(t.uop) for t in tensors]
+  if any(u is None for u in bases):
+    pending = [t for t, u in zip(tensors, bases) if u is None]
     pending[0].realize(*pending[1:])
-    bases = [_base(t.uop) for t in tensors]
+    bases = [realized_buffer(t.uop) for t in tensors]
   table = engine.storage.buffers.data
   bufs = [table[_ref(u)] for u in bases]  # buffers[u] without the method call: a third of this function's time
   info = [(u.shape, u.dtype, u.device) for u in (t.uop for t in tensors)]
@@ -326,7 +324,8 @@ class TinyJit(Generic[ReturnType]):
     for s in steps:
       for b in s.bufs: b.ensure_allocated()
     buffers = engine.storage.buffers
-    ret_inputs = [(r, inputs[id(buffers[_base(t.uop)])]) for r, t in enumerate(_returned_tensors(ret)) if id(buffers[_base(t.uop)]) in inputs]
+    held_by = [(r, id(buffers[b])) for r, t in enumerate(_returned_tensors(ret)) if (b := realized_buffer(t.uop)) is not None]
+    ret_inputs = [(r, inputs[b]) for r, b in held_by if b in inputs]
     self.captured = CapturedJit(ret, steps, input_replace, names, info, sorted(var_vals), ret_inputs, engine)
     return ret
 
@@ -339,8 +338,8 @@ class _RetPickler(pickle.Pickler):
     self.index = index
   def persistent_id(self, obj):
     if not isinstance(obj, Tensor): return None
-    base = _base(obj.uop)
-    if base.op is not Ops.BUFFER: raise JitError("a captured call's returned tensors are realized; this one is not, so it can't be pickled")
+    if (base := realized_buffer(obj.uop)) is None:
+      raise JitError("a captured call's returned tensors are realized; this one is not, so it can't be pickled")
     return ("tensor", self.index(ENGINE.storage.buffers[base]), obj.shape, obj.requires_grad)
 
 class _RetUnpickler(pickle.Unpickler):
