@@ -731,7 +731,7 @@ _live_add, _live_remove, _ref = _storage.live.data.add, _storage.live._remove, w
 
 def live_tensors() -> list[Tensor]:
   """The live tensors, as a snapshot (other threads keep making tensors meanwhile: see Storage.live_roots)."""
-  return [t for r in _storage.live.data.copy() if (t := r()) is not None]
+  return _storage.live_holders()
 
 def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   """Compute these tensors: the engine schedules, compiles and runs what their graphs need, then every live tensor whose

@@ -45,6 +45,10 @@ class Storage:
     set's underlying set is one C call, so no other thread adds to it meanwhile; iterating the WeakSet itself is not safe)."""
     return [h.uop for r in self.live.data.copy() if (h := r()) is not None]
 
+  def live_holders(self) -> list:
+    """The live holders themselves (the frontend's tensors), as a snapshot as live_roots takes."""
+    return [h for r in self.live.data.copy() if (h := r()) is not None]
+
 def device_node(name: str) -> UOp:
   """The DEVICE node of a device name (hash-consed: one node per name)."""
   return uop(_DEVICE, _VOID, (), name)

@@ -71,9 +71,8 @@ def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[i
 
 def contiguous_backward(t: Tensor) -> Tensor:
   """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
-  from tensor.tensor import Tensor
   from runtime.uop import uop
-  return Tensor(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
+  return type(t)(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
 
 def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
                   dtype: Any) -> Tensor:
