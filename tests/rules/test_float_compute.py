@@ -63,3 +63,7 @@ def test_lowered_alus_are_float32():
   sink, _ = lower_kernel(ast, target_for("PYTHON"), opt=False)
   alus = [u for u in sink.toposort() if u.op in (Ops.ADD, Ops.MUL) and u.dtype.scalar in (dtypes.float16, dtypes.float32, dtypes.bfloat16)]
   assert alus and all(u.dtype.scalar is dtypes.float32 for u in alus)
+
+def test_every_rule_fires():
+  from fires import assert_every_rule_fires, lowering, rules_of
+  assert_every_rule_fires(rules_of("rules/float_compute.rules"), lowering())
