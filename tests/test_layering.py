@@ -6,16 +6,13 @@ tensor/, the ones inside functions included (a lazy import is a dependency all t
 A module imports only its own layer and the ones below; the packages form a DAG; a cycle of modules stays inside one
 package, and only in a package whose reason is written in ALLOWED_CYCLES. Then each package is imported alone in a fresh
 interpreter: nothing of a higher layer may load (the engine without the frontend, codegen without the engine, ...).
+bench/layers.py holds the layer table and builds the graph.
 """
 from __future__ import annotations
-import ast, json, os, subprocess, sys
+import json, os, subprocess, sys
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOPS = ("runtime", "dslc", "rules", "tensor")
-TENSOR_SUBPACKAGES = ("renderer", "codegen", "engine", "nn", "viz")
-LAYER = {"runtime": 0, "rules": 1, "dslc": 1, "tensor.renderer": 2, "tensor.codegen": 3, "tensor.engine": 4, "tensor": 5,
-         "tensor.nn": 6, "tensor.viz": 6}
+from bench.layers import LAYER, ROOT, TOPS, import_graph, package
 
 # the one import that climbs today: UOp.simplify() runs rules/symbolic.rules by importing it. Issue 20's rule-compiler part
 # (branch s20/gen) replaces it with a hook rules/ installs: delete this entry when that branch is merged
@@ -28,55 +25,6 @@ ALLOWED_CYCLES = {
   "rules": "a helper of rules/symbolic.rules runs that rule set itself (a nested rewrite), imported when called",
   "dslc": "the parser and the emitter share the table of prelude names (issue 20's rule-compiler part, s20/gen, untangles it)",
 }
-
-def package(mod: str) -> str:
-  parts = mod.split(".")
-  if parts[0] == "tensor" and len(parts) > 1 and parts[1] in TENSOR_SUBPACKAGES: return f"tensor.{parts[1]}"
-  return parts[0]
-
-def _modules() -> dict[str, str]:
-  out = {}
-  for top in TOPS:
-    for root, _, files in os.walk(os.path.join(ROOT, top)):
-      for f in files:
-        if not f.endswith(".py"): continue
-        path = os.path.join(root, f)
-        mod = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-        out[mod.removesuffix(".__init__")] = path
-  return out
-
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-  skip: set[int] = set()
-  for n in ast.walk(tree):
-    if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test):
-      for b in n.body: skip.update(x.lineno for x in ast.walk(b) if hasattr(x, "lineno"))
-  return skip
-
-def import_graph() -> dict[str, set[str]]:
-  """module -> the project modules it imports (`from pkg import sub` names the submodule, not pkg/__init__)."""
-  mods = _modules()
-  def known(name: str) -> str | None:
-    parts = name.split(".")
-    while parts and ".".join(parts) not in mods: parts.pop()
-    return ".".join(parts) or None
-  graph: dict[str, set[str]] = {m: set() for m in mods}
-  for me, path in mods.items():
-    tree = ast.parse(open(path).read())
-    skip = _type_checking_lines(tree)
-    for n in ast.walk(tree):
-      if getattr(n, "lineno", None) in skip: continue
-      if isinstance(n, ast.Import): targets = [a.name for a in n.names]
-      elif isinstance(n, ast.ImportFrom):
-        if n.level:  # relative: against this module's package
-          base = me.split(".") if path.endswith("__init__.py") else me.split(".")[:-1]
-          mod = ".".join(base[:len(base) - (n.level - 1)] + ([n.module] if n.module else []))
-        else: mod = n.module or ""
-        subs = [f"{mod}.{a.name}" for a in n.names if f"{mod}.{a.name}" in mods]
-        targets = subs if len(subs) == len(n.names) else [mod, *subs]
-      else: continue
-      for t in targets:
-        if (k := known(t)) is not None and k != me: graph[me].add(k)
-  return graph
 
 GRAPH = import_graph()
 
