@@ -21,7 +21,7 @@ from tensor.codegen.target import Target
 FORMAT = "1"  # part of every key: a change of the stored layout makes new entries
 CODE_DIRS = ("runtime", "rules", "tensor/codegen", "tensor/renderer")
 
-@functools.cache
+@functools.cache  # the code does not change while the process runs
 def code_version() -> str:
   """A digest of the code that turns an AST into a program."""
   root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

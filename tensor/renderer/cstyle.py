@@ -21,7 +21,7 @@ VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG
                          frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                                     dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
 
-@functools.cache
+@functools.cache  # a fact of the machine, asked once per process
 def cpu_vector_caps() -> VectorCaps:
   """VECTOR_CAPS with the vector registers of the CPU kernels compile for (-march=native): AVX-512 has 32 of 64 bytes,
   AVX2 16 of 32, else (SSE, or a compiler that does not say) 16 of 16."""
