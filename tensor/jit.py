@@ -259,6 +259,8 @@ class TinyJit(Generic[ReturnType]):
     if fxn is None and captured is None: raise JitError("TinyJit needs a function to capture (or a CapturedJit to replay)")
     self.fxn, self.captured = fxn, captured
     self.engine = engine if engine is not None else captured.engine if captured is not None else ENGINE
+    if self.engine.storage is not ENGINE.storage:
+      raise JitError("TinyJit with an engine on another storage: the tensors' buffers are ENGINE's; use Engine(storage=ENGINE.storage)")
     self.cnt = 0 if fxn is not None else 2
     if fxn is not None: functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 

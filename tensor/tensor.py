@@ -737,6 +737,7 @@ def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   """Compute these tensors: the engine schedules, compiles and runs what their graphs need, then every live tensor whose
   graph shared the work is pointed at the results, all under the engine's lock. `engine`: one on this frontend's storage
   (ENGINE, or an Engine(storage=ENGINE.storage) with caches of its own)."""
+  _check_storage(engine, "realize")
   chain = chain_of(tensors[0]) if len(tensors) == 1 else None
   with engine.lock:
     if (becomes := realize_held([t.uop for t in tensors], engine, chain)): rewire(becomes)
@@ -749,7 +750,13 @@ def chain_of(t: Tensor) -> tuple | None:
 def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
   """Replace the computations behind these tensors (and the pending tensors reading the old value of what they assign) with
   KERNEL nodes, leaving ASSIGN(BUFFER, KERNEL) in their graphs; nothing runs."""
+  _check_storage(engine, "kernelize")
   with engine.lock: rewire(kernelize_map([t.uop for t in tensors], engine)[1])
+
+def _check_storage(engine: Engine, what: str) -> None:
+  if engine.storage is not _storage:
+    raise ArgumentValueError(f"{what} with an engine on another storage: the tensors' buffers are ENGINE's (tensor/engine/state.py); "
+                             "an engine of its own for them is Engine(storage=ENGINE.storage)")
 
 def rewire(becomes: dict[UOp, UOp]) -> None:
   """Point every live tensor that uses a replaced node at its replacement (what the engine returns as what became what).

@@ -223,3 +223,7 @@ def test_a_capture_sees_the_kernels_of_its_engine():
     np.testing.assert_allclose(out.numpy(), x.numpy() * 3 + 1, rtol=1e-6)
   assert len(jitted.captured.steps) == 1 and jitted.captured.engine is mine  # type: ignore[union-attr]
   assert len(mine.programs) >= 1 and not mine.capturing and not ENGINE.capturing
+  # an engine with a storage of its own does not hold these tensors' buffers: refused, saying what to make instead
+  with pytest.raises(JitError, match="Engine.storage=ENGINE.storage."): TinyJit(step, engine=Engine())
+  from tensor.errors import ArgumentValueError
+  with pytest.raises(ArgumentValueError, match="another storage"): realize([x + 1], Engine())
