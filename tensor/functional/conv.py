@@ -15,14 +15,13 @@ def windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilatio
   """Sliding windows over the last len(kernel) axes: (..., *spatial) -> (..., *out, *kernel), where
   out = (spatial - dilation*(kernel-1) - 1) // stride + 1 and [..., o, t] is x[..., o*stride + t*dilation] (movement ops
   only: conv_graph.windows)."""
-  from tensor.tensor import Tensor
-  return Tensor(conv_graph.windows(x.uop, tuple(kernel), tuple(stride), tuple(dilation)))
+  return type(x)(conv_graph.windows(x.uop, tuple(kernel), tuple(stride), tuple(dilation)))
 
 def vector_floats(device: str) -> int:
   """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
-  from tensor.codegen import vector_caps
   from tensor.codegen.heuristic import VECTOR_CAPS
-  return max(1, (vector_caps(device) or VECTOR_CAPS).register_bytes // 4)
+  from tensor.engine.state import ENGINE
+  return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
 
 def sum_dtype(d: DType) -> DType:
   """The dtype Tensor.sum gives a tensor of dtype d: small ints and bools add up in int32 (unsigned ones in uint32)."""
@@ -58,11 +57,11 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   if any(i + b + a < d * (k - 1) + 1 for i, (b, a), k, d in zip(x.shape[2:], pads, kernel, dilation)):
     raise shape_error(f"{name}: input of shape {x.shape} padded by {pads} is smaller than the kernel of weight {weight.shape} "
                       f"dilated by {dilation}")
-  from tensor.tensor import Tensor, to_dtype
+  from tensor.errors import to_dtype
   common = least_upper_dtype(x.dtype, weight.dtype)
   acc = to_dtype(dtype) if dtype is not None else sum_dtype(common)
   arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value)
-  ret = Tensor(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
+  ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
 

@@ -31,7 +31,7 @@ def _step_kernels(bs: int) -> list[str]:
 
 def test_cnn_training_step_kernels():
   names = _step_kernels(16)
-  def count(pattern: str) -> int: return sum(1 for n in names if re.fullmatch(pattern + r"(n\d+)?", n))
+  def count(pattern: str) -> int: return sum(1 for n in names if re.fullmatch(pattern + r"(n[0-9a-f]{4})?", n))
   # per-channel sums over batch x pixels: 5 per BatchNorm (mean, variance, sum(dy), sum(dy * (x - mean)), the conv bias)
   assert count(r"r_32_16_20_20") == 5 and count(r"r_64_16_6_6") == 5, names
   # max-pool: the pooled values (channels-last after the first conv block, as its GEMM output), and one kernel of the
