@@ -4,7 +4,7 @@ DTypes are plain objects interned by their fields, so `is` and identity hashing 
 (UOps hash their dtype on every construction). Bottom of the runtime layer: imports only numpy.
 """
 from __future__ import annotations
-import math, struct
+import math, re, struct
 import numpy as np
 
 class DType:
@@ -55,11 +55,21 @@ class PtrDType(DType):
   def vec(self, count: int) -> DType: raise ValueError(f"can't vectorize the pointer type {self}")
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: raise ValueError(f"no pointers to pointers ({self})")
   def __repr__(self) -> str:
-    args = ("" if self.size == -1 else str(self.size)) + ("" if self.addrspace == "global" else f", addrspace={self.addrspace!r}")
+    args = ", ".join(([] if self.size == -1 else [str(self.size)]) + ([] if self.addrspace == "global" else [f"addrspace={self.addrspace!r}"]))
     return f"{self._base!r}.ptr({args})"
 
+# a dtype's repr: dtypes.NAME, then .vec(N), then .ptr(SIZE, addrspace='SPACE') with either argument left out
+_REPR = re.compile(r"dtypes\.([a-z][a-z0-9_]*)(?:\.vec\((\d{1,5})\))?(\.ptr\((-1|\d{1,19})?(?:,? ?addrspace='([a-z]{1,16})')?\))?")
+
 def _dtype_from_repr(text: str) -> DType:
-  return eval(text, {"dtypes": dtypes})  # only ever our own reprs, produced by __reduce__
+  """The dtype whose repr is `text` (pickles and the program cache store dtypes so). Parsed by name, never evaluated: the
+  text may come from a file another program wrote. Raises ValueError for anything else."""
+  m = _REPR.fullmatch(text) if isinstance(text, str) else None
+  d = getattr(dtypes, m.group(1), None) if m is not None else None
+  if m is None or not isinstance(d, DType): raise ValueError(f"not a dtype: {text!r:.100}")
+  if m.group(2) is not None: d = d.vec(int(m.group(2)))
+  if m.group(3) is not None: d = d.ptr(int(m.group(4)) if m.group(4) is not None else -1, m.group(5) or "global")
+  return d
 
 class dtypes:
   """The dtype namespace, as in the seeds: `dtypes.int`, `dtypes.float32`, `dtypes.is_int(d)`, ..."""
