@@ -140,7 +140,11 @@ _limits = {dtypes.bool: (False, True), dtypes.float16: (-math.inf, math.inf), dt
            dtypes.float32: (-math.inf, math.inf), dtypes.float64: (-math.inf, math.inf),
            **{d: (0, 2**(8 * d.itemsize) - 1) for d in _uints},
            **{d: (-2**(8 * d.itemsize - 1), 2**(8 * d.itemsize - 1) - 1) for d in _ints - _uints}}
-_to_np = {d: np.dtype(d.fmt) for d in _all if d.fmt is not None}
+# numpy's own types by name (np.dtype("Q") is unsigned long long, which torch.from_numpy refuses: np.uint64 is unsigned long)
+_to_np = {d: np.dtype(n) for d, n in [(dtypes.bool, "bool"), (dtypes.int8, "int8"), (dtypes.uint8, "uint8"), (dtypes.int16, "int16"),
+                                       (dtypes.uint16, "uint16"), (dtypes.int32, "int32"), (dtypes.uint32, "uint32"), (dtypes.int64, "int64"),
+                                       (dtypes.uint64, "uint64"), (dtypes.float16, "float16"), (dtypes.float32, "float32"),
+                                       (dtypes.float64, "float64")]}
 _from_np = {v: k for k, v in _to_np.items()}
 
 # name -> dtype for every spelling a user or a .rules file may write (dtypes.X attributes)

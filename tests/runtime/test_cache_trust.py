@@ -32,7 +32,8 @@ def kernel_source(name: str) -> str:
 def evil_entry(tmp_path, key: str, marker: str) -> bytes:
   """A shared object whose constructor creates `marker` when it is loaded, with a valid trailer for `key`."""
   src = tmp_path / "evil.c"
-  src.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void run(void) {{ FILE* f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+  src.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void run(void) {{\n'
+                 f'  FILE* f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
   out = tmp_path / "evil.so"
   subprocess.run([REAL_CC, "-shared", "-fPIC", str(src), "-o", str(out)], check=True, capture_output=True, timeout=120)
   elf = out.read_bytes()
