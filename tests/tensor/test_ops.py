@@ -242,7 +242,7 @@ UNARY = {
   "sqrt": (Tensor.sqrt, np.sqrt, ALL, (-1, 1e4), "float", 1),
   "sin": (Tensor.sin, np.sin, ALL, (-10, 10), "float", 4),
   "cos": (Tensor.cos, np.cos, ALL, (-10, 10), "float", 8),
-  "relu": (Tensor.relu, lambda x: np.where(x > 0, x, 0).astype(x.dtype), NUMERIC, None, "same", 1),
+  "relu": (Tensor.relu, lambda x: np.where(x < 0, 0, x).astype(x.dtype), NUMERIC, None, "same", 1),
   "sigmoid": (Tensor.sigmoid, _np_sigmoid, ALL, (-20, 20), "float", 4),
   "tanh": (Tensor.tanh, np.tanh, ALL, (-10, 10), "float", 8),
   "bitwise_not": (operator.invert, np.invert, INTS + [dtypes.bool], None, "same", 1),
