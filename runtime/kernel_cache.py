@@ -57,7 +57,9 @@ def cache_dir() -> str:
   if d in _full or d in _untrusted: return fallback_dir()
   try: os.makedirs(d, mode=0o700, exist_ok=True)
   except OSError: pass
-  if (why := safe_files.folder_problem(d)) is not None and os.path.exists(d):
+  if (why := safe_files.folder_problem(d)) is not None and _close_own_folder(d):
+    why = safe_files.folder_problem(d)
+  if why is not None and os.path.exists(d):
     with _lock: _untrusted.add(d)
     _warn_once("untrusted", d, f"the kernel cache folder {d} {why}: its entries could run code as you, so it is not used; compiling into "
                                f"{fallback_dir()} instead (make the folder yours alone, chmod go-w, or set CACHE_DIR)")
@@ -65,6 +67,18 @@ def cache_dir() -> str:
   if why is None and os.access(d, os.W_OK): return d
   _warn_once("readonly", d, f"the kernel cache folder {d} is not writable: compiling into a temporary folder (set CACHE_DIR to a writable one)")
   return fallback_dir()
+
+def _close_own_folder(d: str) -> bool:
+  """A cache folder of ours that its group or others may write (made under umask 002, say) is closed to 0700, told once:
+  True when it was. Another user's folder is left alone (and not used)."""
+  try:
+    st = os.lstat(d)
+    if not (os.path.isdir(d) and st.st_uid == os.geteuid() and st.st_mode & 0o022): return False
+    os.chmod(d, 0o700)
+  except (OSError, AttributeError): return False
+  _warn_once("closed", d, f"the kernel cache folder {d} could be written by others (mode {st.st_mode & 0o777:o}): made it 0700, as its "
+                          f"entries run as you")
+  return True
 
 def open_trusted(path: str) -> int:
   """A read-only descriptor of the entry at path, after checking that only this user (or root) could have written it (owner,
@@ -198,6 +212,7 @@ def _build_into(d: str, key: str, out: str, build: Callable[[str], None]) -> Non
     with open(tmp, "rb") as f: elf = f.read()
     if not elf.startswith(ELF):
       raise BuildError(f"the compiler wrote no shared object ({len(elf)} bytes{', not ELF' if elf else ''})")
+    os.chmod(tmp, 0o700)  # the compiler made it with the umask (group-writable under umask 002): the entry check wants it ours alone
     with open(tmp, "ab") as f:
       f.write(_TRAILER.pack(MAGIC, key.encode(), hashlib.sha256(elf).digest(), len(elf)))
       f.flush()

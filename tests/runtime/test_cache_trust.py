@@ -56,17 +56,40 @@ def test_a_new_cache_folder_is_private(fresh, tmp_path, monkeypatch):
   assert kernel_cache.cache_dir() == str(d)
   assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
 
-def test_a_folder_others_may_write_is_not_used(fresh, tmp_path, monkeypatch):
-  # no other user needed: a folder others may write could hold anything
+def test_our_folder_others_may_write_is_closed(fresh, tmp_path, monkeypatch):
   d = tmp_path / "open"
   d.mkdir()
   os.chmod(d, 0o777)
   monkeypatch.setenv("CACHE_DIR", str(d))
-  with pytest.warns(UserWarning, match="can be written by others.*not used") as w:
-    assert kernel_cache.cache_dir() == safe_files.private_dir()
-    assert kernel_cache.cache_dir() == safe_files.private_dir()
-  assert len(w) == 1  # one warning, however often it is asked
-  assert str(fresh) in safe_files.private_dir()
+  with pytest.warns(UserWarning, match="could be written by others.*made it 0700") as w:
+    assert kernel_cache.cache_dir() == str(d)
+    assert kernel_cache.cache_dir() == str(d)
+  assert len(w) == 1 and stat.S_IMODE(os.stat(d).st_mode) == 0o700
+
+def test_the_refusal_logic(tmp_path):
+  """What makes a folder or file untrusted, checked directly (the tests as another user below need root)."""
+  me, other = os.geteuid(), os.geteuid() + 4242
+  st = lambda mode, uid: os.stat_result((mode, 0, 0, 1, uid, 0, 0, 0, 0, 0))  # noqa: E731
+  assert safe_files.problem(st(stat.S_IFDIR | 0o700, me)) is None
+  assert safe_files.problem(st(stat.S_IFDIR | 0o755, me)) is None  # readable by others: nothing to fear
+  assert safe_files.problem(st(stat.S_IFDIR | 0o700, 0)) is None  # root's: root can change ours anyway
+  assert "belongs to another user" in safe_files.problem(st(stat.S_IFDIR | 0o700, other))
+  assert "can be written by others" in safe_files.problem(st(stat.S_IFDIR | 0o777, me))
+  assert "can be written by its group" in safe_files.problem(st(stat.S_IFDIR | 0o770, me))
+  assert "not a folder" in safe_files.problem(st(stat.S_IFREG | 0o700, me))
+  assert "not a regular file" in safe_files.problem(st(stat.S_IFDIR | 0o600, me), "file")
+  assert safe_files.problem(st(stat.S_IFREG | 0o600, me), "file") is None
+
+def test_entries_built_under_a_loose_umask_are_ours_alone(fresh, tmp_path, monkeypatch):
+  """A compiler output made under umask 002 was group-writable: the entry check would refuse our own kernels."""
+  monkeypatch.setenv("CACHE_DIR", str(tmp_path / "cache"))
+  old = os.umask(0o002)
+  try:
+    name = f"k_{uuid.uuid4().hex[:8]}"
+    path = ops_cpu.compile_c(kernel_source(name))
+  finally: os.umask(old)
+  assert stat.S_IMODE(os.stat(path).st_mode) & 0o022 == 0
+  kernel_cache.open_verified(path)  # trusted as it is
 
 def test_another_users_folder_and_planted_kernel_never_run(fresh, tmp_path, monkeypatch):
   """The attack of issue 22: uid 65534 makes the cache folder and plants k_<key>.so with a valid trailer; the victim
