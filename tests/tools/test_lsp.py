@@ -188,7 +188,7 @@ def test_the_server_imports_nothing_from_its_workspace(tmp_path):
   (tmp_path / "rules" / "__init__.py").write_text(EVIL)
   (tmp_path / "rules" / "evil.py").write_text(EVIL)
   (tmp_path / "evil.py").write_text(EVIL)
-  proc = raw_server(tmp_path, MARKER=str(marker), PYTHONPATH="")
+  proc = raw_server(tmp_path, MARKER=str(marker))  # this tree on PYTHONPATH, after the workspace (cwd) that python -m puts first
   try:
     for i, module in enumerate(("evil", "rules.evil")):
       src = f"from {module} import f\nruleset t\nu@(ADD x 0) -> f(u)\n"
