@@ -257,7 +257,9 @@ class _BoundJit:
   __slots__ = ("jit", "obj")
   def __init__(self, jit: TinyJit, obj: Any): self.jit, self.obj = jit, obj
   def __call__(self, *args, **kwargs): return self.jit(self.obj, *args, **kwargs)
-  def __getattr__(self, name: str): return getattr(self.jit, name)
+  def __getattr__(self, name: str):
+    if name in _BoundJit.__slots__: raise AttributeError(name)  # not set yet (a copy being made): never look it up on jit
+    return getattr(self.jit, name)
 
 class TinyJit(Generic[ReturnType]):
   """`@TinyJit` on a function or method: call 1 runs it, call 2 runs it and captures its kernels, calls 3+ replay them on
