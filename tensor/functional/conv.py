@@ -7,6 +7,7 @@ convs (zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor 
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
+from runtime.dtype import least_upper_dtype
 from runtime.ops import Ops
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
@@ -164,7 +165,9 @@ def _conv_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding,
   if groups < 1: raise value_error(f"{name}: groups={groups} must be at least 1")
   kernel = weight.shape[2:]
   st, dl = int_tuple(stride, n, f"{name}: stride", 1), int_tuple(dilation, n, f"{name}: dilation", 1)
-  return conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  out = conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  # ints accumulate in int64 (as sum) and give their own type back, as matmul does
+  return out if dtype is not None or out.dtype is (want := least_upper_dtype(x.dtype, weight.dtype)) else out.cast(want)
 
 def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding, output_padding, nd: int | None, name: str) -> Tensor:
   """The gradient of a conv with respect to its input: the input spread out by the stride (zeros between), padded by
