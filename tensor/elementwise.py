@@ -80,7 +80,8 @@ class ElementwiseMixin:
   def neg(self: Tensor) -> Tensor: return -self
   def abs(self: Tensor) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype is dtypes.bool: return self
-    if dtypes.is_float(self.dtype): return (self <= 0).where(0 - self, self)  # abs(-0.0) == 0.0
+    # abs(-0.0) == 0.0, and at 0 the gradient is 0 (torch's sign(x) * grad): zeros give the constant 0
+    if dtypes.is_float(self.dtype): return (self < 0).where(-self, (self == 0).where(0, self))
     return (self < 0).where(-self, self)
   def sign(self: Tensor) -> Tensor:
     s = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
@@ -160,10 +161,14 @@ class ElementwiseMixin:
     f = self.floor()
     d = self - f
     even = (f * 0.5).floor() * 2 == f
-    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
+    # the sign of x: round(-0.5) and round(-0.4) are -0.0, as C's rint and torch give
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1))).copysign(self)
 
   # ---- activations the core keeps (the functional mixin has the rest) ----
-  def relu(self: Tensor) -> Tensor: return self if self.dtype is dtypes.bool else (self > 0).where(self, 0)  # bool stays bool
+  def relu(self: Tensor) -> Tensor:
+    """max(x, 0) as torch: nan stays nan (and passes its gradient), -0.0 stays -0.0, and the gradient at 0 is 0. Bool stays bool."""
+    if self.dtype is dtypes.bool: return self
+    return (self < 0).where(0, (self == 0).where(self.detach(), self))
   def sigmoid(self: Tensor) -> Tensor: return 1 / (1 + (-self._float()).exp())
   def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
   def gelu(self: Tensor) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())

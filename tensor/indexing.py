@@ -285,8 +285,8 @@ def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
   m = lin.numel()
   lin, v = lin.reshape(m), v.reshape(m, *x.shape[1:])
   pos = iota(type(view), m, dtypes.int32, view.device)
-  hit = lin.reshape(1, m) == iota(type(view), n, dtypes.int32, view.device).reshape(n, 1)  # (n, m)
-  last = hit.where(pos.reshape(1, m), -1).max(-1)                                   # (n,): the last write to each row
+  hit = lin.reshape(1, m) == iota(type(view), n, dtypes.int32, view.device).reshape(n, 1)      # (n, m)
+  last = hit.where(pos.reshape(1, m), -1)._reduce(Ops.MAX, -1, False)              # (n,): the last write to each row (-1: none)
   new = take(v, last)
   written = (last >= 0).reshape(n, *(1,) * (x.ndim - 1))
   out = written.where(new, x)
@@ -385,14 +385,17 @@ def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, i
   k = im.shape[-1]
   if reduce is None:
     pos = iota(type(x), k, dtypes.int32, x.device).reshape(k, 1)
-    last = hit.where(pos, -1).max(-2)                                             # (..., n): the last write, or -1
-    val = (last.unsqueeze(-2) == pos).where(sm.unsqueeze(-1), sm._const_like(dtypes.min(sm.dtype))).max(-2)
+    last = hit.where(pos, -1)._reduce(Ops.MAX, -2, False)                         # (..., n): the last write, or -1
+    val = (last.unsqueeze(-2) == pos).where(sm.unsqueeze(-1), sm._const_like(dtypes.min(sm.dtype)))._reduce(Ops.MAX, -2, False)
     got = last >= 0
   else:
     ident = {"sum": 0, "mean": 0, "prod": 1, "amax": dtypes.min(x.dtype), "amin": dtypes.max(x.dtype)}[reduce]
     spread = hit.where(sm.unsqueeze(-1), sm._const_like(ident))                    # (..., k, n)
-    val = {"sum": lambda: spread.sum(-2, dtype=x.dtype), "mean": lambda: spread.sum(-2, dtype=x.dtype), "prod": lambda: spread.prod(-2),
-           "amax": lambda: spread.max(-2), "amin": lambda: spread.min(-2)}[reduce]()
+    # amax and amin of no writes (k = 0) are the identity, which `got` then discards: min/max would refuse an empty axis
+    neg = (lambda t: -t) if dtypes.is_float(spread.dtype) else (lambda t: ~t)  # noqa: E731 - reverses the order, as min does
+    val = {"sum": lambda: spread.sum(-2, dtype=x.dtype), "mean": lambda: spread.sum(-2, dtype=x.dtype),
+           "prod": lambda: spread.prod(-2, dtype=x.dtype), "amax": lambda: spread._reduce(Ops.MAX, -2, False),
+           "amin": lambda: neg(neg(spread)._reduce(Ops.MAX, -2, False))}[reduce]()
     got = hit.any(-2)
   # x's extent beyond index's in the other dims gets nothing
   grow = tuple((0, d - i) for d, i in zip(xm.shape[:-1], lead)) + ((0, 0),)

@@ -253,6 +253,16 @@ def _returned_tensors(ret: Any) -> list[Tensor]: return get_parameters(ret)
 def _realize_returned(ret: Any) -> None:
   if (params := _returned_tensors(ret)): params[0].realize(*params[1:])
 
+class _BoundJit:
+  """A TinyJit method of one instance (what `obj.method` gives): calls pass the instance first; reset() and the capture
+  are that instance's."""
+  __slots__ = ("jit", "obj")
+  def __init__(self, jit: TinyJit, obj: Any): self.jit, self.obj = jit, obj
+  def __call__(self, *args, **kwargs): return self.jit(self.obj, *args, **kwargs)
+  def __getattr__(self, name: str):
+    if name in _BoundJit.__slots__: raise AttributeError(name)  # not set yet (a copy being made): never look it up on jit
+    return getattr(self.jit, name)
+
 class TinyJit(Generic[ReturnType]):
   """`@TinyJit` on a function or method: call 1 runs it, call 2 runs it and captures its kernels, calls 3+ replay them on
   the new Tensor arguments without running Python. JIT=0 always runs the function; JIT=2 replays kernel by kernel.
@@ -265,6 +275,7 @@ class TinyJit(Generic[ReturnType]):
     if self.engine.storage is not ENGINE.storage:
       raise JitError("TinyJit with an engine on another storage: the tensors' buffers are ENGINE's; use Engine(storage=ENGINE.storage)")
     self.cnt = 0 if fxn is not None else 2
+    self._per_instance: dict[int, tuple[weakref.ref, TinyJit]] = {}  # a method's capture for each instance, by id
     if fxn is not None: functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
 
   def reset(self) -> None:
@@ -276,8 +287,21 @@ class TinyJit(Generic[ReturnType]):
     if self.captured is None: raise JitError("a TinyJit can be pickled once it has captured (after its second call)")
     return TinyJit, (None, self.captured)
 
-  def __get__(self, obj, objtype=None):  # a method: the instance is the first argument (not a Tensor, so not an input)
-    return self if obj is None else functools.partial(self.__call__, obj)
+  def __get__(self, obj, objtype=None):
+    """A method: each instance gets its own capture (a capture replays the kernels of one instance's tensors; shared, a
+    call on a second instance returned the first one's result). The instance is passed as the first argument (not a
+    Tensor, so not an input) and held weakly: its capture goes when it does."""
+    if obj is None: return self
+    entry = self._per_instance.get(id(obj))
+    if entry is None or entry[0]() is not obj:
+      key, table = id(obj), self._per_instance
+      try: ref = weakref.ref(obj, lambda _: table.pop(key, None))
+      except TypeError:
+        raise JitError(f"@TinyJit on the method {getattr(self.fxn, '__qualname__', '?')}: a {type(obj).__name__} can't be weakly referenced "
+                       f"(__slots__ without '__weakref__'), so its captures can't be kept apart per instance; add '__weakref__' to "
+                       f"its __slots__, or make a TinyJit per instance in __init__") from None
+      entry = table[key] = (ref, TinyJit(self.fxn, engine=self.engine))
+    return _BoundJit(entry[1], obj)
 
   def __call__(self, *args, **kwargs) -> ReturnType:
     engine = self.engine

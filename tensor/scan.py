@@ -10,7 +10,8 @@ places each at its rank: n * n work per row.
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
-from runtime.dtype import dtypes, least_upper_float
+from runtime.dtype import dtypes, int_acc_dtype, least_upper_float
+from runtime.ops import Ops
 from tensor.errors import ShapeError, as_int, axis_arg
 from tensor.movement import windows
 from tensor.random import iota
@@ -36,8 +37,6 @@ def _scan(x: Tensor, axis: int, reduce: Callable[[Tensor], Tensor], combine: Cal
     out = combine(inner, before.unsqueeze(-1)).reshape(*lead, nb * BLOCK).shrink(tuple((0, d) for d in lead) + ((0, n),))
   return out.transpose(axis, -1) if axis != out.ndim - 1 else out
 
-def _sum_dtype(x: Tensor):
-  return x.sum().dtype  # sum's accumulation rule: small ints and bools in int32, unsigned ones in uint32
 
 def _before(xi: Tensor, xj: Tensor, descending: bool) -> Tensor:
   """Whether xj sorts strictly before xi (nan is the largest value, as numpy and torch order it)."""
@@ -53,13 +52,13 @@ class ScanMixin:
   __slots__ = ()
 
   def cumsum(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
-    """Running sums along axis; ints and bools add up as sum does (int32 for small ints)."""
-    x = self.cast(dtype if dtype is not None else _sum_dtype(self))
-    return _scan(x, axis_arg(axis, self.shape), lambda w: w.sum(-1), lambda a, b: a + b, 0)
+    """Running sums along axis; ints and bools add up as sum does (in int64, as torch)."""
+    x = self.cast(dtype if dtype is not None else int_acc_dtype(self.dtype))
+    return _scan(x, axis_arg(axis, self.shape), lambda w: w.sum(-1, dtype=w.dtype), lambda a, b: a + b, 0)
 
   def cumprod(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
-    x = self.cast(dtype if dtype is not None else (dtypes.int32 if self.dtype is dtypes.bool else self.dtype))
-    return _scan(x, axis_arg(axis, self.shape), lambda w: w.prod(-1), lambda a, b: a * b, 1)
+    x = self.cast(dtype if dtype is not None else int_acc_dtype(self.dtype))
+    return _scan(x, axis_arg(axis, self.shape), lambda w: w.prod(-1, dtype=w.dtype), lambda a, b: a * b, 1)
 
   def cummax(self: Tensor, axis: int = 0) -> Tensor:
     """Running maxima along axis (nan propagates, as numpy's maximum.accumulate)."""
@@ -87,8 +86,8 @@ class ScanMixin:
       rank = (_before(xi, xj, descending) | (_same(xi, xj) & earlier)).sum(-1).contiguous()  # (..., n): where x[i] goes
       # element i goes to place rank[i]: for each place r, the i with rank[i] == r
       at = rank.unsqueeze(-2) == pos.reshape(n, 1)                                        # (..., r, i)
-      idx = at.where(pos.reshape(1, n), -1).max(-1)
-      x = at.where(x.unsqueeze(-2), x._const_like(dtypes.min(x.dtype))).max(-1)
+      idx = at.where(pos.reshape(1, n), -1)._reduce(Ops.MAX, -1, False)
+      x = at.where(x.unsqueeze(-2), x._const_like(dtypes.min(x.dtype)))._reduce(Ops.MAX, -1, False)
     if axis != self.ndim - 1: x, idx = x.transpose(axis, -1), idx.transpose(axis, -1)
     return x, idx.cast(dtypes.int32)
 

@@ -9,7 +9,7 @@ import math, weakref
 from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
-from runtime.dtype import DType, dtypes, least_upper_dtype, least_upper_float
+from runtime.dtype import DType, dtypes, int_acc_dtype, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
 from runtime.helpers import LRU
 from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
@@ -419,7 +419,11 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return a._alu(op, b, dtype=out)
 
   def add(self, x, reverse=False) -> Tensor: return self._binop(Ops.ADD, x, reverse)
-  def sub(self, x, reverse=False) -> Tensor: return self._binop(Ops.SUB, x, reverse)
+  def sub(self, x, reverse=False) -> Tensor:
+    if self.dtype is dtypes.bool and (x.__class__ is bool or isinstance(x, Tensor) and x.dtype is dtypes.bool):
+      raise DTypeError("subtracting bools is not defined (torch and numpy refuse it too): use ^ or logical_xor for a difference of masks, "
+                       "~ or logical_not to invert one, or cast to an int first")
+    return self._binop(Ops.SUB, x, reverse)
   def mul(self, x, reverse=False) -> Tensor: return self._binop(Ops.MUL, x, reverse)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
     """True division (ints compute in float32); rounding_mode "trunc" rounds toward zero, "floor" down (as //), and
@@ -578,17 +582,23 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       ret = Tensor(uop(Ops.REDUCE_AXIS, acc, (self.cast(acc).uop,), (op, axes))).cast(self.dtype) if axes else self
     return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
   def sum(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
-    # small ints and bools add up in int32 (and unsigned in uint32), so counts don't wrap
-    acc = to_dtype(dtype) if dtype is not None else (least_upper_dtype(self.dtype, dtypes.uint32 if dtypes.is_unsigned(self.dtype) else dtypes.int32)
-                    if dtypes.is_int(self.dtype) or self.dtype is dtypes.bool else self.dtype)
-    return self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
+    """Ints and bools add up in int64, as torch (and numpy) do: sum([2**30] * 4) of int32 is 2**32, not 0 (docs/tensor.md)."""
+    return self.cast(to_dtype(dtype) if dtype is not None else int_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
   def prod(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
-    acc = to_dtype(dtype) if dtype is not None else dtypes.int32 if self.dtype is dtypes.bool else self.dtype
-    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+    return self.cast(to_dtype(dtype) if dtype is not None else int_acc_dtype(self.dtype))._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim: bool = False) -> Tensor:
+    """The largest value over axis; over an axis of size 0 an ArgumentValueError, as torch and numpy (no value to give)."""
+    self._some_values("max", axis)
+    return self._reduce(Ops.MAX, axis, keepdim)
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
-    if dtypes.is_float(self.dtype): return -((-self).max(axis, keepdim))
-    return ~((~self).max(axis, keepdim))  # ~ reverses the order of ints (signed and unsigned) and bools
+    self._some_values("min", axis)
+    if dtypes.is_float(self.dtype): return -((-self)._reduce(Ops.MAX, axis, keepdim))
+    return ~((~self)._reduce(Ops.MAX, axis, keepdim))  # ~ reverses the order of ints (signed and unsigned) and bools
+  def _some_values(self, name: str, axis) -> None:
+    # internal reductions that want max's identity over nothing (any, softmax, logsumexp) call _reduce directly
+    if any(self.shape[a] == 0 for a in axes_arg(axis, self.shape)):
+      raise ArgumentValueError(f"{name} over axis {axis} of shape {self.shape}: an axis of size 0 has no "
+                               f"{'largest' if name == 'max' else 'smallest'} value (as torch and numpy, this is an error)")
   def mean(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
     if not dtypes.is_float(out_dt): raise DTypeError(f"mean gives a float: dtype {out_dt!r} is not a float type")
@@ -601,7 +611,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return (sq / (max(n - correction, 0) if n.__class__ is int else (n - correction).maximum(0).simplify())).cast(least_upper_float(self.dtype))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
-  def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool).max(axis, keepdim)
+  def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:
     if axis is None:
@@ -621,18 +631,18 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
     x = self.cast(_acc_dtype(out_dt))
-    e = (x - x.max(axis, keepdim=True)).exp()
+    e = (x - x._reduce(Ops.MAX, axis, keepdim=True)).exp()
     # times the sum's reciprocal, as torch: one division per row instead of one per element (14% of softmax (4096, 1024)
     # on one core, where a vector division takes 10 cycles); within an ulp of e / sum
     return (e * (1 / e.sum(axis, keepdim=True))).cast(out_dt)
   def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
     out_dt = to_dtype(dtype) if dtype is not None else least_upper_float(self.dtype)
     x = self.cast(_acc_dtype(out_dt))
-    m = x - x.max(axis, keepdim=True)
+    m = x - x._reduce(Ops.MAX, axis, keepdim=True)
     return (m - m.exp().sum(axis, keepdim=True).log()).cast(out_dt)
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
     x = self.cast(_acc_dtype(least_upper_float(self.dtype)))
-    m = x.max(axis, keepdim=True)
+    m = x._reduce(Ops.MAX, axis, keepdim=True)
     m = m.isinf().where(0, m)  # all -inf (or an inf): shift by 0, so the result is the plain log-sum-exp
     out = ((x - m).exp().sum(axis, keepdim=True).log() + m).cast(least_upper_float(self.dtype))
     return out if keepdim else out.squeeze(axes_arg(axis, self.shape)) if self.ndim else out

@@ -5,7 +5,7 @@ rules/gradient.rules differentiates as two convs (the input's gradient a transpo
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
-from runtime.dtype import DType, dtypes, least_upper_dtype
+from runtime.dtype import int_acc_dtype, least_upper_dtype
 from tensor.functional import conv_graph
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
@@ -22,11 +22,6 @@ def vector_floats(device: str) -> int:
   from tensor.codegen.heuristic import VECTOR_CAPS
   from tensor.engine.state import ENGINE
   return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
-
-def sum_dtype(d: DType) -> DType:
-  """The dtype Tensor.sum gives a tensor of dtype d: small ints and bools add up in int32 (unsigned ones in uint32)."""
-  if dtypes.is_int(d) or d is dtypes.bool: return least_upper_dtype(d, dtypes.uint32 if dtypes.is_unsigned(d) else dtypes.int32)
-  return d
 
 def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> list[tuple[int, int]]:
   if isinstance(padding, str):
@@ -59,7 +54,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
                       f"dilated by {dilation}")
   from tensor.errors import to_dtype
   common = least_upper_dtype(x.dtype, weight.dtype)
-  acc = to_dtype(dtype) if dtype is not None else sum_dtype(common)
+  acc = to_dtype(dtype) if dtype is not None else int_acc_dtype(common)
   arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value)
   ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
@@ -80,7 +75,9 @@ def _conv_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding,
   if groups < 1: raise value_error(f"{name}: groups={groups} must be at least 1")
   kernel = weight.shape[2:]
   st, dl = int_tuple(stride, n, f"{name}: stride", 1), int_tuple(dilation, n, f"{name}: dilation", 1)
-  return conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  out = conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  # ints accumulate in int64 (as sum) and give their own type back, as matmul does
+  return out if dtype is not None or out.dtype is (want := least_upper_dtype(x.dtype, weight.dtype)) else out.cast(want)
 
 def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding, output_padding, nd: int | None, name: str) -> Tensor:
   """The gradient of a conv with respect to its input: the input spread out by the stride (zeros between), padded by

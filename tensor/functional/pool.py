@@ -56,7 +56,7 @@ def _reads_channels_last(x: Tensor) -> bool:
     seen.add(u)
     if u.op is Ops.PERMUTE and u.arg == order and u.src[0].op in (Ops.CONTIGUOUS, Ops.RESHAPE, Ops.BUFFER): return True
     if u.op in GroupOp.Elementwise or (u.op in GroupOp.Movement and u.shape is not None and len(u.shape) == len(last)) or \
-       u.op in (Ops.CONTIGUOUS_BACKWARD, Ops.CONV):
+       u.op in (Ops.CONTIGUOUS_BACKWARD, Ops.CONV, Ops.DETACH):
       stack.extend(u.src)
   return False
 

@@ -167,7 +167,50 @@ def test_methods():
     def __call__(self, x): return (x * self.w).realize()
   s = Scaler(3.0)
   for i in range(4): assert s(Tensor([1.0, float(i)]).realize()).tolist() == [3.0, 3.0 * i]
-  assert Scaler.__call__.captured is not None
+  assert s.__call__.captured is not None and Scaler.__call__.captured is None  # the capture is the instance's
+
+def test_a_method_captures_per_instance():
+  """@TinyJit on a method shared one capture across instances: captured on instance 1, a call on instance 2 silently
+  returned instance 1's result."""
+  class Model:
+    def __init__(self, k: float): self.w = Tensor([k, k]).realize()
+    @TinyJit
+    def step(self, x): return (x * self.w).realize()
+  a, b = Model(2.0), Model(10.0)
+  x = Tensor([1.0, 2.0]).realize()
+  for _ in range(3): assert a.step(x).tolist() == [2.0, 4.0]
+  assert a.step.cnt == 3 and a.step.captured is not None
+  for _ in range(3): assert b.step(x).tolist() == [10.0, 20.0]  # was [2.0, 4.0]: a's capture replayed
+  assert a.step(Tensor([3.0, 1.0]).realize()).tolist() == [6.0, 2.0]
+  b.step.reset()
+  assert b.step.cnt == 0 and a.step.cnt == 4  # one instance's reset leaves the others
+  n = len(Model.step._per_instance)
+  del b
+  import gc; gc.collect()  # noqa: E702
+  assert len(Model.step._per_instance) == n - 1  # an instance's capture goes with it
+
+def test_a_method_of_an_instance_without_weakref_is_a_clear_error():
+  class Slotted:
+    __slots__ = ("w",)
+    def __init__(self): self.w = Tensor([1.0]).realize()
+    @TinyJit
+    def step(self, x): return (x + self.w).realize()
+  with pytest.raises(JitError, match=r"@TinyJit on the method .*Slotted.step: a Slotted can't be weakly referenced.*__weakref__"):
+    Slotted().step(Tensor([1.0]).realize())
+
+def test_what_a_capture_bakes_in():
+  """docs/jit.md, 'What a capture keeps': a global rebound by name and a Python number (closed over or passed) are read when
+  the function runs, so their values at the capture are kept; tensors are inputs, and a Variable's value is bound per call."""
+  global SCALE
+  SCALE = 2.0
+  @TinyJit
+  def f(x, k): return (x * SCALE * k).realize()
+  x = Tensor([1.0]).realize()
+  for _ in range(3): assert f(x, 1.0).item() == 2.0
+  SCALE = 5.0
+  assert f(x, 3.0).item() == 2.0  # both baked: 2.0 * 1.0 from the capture
+  f.reset()
+  for _ in range(3): assert f(x, 3.0).item() == 15.0  # reset() captures again with the values of now
 
 def test_copies_are_captured():
   @TinyJit
