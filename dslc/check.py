@@ -9,9 +9,10 @@ from dslc.diagnostics import Diagnostic, did_you_mean
 from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
-from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, StepBuilder, _pat_names, is_unconditional
-from dslc.emit_result import EmitError, ResultBuilder, is_fold
-from dslc.ir import CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update
+from dslc.infer import DtypeInference, plain_names
+from dslc.ir import (CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update,
+                     is_fold, is_unconditional)
+from dslc.lang import BUILTINS, GENERATED_NAMES, PRELUDE_NAMES
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -200,16 +201,11 @@ class Checker:
           self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
           break
     if isinstance(r.result, TupleResult): self.check_per_source(r.result, r)
-    # dtypes the result must infer: try building it
-    sb = StepBuilder(Consts(), root_dispatched=True)
-    try:
-      sb.build(first_variant(r.pattern))
-      rb = ResultBuilder(Consts(), r, sb.plain)
-      for b in r.bindings:
-        try: rb.expr(b.value, "_u.dtype") if not isinstance(b.value, Lit) else None
-        except EmitError as e: self.error(str(e), b.value.span)
-      rb.top()
-    except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+    # the dtypes the result's nodes must infer
+    inference = DtypeInference(r, plain_names(first_variant(r.pattern)))
+    for b in r.bindings:
+      if (problem := inference.first_problem(b.value)) is not None: self.error(problem, b.value.span)
+    if (problem := inference.first_problem(r.result)) is not None: self.error(problem, r.result.span if hasattr(r.result, "span") else r.span)
     self.check_attributes(r, node_names)
     # dtypes, once the rule is otherwise sound
     if len(self.diags) == errors_before:
@@ -318,7 +314,7 @@ class Checker:
         self.error(f"{o.name} takes {ARITY[o]} source{'s' if ARITY[o] != 1 else ''}, this pattern gives it {n}{' or more' if p.rest else ''}", p.span)
     for s in p.src or (): self.check_pattern(s, nodes, args, r, False)
     if p.rest is not None:
-      inner = _pat_names(p.rest)
+      inner = p.rest.names()
       outer = r.pattern.names(skip=p.rest)
       for n in sorted(inner & outer): self.error(f"'{n}' inside a repeated pattern can't also be bound outside it", p.rest.span, n)
       self.check_pattern(p.rest, nodes, args, r, False)
@@ -399,8 +395,6 @@ class Checker:
 
 MAX_VARIANTS = 256
 _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
-# module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
-GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
 
 # the types a `ctx NAME: ...` declaration may give its members (besides imported classes and declared contexts)
 CTX_TYPES = frozenset({"node", "UOp", "bool", "int", "float", "str", "dtype", "tuple", "list", "dict", "set", "any", "None"})

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, Ops
-from dslc.ir import CallResult, Cond, Pat, PyResult, Ref, Rule, RuleFile, RuleSet, TupleResult
-from dslc.parse import DTYPE_CLASSES, GROUPS
+from dslc.ir import CallResult, Pat, Rule, RuleFile, RuleSet, TupleResult, has_repeated_names, is_unconditional, root_ops
+from dslc.lang import BUILTINS, DTYPE_CLASSES, GROUPS, PRELUDE_NAMES
 from dslc.stamp import source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
@@ -22,10 +22,6 @@ _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 _ASSIGN = re.compile(r"\s*(?:if \()?([A-Za-z_]\w*) :?= ")
 _ALIAS = re.compile(r"([a-z]\w*) = (_u[_0-9]*)")   # a capture bound to the variable holding its node
 
-# names a guard or result may use without binding them
-BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
-                      "min", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
-PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "uop", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
 
 @dataclass(eq=False)
 class Step:
@@ -163,7 +159,7 @@ class StepBuilder:
       if k < len(src): self.test("False")
       if k <= len(src):
         # zero repeats: the pattern's captures are None, as match_all gives them
-        for name in sorted(_pat_names(p.rest)):
+        for name in sorted(p.rest.names()):
           self.bind(f"{name} = None", name)
           self.rest_names.add(name)
           self.plain.discard(name)
@@ -204,7 +200,7 @@ class StepBuilder:
     return [(s, f"{v}_{i}", False) for i, s in enumerate(src)]
 
   def rest(self, p: Pat, v: str, n: int) -> None:
-    names = sorted(_pat_names(p))
+    names = sorted(p.names())
     fn = self.c.rest_function(p, names)
     m = f"{v}_rest"
     srcs = f"{v}.src[{n}:]" if n else f"{v}.src"
@@ -214,8 +210,6 @@ class StepBuilder:
     self.rest_names |= set(names)
     self.plain -= self.rest_names
 
-
-def _pat_names(p: Pat) -> set[str]: return p.names()
 
 def variants(p: Pat, swap_free: bool, loops: bool = False) -> list[Pat]:
   """Every concrete form of p: alternatives expanded, any-order sources as each distinct order.
@@ -434,7 +428,7 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   unconditional = is_unconditional(rule)
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
-  for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern), loops=loops):
+  for v in variants(rule.pattern, swap_free=not unconditional or has_repeated_names(rule.pattern), loops=loops):
     # a root alternative of other ops never matches in this op's function; one of several root ops tests its own
     if isinstance(dispatched, Ops) and v.ops is not None and dispatched not in v.ops: continue
     root_tested = dispatched is not None and not (dispatched is True and rule.pattern.alternatives is not None)
@@ -522,29 +516,10 @@ def _swap_names(text: str, x: str, y: str) -> str:
   """A test with the variables x and y (and the sources bound from them) exchanged."""
   return re.sub(r"\b(" + re.escape(x) + "|" + re.escape(y) + r")((?:_\d+)*)\b", lambda m: (y if m[1] == x else x) + m[2], text)
 
-def _has_repeated_names(p: Pat) -> bool:
-  seen = [n for x in p.walk() for n in (x.name, x.arg_name, x.opvar) if n]
-  return len(seen) != len(set(seen))
-
-def is_unconditional(rule: Rule) -> bool:
-  """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
-  if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
-  if isinstance(rule.result, Cond) and any(isinstance(x, (PyResult, CallResult)) for x in (rule.result.then, rule.result.other)): return False
-  if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
-  return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
-
-def _rest_only_names(p: Pat) -> set[str]:
-  return set().union(*(x.rest.names() for x in p.walk(rest=False) if x.rest is not None))
-
 def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text
 
 # ---- the module ----
-
-def root_ops(rule: Rule) -> frozenset[Ops] | None:
-  pats = rule.pattern.alternatives or (rule.pattern,)
-  if any(p.ops is None for p in pats): return None
-  return frozenset().union(*(p.ops for p in pats))  # type: ignore[arg-type]
 
 def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None, str]:
   """The dispatch functions of one rule set; returns op -> function name (None: the any-op function)."""

@@ -20,10 +20,10 @@ from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
 from dslc.diagnostics import did_you_mean
-from dslc.emit import Consts, HELPERS, _has_repeated_names, is_unconditional, loops_pay, root_ops, variants
+from dslc.emit import Consts, HELPERS, loops_pay, variants
 from dslc.emit_result import ROOT, ResultBuilder
-from dslc.ir import CallResult, Pat, Rule, RuleFile
-from dslc.parse import DTYPE_CLASSES
+from dslc.ir import CallResult, Pat, Rule, RuleFile, has_repeated_names, is_unconditional, root_ops
+from dslc.lang import DTYPE_CLASSES
 from dslc.typecheck import dtype_name
 
 class ExprError(ValueError):
@@ -150,7 +150,7 @@ class Interpreter:
   def try_rule(self, r: Rule, u: UOp) -> Outcome:
     # the rule's forms and their order as the emitter makes them: commutative orders unrolled, or (where that is shorter)
     # tried in a loop nested as the generated code nests it (see matches)
-    forms = variants(r.pattern, swap_free=not is_unconditional(r) or _has_repeated_names(r.pattern), loops=loops_pay(r, self.consts))
+    forms = variants(r.pattern, swap_free=not is_unconditional(r) or has_repeated_names(r.pattern), loops=loops_pay(r, self.consts))
     reasons: list[str] = []
     for v in forms:
       if v.ops is not None and u.op not in v.ops: continue
