@@ -211,6 +211,7 @@ class CtxDecl:
   name: str
   members: dict[str, CtxMember]
   span: Span
+  impls: tuple[str, ...] = ()                # `ctx NAME(A, B): ...`: the classes that implement it
 
 @dataclass(eq=False)
 class RuleFile:

@@ -179,11 +179,13 @@ class FileParser(PatternReader, ResultReader):
 
   def ctx_decl(self, t: Tree) -> None:
     """`ctx NAME: f(x) -> type, field: type, [x] -> type`."""
-    name = str(t.children[0])
-    if name in self.contexts: raise SourceError(f"context '{name}' is already declared at line {self.contexts[name].span.line}", *pos(t.children[0]))
-    decl = CtxDecl(name, {}, self.span(t))
+    head = t.children[0]
+    name = str(head).rstrip("(")
+    impls = [c for c in t.children[1:] if isinstance(c, Token)]
+    if name in self.contexts: raise SourceError(f"context '{name}' is already declared at line {self.contexts[name].span.line}", *pos(head))
+    decl = CtxDecl(name, {}, self.span(t), tuple(str(c) for c in impls))
     self.contexts[name] = decl
-    for m in t.children[1:]:
+    for m in t.children[1 + len(impls):]:
       names = [x for x in m.children if isinstance(x, Token)]
       typ = m.children[-1].children
       kind = m.data.removeprefix("ctx_")

@@ -15,25 +15,12 @@ from runtime.helpers import BEAM, NOOPT
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_ident, dim_max
+from rules.rangeify_helpers import CodegenContext
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
 
-__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name"]
-
-class CodegenContext:
-  """Counters for fresh RANGE and accumulator ids, the kernel's index type, and the memos the rules keep."""
-  def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
-    self.next_range, self.next_reg, self.index = first_range, 0, index
-    self.scopes: dict = {}
-    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (the memo of rules/rangeify.rules)
-    self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
-  def new_range(self) -> int:
-    self.next_range += 1
-    return self.next_range - 1
-  def new_reg(self) -> int:
-    self.next_reg += 1
-    return self.next_reg - 1
+__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name", "CodegenContext"]
 
 def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
   """Loops over each STORE's shape, and the stored value evaluated at those loop indices (AT), pushed down to loads."""
