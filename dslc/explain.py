@@ -305,9 +305,8 @@ def _ops(ops: frozenset[Ops]) -> str:
 
 def module_namespace(rf: RuleFile, code: str) -> dict[str, Any]:
   """The generated module of rf, run in a fresh namespace (so explain reads the .rules file as it is now, built or not)."""
-  ns: dict[str, Any] = {"__name__": "dslc_explain_" + re.sub(r"\W", "_", rf.path)}
-  exec(compile(code, rf.path.replace(".rules", ".py"), "exec"), ns)  # noqa: S102 -- dslc's own output for this file
-  return ns
+  from dslc.compile import exec_module
+  return exec_module(code, f"<{rf.path} as built now>", {"__name__": "dslc_explain_" + re.sub(r"\W", "_", rf.path)})
 
 def explain_on(rf: RuleFile, ns: dict[str, Any], u: UOp, ruleset: str | None = None, ctx: Any = None) -> list[str]:
   """The lines `explain --on` prints: per rule set, each rule tried on u and what happened."""

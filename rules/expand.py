@@ -43,13 +43,20 @@ def _rest_1(_u):
 # ---- ruleset expand: Lanes (UNROLL) to one copy of every op per lane; stores of lanes to stores per lane or per vector. ----
 
 def expand_SINK(_u: UOp, ctx):
-  # r3a17d0: (SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))
+  # rule r3a17d0, rules/expand.rules:51
+  # match:  (SINK srcs*)
+  # cond:   any(s.op is Ops.UNROLL for s in srcs)
+  # result: (SINK x for x in flattened(srcs))
   srcs = _u.src
   if any(s.op is UNROLL for s in srcs): return (r3a17d0, _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None))
 
 def expand_AFTER(_u: UOp, ctx):
   # also for REDUCE, INDEX, LOAD: their rules compile to the same code
-  # r66af47: u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lan ...
+  # rule r66af47, rules/expand.rules:16
+  # match:  u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*)
+  # cond:   any(s.op is Ops.UNROLL for s in srcs)
+  # result: (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes))
+  # where:  axes = axes_of(srcs)
   srcs = _u.src
   if any(s.op is UNROLL for s in srcs):
     u = _u
@@ -58,128 +65,13 @@ def expand_AFTER(_u: UOp, ctx):
       return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 def expand_STORE(_u: UOp, ctx):
-  if _u.dtype is DT_void:
-    if len(_u.src) == 2:
-      _u_0, _u_1 = _u.src
-      if _u_0.op is UNROLL:
-        # rb46086: (STORE:void i@(UNROLL) v) if len(axes_of((i, v))) > 1 -> (UNROLL:void [outer] (STORE (UNROLL:i.dtype [run] lane(i, at | r) for ...
-        i, v = _u_0, _u_1
-        if len(axes_of((i, v))) > 1:
-          axes = axes_of((i, v))
-          if axes is not None:
-            outer = (axes[:-1])
-            if outer is not None:
-              run = (axes[-1:])
-              if run is not None:
-                return (rb46086, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run), _uop(UNROLL, v.dtype, tuple([_as_src(lane(v, at | r), v.dtype) for r in grid(run)]), run)), None) for at in grid(outer)]), outer))
-        # r2cfc43: (STORE:void i@(UNROLL (INDEX g _)...) v) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (STORE {i.src[0]} (VEC ...
-        _u_0_rest = match_all(_rest_0, _u_0.src, 1)
-        if _u_0_rest is not None:
-          g, = _u_0_rest
-          if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
-            return (r2cfc43, _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple([x for x in [lane(v, at) for at in grid(i.arg)]]), None)), None))
-        # re198b5: (STORE:void i@(UNROLL) v) -> (UNROLL:void [i.arg] (STORE lane(i, at) lane(v, at)) for at in grid(i.arg))
-        return (re198b5, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)]), i.arg))
-
-def expand_GEP(_u: UOp, ctx):
-  # also for CAST, BITCAST, EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC: their rules compile to the same code
-  # r66af47: u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lan ...
-  _u_0, = _u.src
-  srcs = _u.src
-  if any(s.op is UNROLL for s in srcs):
-    u = _u
-    axes = axes_of(srcs)
-    if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
-
-def expand_CONTRACT(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    c = _u
-    x = _u_0
-    # rec3994: c@(CONTRACT x) if x.op is not Ops.UNROLL or all(uid == c.arg for uid, _ in x.arg) -> (VECTORIZE:c.dtype lane(x, { {c.arg: j} }) for ...
-    if (x.op is not UNROLL or all(uid == c.arg for uid, _ in x.arg)):
-      return (rec3994, _uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None))
-    # rb74785: c@(CONTRACT x) -> (UNROLL:c.dtype [rest] (VECTORIZE:c.dtype lane(x, at | { {c.arg: j} }) for j in range(c.dtype.count)) for at in g ...
-    rest = (tuple(a for a in x.arg if a[0] != c.arg))
-    if rest is not None:
-      return (rb74785, _uop(UNROLL, c.dtype, tuple([_uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None) for at in grid(rest)]), rest))
-
-def expand_CUSTOM(_u: UOp, ctx):
-  if _u.dtype is DT_void:
-    if _u.arg == 'prefetch':
-      if len(_u.src) == 1:
-        _u_0, = _u.src
-        if _u_0.op is UNROLL:
-          # re450bc: c@(CUSTOM:void ["prefetch"] i@(UNROLL)) if len(i.arg) > 1 -> (UNROLL:void [outer] (CUSTOM:void ["prefetch"] (UNROLL:i.dtype [ ...
-          i = _u_0
-          if len(i.arg) > 1:
-            outer = (i.arg[:-1])
-            if outer is not None:
-              run = (i.arg[-1:])
-              if run is not None:
-                return (re450bc, _uop(UNROLL, dtypes.void, tuple([_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run),), "prefetch") for at in grid(outer)]), outer))
-          # rdea5c4: c@(CUSTOM:void ["prefetch"] i@(UNROLL (INDEX g _ _...)...)) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> ( ...
-          _u_0_rest = match_all(_rest_1, _u_0.src, 1)
-          if _u_0_rest is not None:
-            g, = _u_0_rest
-            if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
-              c = _u
-              step = (max(1, CACHE_LINE // i.src[0].dtype.base.itemsize))
-              if step is not None:
-                return (rdea5c4, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)]), i.arg))
-          # r52f7a8: c@(CUSTOM:void ["prefetch"] i@(UNROLL)) -> (UNROLL:void [i.arg] c{src: (x,)} for x in i.src)
-          c = _u
-          return (r52f7a8, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src]), i.arg))
-
-def expand_ADD(_u: UOp, ctx):
-  # also for SUB, MUL, FDIV, IDIV, MOD, MAX, POW, CMPLT, CMPNE, CMPEQ, XOR, OR, AND, SHL, SHR, THREEFRY: their rules compile to the same code
-  # r66af47: u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lan ...
-  _u_0, _u_1 = _u.src
-  srcs = _u.src
-  if any(s.op is UNROLL for s in srcs):
-    u = _u
-    axes = axes_of(srcs)
-    if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
-
-def expand_WHERE(_u: UOp, ctx):
-  # also for MULACC: their rules compile to the same code
-  # r66af47: u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lan ...
-  _u_0, _u_1, _u_2 = _u.src
-  srcs = _u.src
-  if any(s.op is UNROLL for s in srcs):
-    u = _u
-    axes = axes_of(srcs)
-    if axes is not None:
-      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
-
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def r66af47_alone(_u: UOp, ctx):
-  srcs = _u.src
-  if any(s.op is UNROLL for s in srcs):
-    u = _u
-    axes = axes_of(srcs)
-    if axes is not None:
-      return _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes)
-
-def rec3994_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    c, x = _u, _u_0
-    if (x.op is not UNROLL or all(uid == c.arg for uid, _ in x.arg)):
-      return _uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None)
-
-def rb74785_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    c, x = _u, _u_0
-    rest = (tuple(a for a in x.arg if a[0] != c.arg))
-    if rest is not None:
-      return _uop(UNROLL, c.dtype, tuple([_uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None) for at in grid(rest)]), rest)
-
-def rb46086_alone(_u: UOp, ctx):
+  # rule rb46086, rules/expand.rules:28
+  # match:  (STORE:void i@(UNROLL) v)
+  # cond:   len(axes_of((i, v))) > 1
+  # result: (UNROLL:void [outer] (STORE (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run)) (UNROLL:v.dtype [run] lane(v, at | r) for r in
+  #         grid(run))) for at in grid(outer))
+  # where:  axes = axes_of((i, v))
+  # where:  outer = {axes[:-1]}, run = {axes[-1:]}
   if _u.dtype is DT_void and len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_0.op is UNROLL:
@@ -191,9 +83,11 @@ def rb46086_alone(_u: UOp, ctx):
           if outer is not None:
             run = (axes[-1:])
             if run is not None:
-              return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run), _uop(UNROLL, v.dtype, tuple([_as_src(lane(v, at | r), v.dtype) for r in grid(run)]), run)), None) for at in grid(outer)]), outer)
-
-def r2cfc43_alone(_u: UOp, ctx):
+              return (rb46086, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run), _uop(UNROLL, v.dtype, tuple([_as_src(lane(v, at | r), v.dtype) for r in grid(run)]), run)), None) for at in grid(outer)]), outer))
+  # rule r2cfc43, rules/expand.rules:34
+  # match:  (STORE:void i@(UNROLL (INDEX g _)...) v)
+  # cond:   len(i.src) > 1 and consecutive([x.src[1] for x in i.src])
+  # result: (STORE {i.src[0]} (VECTORIZE x for x in [lane(v, at) for at in grid(i.arg)]))
   if _u.dtype is DT_void and len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_0.op is UNROLL:
@@ -203,17 +97,61 @@ def r2cfc43_alone(_u: UOp, ctx):
         i = _u_0
         if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
           v = _u_1
-          return _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple([x for x in [lane(v, at) for at in grid(i.arg)]]), None)), None)
-
-def re198b5_alone(_u: UOp, ctx):
+          return (r2cfc43, _uop(STORE, dtypes.void, (_as_src((i.src[0]), dtypes.void), _comp(VECTORIZE, None, tuple([x for x in [lane(v, at) for at in grid(i.arg)]]), None)), None))
+  # rule re198b5, rules/expand.rules:37
+  # match:  (STORE:void i@(UNROLL) v)
+  # result: (UNROLL:void [i.arg] (STORE lane(i, at) lane(v, at)) for at in grid(i.arg))
   if _u.dtype is DT_void and len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_0.op is UNROLL:
       i, v = _u_0, _u_1
-      return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)]), i.arg)
+      return (re198b5, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_as_src(lane(i, at), dtypes.void), _as_src(lane(v, at), dtypes.void)), None) for at in grid(i.arg)]), i.arg))
 
-def re450bc_alone(_u: UOp, ctx):
-  if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
+def expand_GEP(_u: UOp, ctx):
+  # also for CAST, BITCAST, EXP2, LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC: their rules compile to the same code
+  _u_0, = _u.src
+  # rule r66af47, rules/expand.rules:16
+  # match:  u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*)
+  # cond:   any(s.op is Ops.UNROLL for s in srcs)
+  # result: (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes))
+  # where:  axes = axes_of(srcs)
+  srcs = _u.src
+  if any(s.op is UNROLL for s in srcs):
+    u = _u
+    axes = axes_of(srcs)
+    if axes is not None:
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
+
+def expand_CONTRACT(_u: UOp, ctx):
+  c = _u
+  # rule rec3994, rules/expand.rules:21
+  # match:  c@(CONTRACT x)
+  # cond:   x.op is not Ops.UNROLL or all(uid == c.arg for uid, _ in x.arg)
+  # result: (VECTORIZE:c.dtype lane(x, { {c.arg: j} }) for j in range(c.dtype.count))
+  if len(_u.src) == 1:
+    _u_0, = _u.src
+    x = _u_0
+    if (x.op is not UNROLL or all(uid == c.arg for uid, _ in x.arg)):
+      return (rec3994, _uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None))
+  # rule rb74785, rules/expand.rules:24
+  # match:  c@(CONTRACT x)
+  # result: (UNROLL:c.dtype [rest] (VECTORIZE:c.dtype lane(x, at | { {c.arg: j} }) for j in range(c.dtype.count)) for at in grid(rest))
+  # where:  rest = {tuple(a for a in x.arg if a[0] != c.arg)}
+  if len(_u.src) == 1:
+    _u_0, = _u.src
+    x = _u_0
+    rest = (tuple(a for a in x.arg if a[0] != c.arg))
+    if rest is not None:
+      return (rb74785, _uop(UNROLL, c.dtype, tuple([_uop(VECTORIZE, c.dtype, tuple([_as_src(lane(x, at | ({c.arg: j})), c.dtype) for j in range(c.dtype.count)]), None) for at in grid(rest)]), rest))
+
+def expand_CUSTOM(_u: UOp, ctx):
+  c = _u
+  # rule re450bc, rules/expand.rules:40
+  # match:  c@(CUSTOM:void ["prefetch"] i@(UNROLL))
+  # cond:   len(i.arg) > 1
+  # result: (UNROLL:void [outer] (CUSTOM:void ["prefetch"] (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run))) for at in grid(outer))
+  # where:  outer = {i.arg[:-1]}, run = {i.arg[-1:]}
+  if _u.arg == 'prefetch' and _u.dtype is DT_void and len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is UNROLL:
       i = _u_0
@@ -222,10 +160,13 @@ def re450bc_alone(_u: UOp, ctx):
         if outer is not None:
           run = (i.arg[-1:])
           if run is not None:
-            return _uop(UNROLL, dtypes.void, tuple([_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run),), "prefetch") for at in grid(outer)]), outer)
-
-def rdea5c4_alone(_u: UOp, ctx):
-  if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
+            return (re450bc, _uop(UNROLL, dtypes.void, tuple([_uop(CUSTOM, dtypes.void, (_uop(UNROLL, i.dtype, tuple([_as_src(lane(i, at | r), i.dtype) for r in grid(run)]), run),), "prefetch") for at in grid(outer)]), outer))
+  # rule rdea5c4, rules/expand.rules:44
+  # match:  c@(CUSTOM:void ["prefetch"] i@(UNROLL (INDEX g _ _...)...))
+  # cond:   len(i.src) > 1 and consecutive([x.src[1] for x in i.src])
+  # result: (UNROLL:void [i.arg] c{src: (i.src[k],)} for k in range(0, len(i.src), step))
+  # where:  step = {max(1, CACHE_LINE // i.src[0].dtype.base.itemsize)}
+  if _u.arg == 'prefetch' and _u.dtype is DT_void and len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is UNROLL:
       _u_0_rest = match_all(_rest_1, _u_0.src, 1)
@@ -233,31 +174,59 @@ def rdea5c4_alone(_u: UOp, ctx):
         g, = _u_0_rest
         i = _u_0
         if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]):
-          c = _u
           step = (max(1, CACHE_LINE // i.src[0].dtype.base.itemsize))
           if step is not None:
-            return _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)]), i.arg)
-
-def r52f7a8_alone(_u: UOp, ctx):
-  if _u.dtype is DT_void and _u.arg == 'prefetch' and len(_u.src) == 1:
+            return (rdea5c4, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (i.src[k],), c.arg, c.tag) for k in range(0, len(i.src), step)]), i.arg))
+  # rule r52f7a8, rules/expand.rules:48
+  # match:  c@(CUSTOM:void ["prefetch"] i@(UNROLL))
+  # result: (UNROLL:void [i.arg] c{src: (x,)} for x in i.src)
+  if _u.arg == 'prefetch' and _u.dtype is DT_void and len(_u.src) == 1:
     _u_0, = _u.src
-    if _u_0.op is UNROLL: c, i = _u, _u_0; return _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src]), i.arg)
+    if _u_0.op is UNROLL:
+      i = _u_0
+      return (r52f7a8, _uop(UNROLL, dtypes.void, tuple([_uop(c.op, c.dtype, (x,), c.arg, c.tag) for x in i.src]), i.arg))
 
-def r3a17d0_alone(_u: UOp, ctx):
+def expand_ADD(_u: UOp, ctx):
+  # also for SUB, MUL, FDIV, IDIV, MOD, MAX, POW, CMPLT, CMPNE, CMPEQ, XOR, OR, AND, SHL, SHR, THREEFRY: their rules compile to the same code
+  _u_0, _u_1 = _u.src
+  # rule r66af47, rules/expand.rules:16
+  # match:  u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*)
+  # cond:   any(s.op is Ops.UNROLL for s in srcs)
+  # result: (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes))
+  # where:  axes = axes_of(srcs)
   srcs = _u.src
-  if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None)
+  if any(s.op is UNROLL for s in srcs):
+    u = _u
+    axes = axes_of(srcs)
+    if axes is not None:
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
+
+def expand_WHERE(_u: UOp, ctx):
+  # also for MULACC: their rules compile to the same code
+  _u_0, _u_1, _u_2 = _u.src
+  # rule r66af47, rules/expand.rules:16
+  # match:  u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*)
+  # cond:   any(s.op is Ops.UNROLL for s in srcs)
+  # result: (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes))
+  # where:  axes = axes_of(srcs)
+  srcs = _u.src
+  if any(s.op is UNROLL for s in srcs):
+    u = _u
+    axes = axes_of(srcs)
+    if axes is not None:
+      return (r66af47, _uop(UNROLL, u.dtype, tuple([_uop(u.op, u.dtype, tuple([lane(s, at) for s in srcs]), u.arg, u.tag) for at in grid(axes)]), axes))
 
 # ---- rule table: id, file, line, text, root ops ----
-r66af47 = Rule('r66af47', 'rules/expand.rules', 16, 'u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes)) where axes = axes_of(srcs)', (Ops.AFTER, Ops.REDUCE, Ops.INDEX, Ops.LOAD, Ops.GEP, Ops.CAST, Ops.BITCAST, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), r66af47_alone)
-rec3994 = Rule('rec3994', 'rules/expand.rules', 21, 'c@(CONTRACT x) if x.op is not Ops.UNROLL or all(uid == c.arg for uid, _ in x.arg) -> (VECTORIZE:c.dtype lane(x, { {c.arg: j} }) for j in range(c.dtype.count))', (Ops.CONTRACT, ), rec3994_alone)
-rb74785 = Rule('rb74785', 'rules/expand.rules', 24, 'c@(CONTRACT x) -> (UNROLL:c.dtype [rest] (VECTORIZE:c.dtype lane(x, at | { {c.arg: j} }) for j in range(c.dtype.count)) for at in grid(rest)) where rest = {tuple(a for a in x.arg if a[0] != c.arg)}', (Ops.CONTRACT, ), rb74785_alone)
-rb46086 = Rule('rb46086', 'rules/expand.rules', 28, '(STORE:void i@(UNROLL) v) if len(axes_of((i, v))) > 1 -> (UNROLL:void [outer] (STORE (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run)) (UNROLL:v.dtype [run] lane(v, at | r) for r in grid(run))) for at in grid(outer)) where axes = axes_of((i, v)) where outer = {axes[:-1]}, run = {axes[-1:]}', (Ops.STORE, ), rb46086_alone)
-r2cfc43 = Rule('r2cfc43', 'rules/expand.rules', 34, '(STORE:void i@(UNROLL (INDEX g _)...) v) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (STORE {i.src[0]} (VECTORIZE x for x in [lane(v, at) for at in grid(i.arg)]))', (Ops.STORE, ), r2cfc43_alone)
-re198b5 = Rule('re198b5', 'rules/expand.rules', 37, '(STORE:void i@(UNROLL) v) -> (UNROLL:void [i.arg] (STORE lane(i, at) lane(v, at)) for at in grid(i.arg))', (Ops.STORE, ), re198b5_alone)
-re450bc = Rule('re450bc', 'rules/expand.rules', 40, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL)) if len(i.arg) > 1 -> (UNROLL:void [outer] (CUSTOM:void ["prefetch"] (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run))) for at in grid(outer)) where outer = {i.arg[:-1]}, run = {i.arg[-1:]}', (Ops.CUSTOM, ), re450bc_alone)
-rdea5c4 = Rule('rdea5c4', 'rules/expand.rules', 44, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL (INDEX g _ _...)...)) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (UNROLL:void [i.arg] c{src: (i.src[k],)} for k in range(0, len(i.src), step)) where step = {max(1, CACHE_LINE // i.src[0].dtype.base.itemsize)}', (Ops.CUSTOM, ), rdea5c4_alone)
-r52f7a8 = Rule('r52f7a8', 'rules/expand.rules', 48, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL)) -> (UNROLL:void [i.arg] c{src: (x,)} for x in i.src)', (Ops.CUSTOM, ), r52f7a8_alone)
-r3a17d0 = Rule('r3a17d0', 'rules/expand.rules', 51, '(SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))', (Ops.SINK, ), r3a17d0_alone)
+r66af47 = Rule('r66af47', 'rules/expand.rules', 16, 'u@(ALU|CAST|BITCAST|INDEX|LOAD|GEP|REDUCE|AFTER srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (UNROLL:u.dtype [axes] u{src: [lane(s, at) for s in srcs]} for at in grid(axes)) where axes = axes_of(srcs)', (Ops.AFTER, Ops.REDUCE, Ops.INDEX, Ops.LOAD, Ops.GEP, Ops.CAST, Ops.BITCAST, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ))
+rec3994 = Rule('rec3994', 'rules/expand.rules', 21, 'c@(CONTRACT x) if x.op is not Ops.UNROLL or all(uid == c.arg for uid, _ in x.arg) -> (VECTORIZE:c.dtype lane(x, { {c.arg: j} }) for j in range(c.dtype.count))', (Ops.CONTRACT, ))
+rb74785 = Rule('rb74785', 'rules/expand.rules', 24, 'c@(CONTRACT x) -> (UNROLL:c.dtype [rest] (VECTORIZE:c.dtype lane(x, at | { {c.arg: j} }) for j in range(c.dtype.count)) for at in grid(rest)) where rest = {tuple(a for a in x.arg if a[0] != c.arg)}', (Ops.CONTRACT, ))
+rb46086 = Rule('rb46086', 'rules/expand.rules', 28, '(STORE:void i@(UNROLL) v) if len(axes_of((i, v))) > 1 -> (UNROLL:void [outer] (STORE (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run)) (UNROLL:v.dtype [run] lane(v, at | r) for r in grid(run))) for at in grid(outer)) where axes = axes_of((i, v)) where outer = {axes[:-1]}, run = {axes[-1:]}', (Ops.STORE, ))
+r2cfc43 = Rule('r2cfc43', 'rules/expand.rules', 34, '(STORE:void i@(UNROLL (INDEX g _)...) v) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (STORE {i.src[0]} (VECTORIZE x for x in [lane(v, at) for at in grid(i.arg)]))', (Ops.STORE, ))
+re198b5 = Rule('re198b5', 'rules/expand.rules', 37, '(STORE:void i@(UNROLL) v) -> (UNROLL:void [i.arg] (STORE lane(i, at) lane(v, at)) for at in grid(i.arg))', (Ops.STORE, ))
+re450bc = Rule('re450bc', 'rules/expand.rules', 40, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL)) if len(i.arg) > 1 -> (UNROLL:void [outer] (CUSTOM:void ["prefetch"] (UNROLL:i.dtype [run] lane(i, at | r) for r in grid(run))) for at in grid(outer)) where outer = {i.arg[:-1]}, run = {i.arg[-1:]}', (Ops.CUSTOM, ))
+rdea5c4 = Rule('rdea5c4', 'rules/expand.rules', 44, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL (INDEX g _ _...)...)) if len(i.src) > 1 and consecutive([x.src[1] for x in i.src]) -> (UNROLL:void [i.arg] c{src: (i.src[k],)} for k in range(0, len(i.src), step)) where step = {max(1, CACHE_LINE // i.src[0].dtype.base.itemsize)}', (Ops.CUSTOM, ))
+r52f7a8 = Rule('r52f7a8', 'rules/expand.rules', 48, 'c@(CUSTOM:void ["prefetch"] i@(UNROLL)) -> (UNROLL:void [i.arg] c{src: (x,)} for x in i.src)', (Ops.CUSTOM, ))
+r3a17d0 = Rule('r3a17d0', 'rules/expand.rules', 51, '(SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))', (Ops.SINK, ))
 
 expand = Matcher('expand', {Ops.SINK: expand_SINK, Ops.AFTER: expand_AFTER, Ops.REDUCE: expand_AFTER, Ops.INDEX: expand_AFTER, Ops.LOAD: expand_AFTER, Ops.STORE: expand_STORE, Ops.GEP: expand_GEP, Ops.CONTRACT: expand_CONTRACT, Ops.CUSTOM: expand_CUSTOM, Ops.CAST: expand_GEP, Ops.BITCAST: expand_GEP, Ops.EXP2: expand_GEP, Ops.LOG2: expand_GEP, Ops.SIN: expand_GEP, Ops.SQRT: expand_GEP, Ops.RECIPROCAL: expand_GEP, Ops.NEG: expand_GEP, Ops.TRUNC: expand_GEP, Ops.ADD: expand_ADD, Ops.SUB: expand_ADD, Ops.MUL: expand_ADD, Ops.FDIV: expand_ADD, Ops.IDIV: expand_ADD, Ops.MOD: expand_ADD, Ops.MAX: expand_ADD, Ops.POW: expand_ADD, Ops.CMPLT: expand_ADD, Ops.CMPNE: expand_ADD, Ops.CMPEQ: expand_ADD, Ops.XOR: expand_ADD, Ops.OR: expand_ADD, Ops.AND: expand_ADD, Ops.SHL: expand_ADD, Ops.SHR: expand_ADD, Ops.THREEFRY: expand_ADD, Ops.WHERE: expand_WHERE, Ops.MULACC: expand_WHERE}, [r66af47, rec3994, rb74785, rb46086, r2cfc43, re198b5, re450bc, rdea5c4, r52f7a8, r3a17d0])
 expanded = expand + symbolic

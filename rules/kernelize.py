@@ -22,42 +22,60 @@ DTS_0 = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float
 # ---- ruleset tensor_cleanup: Drop what doesn't change values and merge chains of movement ops, so kernels see short graphs. ----
 
 def tensor_cleanup_COPY(_u: UOp, ctx):
-  # r3d1044: (COPY x (DEVICE [d])) if x.device == d -> x
   _u_0, _u_1 = _u.src
+  # rule r3d1044, rules/kernelize.rules:27
+  # match:  (COPY x (DEVICE [d]))
+  # cond:   x.device == d
+  # result: x
   if _u_1.op is DEVICE:
     d = _u_1.arg
     x = _u_0
     if x.device == d: return (r3d1044, x)
 
 def tensor_cleanup_CONTIGUOUS_BACKWARD(_u: UOp, ctx):
-  # r9a9393: (CONTIGUOUS_BACKWARD x) -> x
   _u_0, = _u.src
+  # rule r9a9393, rules/kernelize.rules:25
+  # match:  (CONTIGUOUS_BACKWARD x)
+  # result: x
   x = _u_0
   return (r9a9393, x)
 
 def tensor_cleanup_DETACH(_u: UOp, ctx):
-  # r6dc0ff: (DETACH x) -> x
   _u_0, = _u.src
+  # rule r6dc0ff, rules/kernelize.rules:24
+  # match:  (DETACH x)
+  # result: x
   x = _u_0
   return (r6dc0ff, x)
 
 def tensor_cleanup_RESHAPE(_u: UOp, ctx):
   _u_0, = _u.src
-  # r7799d0: u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x
-  u, x = _u, _u_0
+  u = _u
+  # rule r7799d0, rules/kernelize.rules:12
+  # match:  u@(RESHAPE|EXPAND x)
+  # cond:   x.shape == u.shape
+  # result: x
+  x = _u_0
   if x.shape == u.shape: return (r7799d0, x)
-  # raa4be3: u@(RESHAPE (RESHAPE x)) -> (RESHAPE:x.dtype [u.arg] x)
+  # rule raa4be3, rules/kernelize.rules:18
+  # match:  u@(RESHAPE (RESHAPE x))
+  # result: (RESHAPE:x.dtype [u.arg] x)
   if _u_0.op is RESHAPE:
     _u_0_0, = _u_0.src
     x = _u_0_0
     return (raa4be3, _uop(RESHAPE, x.dtype, (x,), u.arg))
 
 def tensor_cleanup_PERMUTE(_u: UOp, ctx):
-  # rcf2ffd: (PERMUTE [order] x) if order == tuple(range(len(order))) -> x
-  order = _u.arg
   _u_0, = _u.src
+  # rule rcf2ffd, rules/kernelize.rules:13
+  # match:  (PERMUTE [order] x)
+  # cond:   order == tuple(range(len(order)))
+  # result: x
+  order = _u.arg
   if order == tuple(range(len(order))): x = _u_0; return (rcf2ffd, x)
-  # rcc4640: (PERMUTE [outer] (PERMUTE [inner] x)) -> (PERMUTE:x.dtype [{tuple(inner[i] for i in outer)}] x)
+  # rule rcc4640, rules/kernelize.rules:22
+  # match:  (PERMUTE [outer] (PERMUTE [inner] x))
+  # result: (PERMUTE:x.dtype [{tuple(inner[i] for i in outer)}] x)
   outer = _u.arg
   if _u_0.op is PERMUTE:
     inner = _u_0.arg
@@ -67,64 +85,95 @@ def tensor_cleanup_PERMUTE(_u: UOp, ctx):
 
 def tensor_cleanup_EXPAND(_u: UOp, ctx):
   _u_0, = _u.src
-  # r7799d0: u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x
-  u, x = _u, _u_0
+  u = _u
+  # rule r7799d0, rules/kernelize.rules:12
+  # match:  u@(RESHAPE|EXPAND x)
+  # cond:   x.shape == u.shape
+  # result: x
+  x = _u_0
   if x.shape == u.shape: return (r7799d0, x)
-  # r680105: u@(EXPAND (EXPAND x)) -> (EXPAND:x.dtype [u.arg] x)
+  # rule r680105, rules/kernelize.rules:20
+  # match:  u@(EXPAND (EXPAND x))
+  # result: (EXPAND:x.dtype [u.arg] x)
   if _u_0.op is EXPAND:
     _u_0_0, = _u_0.src
     x = _u_0_0
     return (r680105, _uop(EXPAND, x.dtype, (x,), u.arg))
 
 def tensor_cleanup_PAD(_u: UOp, ctx):
-  # ra9ffc3: (PAD [pads] x) if {all(p == (0, 0) for p in pads)} -> x
-  pads = _u.arg
   _u_0, = _u.src
+  # rule ra9ffc3, rules/kernelize.rules:14
+  # match:  (PAD [pads] x)
+  # cond:   {all(p == (0, 0) for p in pads)}
+  # result: x
+  pads = _u.arg
   if (all(p == (0, 0) for p in pads)): x = _u_0; return (ra9ffc3, x)
 
 def tensor_cleanup_SHRINK(_u: UOp, ctx):
-  # rc0125d: (SHRINK [arg] x) if {all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))} -> x
-  arg = _u.arg
   _u_0, = _u.src
+  # rule rc0125d, rules/kernelize.rules:15
+  # match:  (SHRINK [arg] x)
+  # cond:   {all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))}
+  # result: x
+  arg = _u.arg
   x = _u_0
   if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))): return (rc0125d, x)
 
 def tensor_cleanup_FLIP(_u: UOp, ctx):
-  # r6624d2: (FLIP [axes] x) if not any(axes) -> x
-  axes = _u.arg
   _u_0, = _u.src
+  # rule r6624d2, rules/kernelize.rules:16
+  # match:  (FLIP [axes] x)
+  # cond:   not any(axes)
+  # result: x
+  axes = _u.arg
   if not any(axes): x = _u_0; return (r6624d2, x)
 
 def tensor_cleanup_CAST(_u: UOp, ctx):
-  # r0b2c4f: u@(CAST x) if x.dtype is u.dtype -> x
   _u_0, = _u.src
+  # rule r0b2c4f, rules/kernelize.rules:29
+  # match:  u@(CAST x)
+  # cond:   x.dtype is u.dtype
+  # result: x
   u, x = _u, _u_0
   if x.dtype is u.dtype: return (r0b2c4f, x)
 
 # ---- ruleset to_kernel_ast: A kernel's part of the graph: buffers and other kernels' outputs become its parameters (ctx numbers them). ----
 
 def to_kernel_ast_CONTIGUOUS(_u: UOp, ctx):
-  # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
+  _u_0, = _u.src
+  # rule r9849b8, rules/kernelize.rules:34
+  # match:  x@_
+  # cond:   ctx.is_input(x)
+  # result: kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
     if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r9c3287: (CONTIGUOUS x) -> x
-  _u_0, = _u.src
+  # rule r9c3287, rules/kernelize.rules:36
+  # match:  (CONTIGUOUS x)
+  # result: x
   x = _u_0
   return (r9c3287, x)
 
 def to_kernel_ast_CONST(_u: UOp, ctx):
-  # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
+  # rule r9849b8, rules/kernelize.rules:34
+  # match:  x@_
+  # cond:   ctx.is_input(x)
+  # result: kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
     if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r85e27e: c@(CONST d@(DEVICE) (UNIQUE)) -> c{src: (d,)}
+  # rule r85e27e, rules/kernelize.rules:39
+  # match:  c@(CONST d@(DEVICE) (UNIQUE))
+  # result: c{src: (d,)}
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     if _u_0.op is DEVICE and _u_1.op is UNIQUE: c, d = _u, _u_0; return (r85e27e, _uop(c.op, c.dtype, (d,), c.arg, c.tag))
 
 def to_kernel_ast_any(_u: UOp, ctx):
-  # r9849b8: x@_ if ctx.is_input(x) -> kernel_input(ctx, x)
+  # rule r9849b8, rules/kernelize.rules:34
+  # match:  x@_
+  # cond:   ctx.is_input(x)
+  # result: kernel_input(ctx, x)
   x = _u
   if ctx.is_input(x):
     if (_r := kernel_input(ctx, x)) is not None: return (r9849b8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -132,163 +181,63 @@ def to_kernel_ast_any(_u: UOp, ctx):
 # ---- ruleset parametrize: A kernel AST's numbers as parameters, so one compiled kernel serves every value (ctx numbers them, keeps the values). ----
 
 def parametrize_BIND(_u: UOp, ctx):
-  # rcdb0d7: b@(BIND (DEFINE_VAR) (CONST)) -> ctx.unbind(b)
   _u_0, _u_1 = _u.src
+  # rule rcdb0d7, rules/kernelize.rules:46
+  # match:  b@(BIND (DEFINE_VAR) (CONST))
+  # result: ctx.unbind(b)
   if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
     b = _u
     if (_r := ctx.unbind(b)) is not None: return (rcdb0d7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def parametrize_RESHAPE(_u: UOp, ctx):
   # also for EXPAND: their rules compile to the same code
-  # rb707bd: u@(RESHAPE|EXPAND) if any(v.op is Ops.BIND for d in u.arg for v in dim_vars(d)) -> u{arg: tuple(ctx.unbind(d) for d in u.arg)}
+  # rule rb707bd, rules/kernelize.rules:49
+  # match:  u@(RESHAPE|EXPAND)
+  # cond:   any(v.op is Ops.BIND for d in u.arg for v in dim_vars(d))
+  # result: u{arg: tuple(ctx.unbind(d) for d in u.arg)}
   u = _u
   if any(v.op is BIND for d in u.arg for v in dim_vars(d)): return (rb707bd, _uop(u.op, u.dtype, u.src, tuple(ctx.unbind(d) for d in u.arg), u.tag))
 
 def parametrize_PAD(_u: UOp, ctx):
   # also for SHRINK: their rules compile to the same code
-  # r6f6537: u@(SHRINK|PAD) if any(v.op is Ops.BIND for p in u.arg for d in p for v in dim_vars(d)) -> u{arg: tuple(tuple(ctx.unbind(d) for d in p ...
+  # rule r6f6537, rules/kernelize.rules:50
+  # match:  u@(SHRINK|PAD)
+  # cond:   any(v.op is Ops.BIND for p in u.arg for d in p for v in dim_vars(d))
+  # result: u{arg: tuple(tuple(ctx.unbind(d) for d in p) for p in u.arg)}
   u = _u
   if any(v.op is BIND for p in u.arg for d in p for v in dim_vars(d)):
     return (r6f6537, _uop(u.op, u.dtype, u.src, tuple(tuple(ctx.unbind(d) for d in p) for p in u.arg), u.tag))
 
 def parametrize_CONST(_u: UOp, ctx):
-  # r2da913: c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)
+  # rule r2da913, rules/kernelize.rules:44
+  # match:  c@(CONST:ints|floats (DEVICE))
+  # result: ctx.param(c)
   if _u.dtype.scalar in DTS_0 and len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is DEVICE:
       c = _u
       if (_r := ctx.param(c)) is not None: return (r2da913, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def r7799d0_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u, x = _u, _u_0
-  if x.shape == u.shape: return x
-
-def rcf2ffd_alone(_u: UOp, ctx):
-  order = _u.arg
-  _u_0, = _u.src
-  if order == tuple(range(len(order))): x = _u_0; return x
-
-def ra9ffc3_alone(_u: UOp, ctx):
-  pads = _u.arg
-  _u_0, = _u.src
-  if (all(p == (0, 0) for p in pads)): x = _u_0; return x
-
-def rc0125d_alone(_u: UOp, ctx):
-  arg = _u.arg
-  _u_0, = _u.src
-  x = _u_0
-  if (all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))): return x
-
-def r6624d2_alone(_u: UOp, ctx):
-  axes = _u.arg
-  _u_0, = _u.src
-  if not any(axes): x = _u_0; return x
-
-def raa4be3_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.op is RESHAPE:
-    _u_0_0, = _u_0.src
-    u, x = _u, _u_0_0
-    return _uop(RESHAPE, x.dtype, (x,), u.arg)
-
-def r680105_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.op is EXPAND:
-    _u_0_0, = _u_0.src
-    u, x = _u, _u_0_0
-    return _uop(EXPAND, x.dtype, (x,), u.arg)
-
-def rcc4640_alone(_u: UOp, ctx):
-  outer = _u.arg
-  _u_0, = _u.src
-  if _u_0.op is PERMUTE:
-    inner = _u_0.arg
-    _u_0_0, = _u_0.src
-    x = _u_0_0
-    return _uop(PERMUTE, x.dtype, (x,), (tuple(inner[i] for i in outer)))
-
-def r6dc0ff_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return x
-
-def r9a9393_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return x
-
-def r3d1044_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_1.op is DEVICE:
-    d = _u_1.arg
-    x = _u_0
-    if x.device == d: return x
-
-def r0b2c4f_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u, x = _u, _u_0
-  if x.dtype is u.dtype: return x
-
-def r9849b8_alone(_u: UOp, ctx):
-  x = _u
-  if ctx.is_input(x):
-    if (_r := kernel_input(ctx, x)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9c3287_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return x
-
-def r85e27e_alone(_u: UOp, ctx):
-  if len(_u.src) == 2:
-    _u_0, _u_1 = _u.src
-    if _u_0.op is DEVICE and _u_1.op is UNIQUE: c, d = _u, _u_0; return _uop(c.op, c.dtype, (d,), c.arg, c.tag)
-
-def r2da913_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0 and len(_u.src) == 1:
-    _u_0, = _u.src
-    if _u_0.op is DEVICE:
-      c = _u
-      if (_r := ctx.param(c)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rcdb0d7_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is DEFINE_VAR and _u_1.op is CONST:
-    b = _u
-    if (_r := ctx.unbind(b)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rb707bd_alone(_u: UOp, ctx):
-  u = _u
-  if any(v.op is BIND for d in u.arg for v in dim_vars(d)): return _uop(u.op, u.dtype, u.src, tuple(ctx.unbind(d) for d in u.arg), u.tag)
-
-def r6f6537_alone(_u: UOp, ctx):
-  u = _u
-  if any(v.op is BIND for p in u.arg for d in p for v in dim_vars(d)):
-    return _uop(u.op, u.dtype, u.src, tuple(tuple(ctx.unbind(d) for d in p) for p in u.arg), u.tag)
-
 # ---- rule table: id, file, line, text, root ops ----
-r7799d0 = Rule('r7799d0', 'rules/kernelize.rules', 12, 'u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x', (Ops.RESHAPE, Ops.EXPAND, ), r7799d0_alone)
-rcf2ffd = Rule('rcf2ffd', 'rules/kernelize.rules', 13, '(PERMUTE [order] x) if order == tuple(range(len(order))) -> x', (Ops.PERMUTE, ), rcf2ffd_alone)
-ra9ffc3 = Rule('ra9ffc3', 'rules/kernelize.rules', 14, '(PAD [pads] x) if {all(p == (0, 0) for p in pads)} -> x', (Ops.PAD, ), ra9ffc3_alone)
-rc0125d = Rule('rc0125d', 'rules/kernelize.rules', 15, '(SHRINK [arg] x) if {all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))} -> x', (Ops.SHRINK, ), rc0125d_alone)
-r6624d2 = Rule('r6624d2', 'rules/kernelize.rules', 16, '(FLIP [axes] x) if not any(axes) -> x', (Ops.FLIP, ), r6624d2_alone)
-raa4be3 = Rule('raa4be3', 'rules/kernelize.rules', 18, 'u@(RESHAPE (RESHAPE x)) -> (RESHAPE:x.dtype [u.arg] x)', (Ops.RESHAPE, ), raa4be3_alone)
-r680105 = Rule('r680105', 'rules/kernelize.rules', 20, 'u@(EXPAND (EXPAND x)) -> (EXPAND:x.dtype [u.arg] x)', (Ops.EXPAND, ), r680105_alone)
-rcc4640 = Rule('rcc4640', 'rules/kernelize.rules', 22, '(PERMUTE [outer] (PERMUTE [inner] x)) -> (PERMUTE:x.dtype [{tuple(inner[i] for i in outer)}] x)', (Ops.PERMUTE, ), rcc4640_alone)
-r6dc0ff = Rule('r6dc0ff', 'rules/kernelize.rules', 24, '(DETACH x) -> x', (Ops.DETACH, ), r6dc0ff_alone)
-r9a9393 = Rule('r9a9393', 'rules/kernelize.rules', 25, '(CONTIGUOUS_BACKWARD x) -> x', (Ops.CONTIGUOUS_BACKWARD, ), r9a9393_alone)
-r3d1044 = Rule('r3d1044', 'rules/kernelize.rules', 27, '(COPY x (DEVICE [d])) if x.device == d -> x', (Ops.COPY, ), r3d1044_alone)
-r0b2c4f = Rule('r0b2c4f', 'rules/kernelize.rules', 29, 'u@(CAST x) if x.dtype is u.dtype -> x', (Ops.CAST, ), r0b2c4f_alone)
-r9849b8 = Rule('r9849b8', 'rules/kernelize.rules', 34, 'x@_ if ctx.is_input(x) -> kernel_input(ctx, x)', None, r9849b8_alone)
-r9c3287 = Rule('r9c3287', 'rules/kernelize.rules', 36, '(CONTIGUOUS x) -> x', (Ops.CONTIGUOUS, ), r9c3287_alone)
-r85e27e = Rule('r85e27e', 'rules/kernelize.rules', 39, 'c@(CONST d@(DEVICE) (UNIQUE)) -> c{src: (d,)}', (Ops.CONST, ), r85e27e_alone)
-r2da913 = Rule('r2da913', 'rules/kernelize.rules', 44, 'c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)', (Ops.CONST, ), r2da913_alone)
-rcdb0d7 = Rule('rcdb0d7', 'rules/kernelize.rules', 46, 'b@(BIND (DEFINE_VAR) (CONST)) -> ctx.unbind(b)', (Ops.BIND, ), rcdb0d7_alone)
-rb707bd = Rule('rb707bd', 'rules/kernelize.rules', 49, 'u@(RESHAPE|EXPAND) if any(v.op is Ops.BIND for d in u.arg for v in dim_vars(d)) -> u{arg: tuple(ctx.unbind(d) for d in u.arg)}', (Ops.RESHAPE, Ops.EXPAND, ), rb707bd_alone)
-r6f6537 = Rule('r6f6537', 'rules/kernelize.rules', 50, 'u@(SHRINK|PAD) if any(v.op is Ops.BIND for p in u.arg for d in p for v in dim_vars(d)) -> u{arg: tuple(tuple(ctx.unbind(d) for d in p) for p in u.arg)}', (Ops.PAD, Ops.SHRINK, ), r6f6537_alone)
+r7799d0 = Rule('r7799d0', 'rules/kernelize.rules', 12, 'u@(RESHAPE|EXPAND x) if x.shape == u.shape -> x', (Ops.RESHAPE, Ops.EXPAND, ))
+rcf2ffd = Rule('rcf2ffd', 'rules/kernelize.rules', 13, '(PERMUTE [order] x) if order == tuple(range(len(order))) -> x', (Ops.PERMUTE, ))
+ra9ffc3 = Rule('ra9ffc3', 'rules/kernelize.rules', 14, '(PAD [pads] x) if {all(p == (0, 0) for p in pads)} -> x', (Ops.PAD, ))
+rc0125d = Rule('rc0125d', 'rules/kernelize.rules', 15, '(SHRINK [arg] x) if {all(b == 0 and e == d for (b, e), d in zip(arg, x.shape))} -> x', (Ops.SHRINK, ))
+r6624d2 = Rule('r6624d2', 'rules/kernelize.rules', 16, '(FLIP [axes] x) if not any(axes) -> x', (Ops.FLIP, ))
+raa4be3 = Rule('raa4be3', 'rules/kernelize.rules', 18, 'u@(RESHAPE (RESHAPE x)) -> (RESHAPE:x.dtype [u.arg] x)', (Ops.RESHAPE, ))
+r680105 = Rule('r680105', 'rules/kernelize.rules', 20, 'u@(EXPAND (EXPAND x)) -> (EXPAND:x.dtype [u.arg] x)', (Ops.EXPAND, ))
+rcc4640 = Rule('rcc4640', 'rules/kernelize.rules', 22, '(PERMUTE [outer] (PERMUTE [inner] x)) -> (PERMUTE:x.dtype [{tuple(inner[i] for i in outer)}] x)', (Ops.PERMUTE, ))
+r6dc0ff = Rule('r6dc0ff', 'rules/kernelize.rules', 24, '(DETACH x) -> x', (Ops.DETACH, ))
+r9a9393 = Rule('r9a9393', 'rules/kernelize.rules', 25, '(CONTIGUOUS_BACKWARD x) -> x', (Ops.CONTIGUOUS_BACKWARD, ))
+r3d1044 = Rule('r3d1044', 'rules/kernelize.rules', 27, '(COPY x (DEVICE [d])) if x.device == d -> x', (Ops.COPY, ))
+r0b2c4f = Rule('r0b2c4f', 'rules/kernelize.rules', 29, 'u@(CAST x) if x.dtype is u.dtype -> x', (Ops.CAST, ))
+r9849b8 = Rule('r9849b8', 'rules/kernelize.rules', 34, 'x@_ if ctx.is_input(x) -> kernel_input(ctx, x)', None)
+r9c3287 = Rule('r9c3287', 'rules/kernelize.rules', 36, '(CONTIGUOUS x) -> x', (Ops.CONTIGUOUS, ))
+r85e27e = Rule('r85e27e', 'rules/kernelize.rules', 39, 'c@(CONST d@(DEVICE) (UNIQUE)) -> c{src: (d,)}', (Ops.CONST, ))
+r2da913 = Rule('r2da913', 'rules/kernelize.rules', 44, 'c@(CONST:ints|floats (DEVICE)) -> ctx.param(c)', (Ops.CONST, ))
+rcdb0d7 = Rule('rcdb0d7', 'rules/kernelize.rules', 46, 'b@(BIND (DEFINE_VAR) (CONST)) -> ctx.unbind(b)', (Ops.BIND, ))
+rb707bd = Rule('rb707bd', 'rules/kernelize.rules', 49, 'u@(RESHAPE|EXPAND) if any(v.op is Ops.BIND for d in u.arg for v in dim_vars(d)) -> u{arg: tuple(ctx.unbind(d) for d in u.arg)}', (Ops.RESHAPE, Ops.EXPAND, ))
+r6f6537 = Rule('r6f6537', 'rules/kernelize.rules', 50, 'u@(SHRINK|PAD) if any(v.op is Ops.BIND for p in u.arg for d in p for v in dim_vars(d)) -> u{arg: tuple(tuple(ctx.unbind(d) for d in p) for p in u.arg)}', (Ops.PAD, Ops.SHRINK, ))
 
 tensor_cleanup = Matcher('tensor_cleanup', {Ops.COPY: tensor_cleanup_COPY, Ops.CONTIGUOUS_BACKWARD: tensor_cleanup_CONTIGUOUS_BACKWARD, Ops.DETACH: tensor_cleanup_DETACH, Ops.RESHAPE: tensor_cleanup_RESHAPE, Ops.PERMUTE: tensor_cleanup_PERMUTE, Ops.EXPAND: tensor_cleanup_EXPAND, Ops.PAD: tensor_cleanup_PAD, Ops.SHRINK: tensor_cleanup_SHRINK, Ops.FLIP: tensor_cleanup_FLIP, Ops.CAST: tensor_cleanup_CAST}, [r7799d0, rcf2ffd, ra9ffc3, rc0125d, r6624d2, raa4be3, r680105, rcc4640, r6dc0ff, r9a9393, r3d1044, r0b2c4f])
 to_kernel_ast = Matcher('to_kernel_ast', {**{o: to_kernel_ast_any for o in Ops}, Ops.CONTIGUOUS: to_kernel_ast_CONTIGUOUS, Ops.CONST: to_kernel_ast_CONST}, [r9849b8, r9c3287, r85e27e])

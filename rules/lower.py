@@ -22,34 +22,63 @@ ASSIGN, AFTER, DEFINE_REG, END, ADD, MUL, MAX, MULACC, CONST = Ops.ASSIGN, Ops.A
 # ---- ruleset lower: REDUCE becomes an accumulator register updated in its loops; trivially valid loads lose their guard. ----
 
 def lower_REDUCE(_u: UOp, ctx):
+  r = _u
+  # rule r8717e7, rules/lower.rules:13
+  # match:  r@(REDUCE _ _...)
+  # cond:   (r.arg is Ops.MAX or r.dtype is dtypes.bool) and unused_loops(ctx, r)
+  # result: without_unused_loops(ctx, r)
   if len(_u.src) >= 1:
-    # r8717e7: r@(REDUCE _ _...) if (r.arg is Ops.MAX or r.dtype is dtypes.bool) and unused_loops(ctx, r) -> without_unused_loops(ctx, r)
-    r = _u
     if (r.arg is MAX or r.dtype is dtypes.bool):
       _u_0 = _u.src[0]
       if unused_loops(ctx, r):
         if (_r := without_unused_loops(ctx, r)) is not None: return (r8717e7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r919bc8, rules/lower.rules:16
+  # match:  r@(REDUCE _ _...)
+  # cond:   r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0
+  # result: 0
+  if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    # r919bc8: r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0 -> 0
     if r.arg is ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0: return (r919bc8, _const(_u.dtype, 0))
-    # r75804a: r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1 -> without_unused_loops(ctx, r)
+  # rule r75804a, rules/lower.rules:17
+  # match:  r@(REDUCE _ _...)
+  # cond:   r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1
+  # result: without_unused_loops(ctx, r)
+  if len(_u.src) >= 1:
+    _u_0 = _u.src[0]
     if r.arg is ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1:
       if (_r := without_unused_loops(ctx, r)) is not None: return (r75804a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r5d30c3: r@(REDUCE (CONST [v]) rs*) if r.arg is Ops.ADD and unused_loops(ctx, r) == rs -> exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats( ...
+  # rule r5d30c3, rules/lower.rules:18
+  # match:  r@(REDUCE (CONST [v]) rs*)
+  # cond:   r.arg is Ops.ADD and unused_loops(ctx, r) == rs
+  # result: exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])
+  if len(_u.src) >= 1:
     if r.arg is ADD:
+      _u_0 = _u.src[0]
       if _u_0.op is CONST:
         v = _u_0.arg
         rs = _u.src[1:]
         if unused_loops(ctx, r) == rs:
           if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return (r5d30c3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # rcbb5b1: r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) -> (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), ...
+  # rule rcbb5b1, rules/lower.rules:20
+  # match:  r@(REDUCE _ _...)
+  # cond:   r.arg is Ops.ADD and unused_loops(ctx, r)
+  # result: (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), r.dtype)]))
+  # where:  x = without_unused_loops(ctx, r)
+  if len(_u.src) >= 1:
     if r.arg is ADD:
+      _u_0 = _u.src[0]
       if unused_loops(ctx, r):
         x = without_unused_loops(ctx, r)
         if x is not None:
           return (rcbb5b1, _uop(MUL, r.dtype, (_as_src(x, r.dtype), _const(r.dtype, cast_value(repeats(unused_loops(ctx, r)), r.dtype))), None))
-    # r63a763: r@(REDUCE (MUL a b) rs*) if r.arg is Ops.ADD and r.dtype.scalar is dtypes.float32 and a.dtype == r.dtype -> (AFTER:r.dtype acc (END ...
+  # rule r63a763, rules/lower.rules:26
+  # match:  r@(REDUCE (MUL a b) rs*)
+  # cond:   r.arg is Ops.ADD and r.dtype.scalar is dtypes.float32 and a.dtype == r.dtype
+  # result: (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MULACC a b acc)) rs*))
+  # where:  acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}
+  if len(_u.src) >= 1:
     if r.arg is ADD and r.dtype.scalar is dtypes.float32:
+      _u_0 = _u.src[0]
       if _u_0.op is MUL:
         _u_0_0, _u_0_1 = _u_0.src
         for _ in _ORDERS:
@@ -60,136 +89,61 @@ def lower_REDUCE(_u: UOp, ctx):
             acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
             return (r63a763, _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MULACC, a.dtype, (a, b, acc), None)), None), *rs), None)), None))
           _u_0_0, _u_0_1 = _u_0_1, _u_0_0
-    # r1968cf: r@(REDUCE x rs*) if r.arg is Ops.ADD -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (ADD acc x)) rs*)) where acc = r{op: DEFIN ...
+  # rule r1968cf, rules/lower.rules:29
+  # match:  r@(REDUCE x rs*)
+  # cond:   r.arg is Ops.ADD
+  # result: (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (ADD acc x)) rs*))
+  # where:  acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}
+  if len(_u.src) >= 1:
     if r.arg is ADD:
+      _u_0 = _u.src[0]
       rs = _u.src[1:]
       x = _u_0
       acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
       return (r1968cf, _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(ADD, acc.dtype, (acc, x), None)), None), *rs), None)), None))
-    # r959d62: r@(REDUCE x rs*) if r.arg is Ops.MUL -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MUL acc x)) rs*)) where acc = r{op: DEFIN ...
+  # rule r959d62, rules/lower.rules:31
+  # match:  r@(REDUCE x rs*)
+  # cond:   r.arg is Ops.MUL
+  # result: (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MUL acc x)) rs*))
+  # where:  acc = r{op: DEFINE_REG, src: (r.const_like(1),) + loops_around(ctx, r), arg: ctx.new_reg()}
+  if len(_u.src) >= 1:
     if r.arg is MUL:
+      _u_0 = _u.src[0]
       rs = _u.src[1:]
       x = _u_0
       acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(1),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
       return (r959d62, _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MUL, acc.dtype, (acc, x), None)), None), *rs), None)), None))
-    # r79c4a7: r@(REDUCE x rs*) if r.arg is Ops.MAX -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MAX acc x)) rs*)) where acc = r{op: DEFIN ...
+  # rule r79c4a7, rules/lower.rules:33
+  # match:  r@(REDUCE x rs*)
+  # cond:   r.arg is Ops.MAX
+  # result: (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MAX acc x)) rs*))
+  # where:  acc = r{op: DEFINE_REG, src: (r.const_like(dtypes.min(r.dtype)),) + loops_around(ctx, r), arg: ctx.new_reg()}
+  if len(_u.src) >= 1:
     if r.arg is MAX:
+      _u_0 = _u.src[0]
       rs = _u.src[1:]
       x = _u_0
       acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(dtypes.min(r.dtype)),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
       return (r79c4a7, _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MAX, acc.dtype, (acc, x), None)), None), *rs), None)), None))
 
 def lower_INDEX(_u: UOp, ctx):
-  # r4b6848: u@(INDEX g i (CONST [True])) -> u{src: (g, i)}
+  # rule r4b6848, rules/lower.rules:37
+  # match:  u@(INDEX g i (CONST [True]))
+  # result: u{src: (g, i)}
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
     if _u_2.op is CONST and _u_2.arg is True: g, i, u = _u_0, _u_1, _u; return (r4b6848, _uop(u.op, u.dtype, (g, i), u.arg, u.tag))
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def r8717e7_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if (r.arg is MAX or r.dtype is dtypes.bool):
-      _u_0 = _u.src[0]
-      if unused_loops(ctx, r):
-        if (_r := without_unused_loops(ctx, r)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r919bc8_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    r = _u
-    if r.arg is ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0: return _const(_u.dtype, 0)
-
-def r75804a_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    r = _u
-    if r.arg is ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1:
-      if (_r := without_unused_loops(ctx, r)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r5d30c3_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is ADD:
-      _u_0 = _u.src[0]
-      if _u_0.op is CONST:
-        v = _u_0.arg
-        rs = _u.src[1:]
-        if unused_loops(ctx, r) == rs:
-          if (_r := exec_alu(MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rcbb5b1_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is ADD:
-      _u_0 = _u.src[0]
-      if unused_loops(ctx, r):
-        x = without_unused_loops(ctx, r)
-        if x is not None:
-          return _uop(MUL, r.dtype, (_as_src(x, r.dtype), _const(r.dtype, cast_value(repeats(unused_loops(ctx, r)), r.dtype))), None)
-
-def r63a763_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is ADD and r.dtype.scalar is dtypes.float32:
-      _u_0 = _u.src[0]
-      if _u_0.op is MUL:
-        _u_0_0, _u_0_1 = _u_0.src
-        for _ in _ORDERS:
-          a = _u_0_0
-          if a.dtype == r.dtype:
-            rs = _u.src[1:]
-            b = _u_0_1
-            acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
-            return _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MULACC, a.dtype, (a, b, acc), None)), None), *rs), None)), None)
-          _u_0_0, _u_0_1 = _u_0_1, _u_0_0
-
-def r1968cf_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is ADD:
-      _u_0 = _u.src[0]
-      rs = _u.src[1:]
-      x = _u_0
-      acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(0),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
-      return _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(ADD, acc.dtype, (acc, x), None)), None), *rs), None)), None)
-
-def r959d62_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is MUL:
-      _u_0 = _u.src[0]
-      rs = _u.src[1:]
-      x = _u_0
-      acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(1),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
-      return _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MUL, acc.dtype, (acc, x), None)), None), *rs), None)), None)
-
-def r79c4a7_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    r = _u
-    if r.arg is MAX:
-      _u_0 = _u.src[0]
-      rs = _u.src[1:]
-      x = _u_0
-      acc = _uop(DEFINE_REG, r.dtype, tuple((r.const_like(dtypes.min(r.dtype)),) + loops_around(ctx, r)), ctx.new_reg(), r.tag)
-      return _uop(AFTER, r.dtype, (acc, _uop(END, dtypes.void, (_uop(ASSIGN, r.dtype, (acc, _uop(MAX, acc.dtype, (acc, x), None)), None), *rs), None)), None)
-
-def r4b6848_alone(_u: UOp, ctx):
-  if len(_u.src) == 3:
-    _u_0, _u_1, _u_2 = _u.src
-    if _u_2.op is CONST and _u_2.arg is True: g, i, u = _u_0, _u_1, _u; return _uop(u.op, u.dtype, (g, i), u.arg, u.tag)
-
 # ---- rule table: id, file, line, text, root ops ----
-r8717e7 = Rule('r8717e7', 'rules/lower.rules', 13, 'r@(REDUCE _ _...) if (r.arg is Ops.MAX or r.dtype is dtypes.bool) and unused_loops(ctx, r) -> without_unused_loops(ctx, r)', (Ops.REDUCE, ), r8717e7_alone)
-r919bc8 = Rule('r919bc8', 'rules/lower.rules', 16, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0 -> 0', (Ops.REDUCE, ), r919bc8_alone)
-r75804a = Rule('r75804a', 'rules/lower.rules', 17, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1 -> without_unused_loops(ctx, r)', (Ops.REDUCE, ), r75804a_alone)
-r5d30c3 = Rule('r5d30c3', 'rules/lower.rules', 18, 'r@(REDUCE (CONST [v]) rs*) if r.arg is Ops.ADD and unused_loops(ctx, r) == rs -> exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])', (Ops.REDUCE, ), r5d30c3_alone)
-rcbb5b1 = Rule('rcbb5b1', 'rules/lower.rules', 20, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) -> (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), r.dtype)])) where x = without_unused_loops(ctx, r)', (Ops.REDUCE, ), rcbb5b1_alone)
-r63a763 = Rule('r63a763', 'rules/lower.rules', 26, 'r@(REDUCE (MUL a b) rs*) if r.arg is Ops.ADD and r.dtype.scalar is dtypes.float32 and a.dtype == r.dtype -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MULACC a b acc)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ), r63a763_alone)
-r1968cf = Rule('r1968cf', 'rules/lower.rules', 29, 'r@(REDUCE x rs*) if r.arg is Ops.ADD -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (ADD acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ), r1968cf_alone)
-r959d62 = Rule('r959d62', 'rules/lower.rules', 31, 'r@(REDUCE x rs*) if r.arg is Ops.MUL -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MUL acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(1),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ), r959d62_alone)
-r79c4a7 = Rule('r79c4a7', 'rules/lower.rules', 33, 'r@(REDUCE x rs*) if r.arg is Ops.MAX -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MAX acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(dtypes.min(r.dtype)),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ), r79c4a7_alone)
-r4b6848 = Rule('r4b6848', 'rules/lower.rules', 37, 'u@(INDEX g i (CONST [True])) -> u{src: (g, i)}', (Ops.INDEX, ), r4b6848_alone)
+r8717e7 = Rule('r8717e7', 'rules/lower.rules', 13, 'r@(REDUCE _ _...) if (r.arg is Ops.MAX or r.dtype is dtypes.bool) and unused_loops(ctx, r) -> without_unused_loops(ctx, r)', (Ops.REDUCE, ))
+r919bc8 = Rule('r919bc8', 'rules/lower.rules', 16, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 0 -> 0', (Ops.REDUCE, ))
+r75804a = Rule('r75804a', 'rules/lower.rules', 17, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) and repeats(unused_loops(ctx, r)) == 1 -> without_unused_loops(ctx, r)', (Ops.REDUCE, ))
+r5d30c3 = Rule('r5d30c3', 'rules/lower.rules', 18, 'r@(REDUCE (CONST [v]) rs*) if r.arg is Ops.ADD and unused_loops(ctx, r) == rs -> exec_alu(Ops.MUL, r.dtype, [v, cast_value(repeats(rs), r.dtype)])', (Ops.REDUCE, ))
+rcbb5b1 = Rule('rcbb5b1', 'rules/lower.rules', 20, 'r@(REDUCE _ _...) if r.arg is Ops.ADD and unused_loops(ctx, r) -> (MUL x (CONST:r.dtype [cast_value(repeats(unused_loops(ctx, r)), r.dtype)])) where x = without_unused_loops(ctx, r)', (Ops.REDUCE, ))
+r63a763 = Rule('r63a763', 'rules/lower.rules', 26, 'r@(REDUCE (MUL a b) rs*) if r.arg is Ops.ADD and r.dtype.scalar is dtypes.float32 and a.dtype == r.dtype -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MULACC a b acc)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ))
+r1968cf = Rule('r1968cf', 'rules/lower.rules', 29, 'r@(REDUCE x rs*) if r.arg is Ops.ADD -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (ADD acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(0),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ))
+r959d62 = Rule('r959d62', 'rules/lower.rules', 31, 'r@(REDUCE x rs*) if r.arg is Ops.MUL -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MUL acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(1),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ))
+r79c4a7 = Rule('r79c4a7', 'rules/lower.rules', 33, 'r@(REDUCE x rs*) if r.arg is Ops.MAX -> (AFTER:r.dtype acc (END:void (ASSIGN:r.dtype acc (MAX acc x)) rs*)) where acc = r{op: DEFINE_REG, src: (r.const_like(dtypes.min(r.dtype)),) + loops_around(ctx, r), arg: ctx.new_reg()}', (Ops.REDUCE, ))
+r4b6848 = Rule('r4b6848', 'rules/lower.rules', 37, 'u@(INDEX g i (CONST [True])) -> u{src: (g, i)}', (Ops.INDEX, ))
 
 lower = Matcher('lower', {Ops.REDUCE: lower_REDUCE, Ops.INDEX: lower_INDEX}, [r8717e7, r919bc8, r75804a, r5d30c3, rcbb5b1, r63a763, r1968cf, r959d62, r79c4a7, r4b6848])

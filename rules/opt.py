@@ -31,7 +31,10 @@ SINK, AFTER, REDUCE, DEFINE_LOCAL, RANGE, END, INDEX, LOAD, STORE, CONTRACT = Op
 # ---- ruleset upcast: UPCAST: an output loop becomes lanes (all of it, or `amount` lanes of each iteration of ----
 
 def upcast_RANGE(_u: UOp, ctx):
-  # r7f0630: r@(RANGE) if r is ctx.rng -> ctx.index
+  # rule r7f0630, rules/opt.rules:19
+  # match:  r@(RANGE)
+  # cond:   r is ctx.rng
+  # result: ctx.index
   r = _u
   if r is ctx.rng:
     if (_r := ctx.index) is not None: return (r7f0630, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -39,7 +42,12 @@ def upcast_RANGE(_u: UOp, ctx):
 # ---- ruleset unroll: UNROLL: a reduction loop becomes `amount` interleaved partial reductions over a shorter ----
 
 def unroll_REDUCE(_u: UOp, ctx):
-  # r4b857a: q@(REDUCE x rs*) if ctx.index in rs -> combined(q.arg, parts) where contract = x{op: CONTRACT, dtype: x.dtype.vec(ctx.amount), arg: c ...
+  # rule r4b857a, rules/opt.rules:25
+  # match:  q@(REDUCE x rs*)
+  # cond:   ctx.index in rs
+  # result: combined(q.arg, parts)
+  # where:  contract = x{op: CONTRACT, dtype: x.dtype.vec(ctx.amount), arg: ctx.uid, src: (x,)}
+  # where:  parts = q{dtype: q.dtype.vec(ctx.amount), src: {(contract, *with_loops(ctx, rs))}}
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     rs = _u.src[1:]
@@ -50,7 +58,10 @@ def unroll_REDUCE(_u: UOp, ctx):
       if (_r := combined(q.arg, parts)) is not None: return (r4b857a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def unroll_RANGE(_u: UOp, ctx):
-  # r5efd80: r@(RANGE) if r is ctx.rng -> ctx.index
+  # rule r5efd80, rules/opt.rules:23
+  # match:  r@(RANGE)
+  # cond:   r is ctx.rng
+  # result: ctx.index
   r = _u
   if r is ctx.rng:
     if (_r := ctx.index) is not None: return (r5efd80, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -58,14 +69,20 @@ def unroll_RANGE(_u: UOp, ctx):
 # ---- ruleset tile: TILE: a loop split into an outer loop and an inner loop of `amount` iterations (cache ----
 
 def tile_REDUCE(_u: UOp, ctx):
-  # r4f67d0: q@(REDUCE x rs*) if ctx.index in rs -> q{src: {(x, *with_loops(ctx, rs))}}
+  # rule r4f67d0, rules/opt.rules:32
+  # match:  q@(REDUCE x rs*)
+  # cond:   ctx.index in rs
+  # result: q{src: {(x, *with_loops(ctx, rs))}}
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     rs = _u.src[1:]
     if ctx.index in rs: q, x = _u, _u_0; return (r4f67d0, _uop(q.op, q.dtype, tuple(((x, *with_loops(ctx, rs)))), q.arg, q.tag))
 
 def tile_RANGE(_u: UOp, ctx):
-  # r858d4f: r@(RANGE) if r is ctx.rng -> ctx.index
+  # rule r858d4f, rules/opt.rules:31
+  # match:  r@(RANGE)
+  # cond:   r is ctx.rng
+  # result: ctx.index
   r = _u
   if r is ctx.rng:
     if (_r := ctx.index) is not None: return (r858d4f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -73,24 +90,35 @@ def tile_RANGE(_u: UOp, ctx):
 # ---- ruleset swap: SWAP: two output loops change places (loops nest by id): new ids, in the new order. ----
 
 def swap_RANGE(_u: UOp, ctx):
-  # r15196e: r@(RANGE) if r in ctx.ids -> r{arg: ctx.ids[r]}
+  # rule r15196e, rules/opt.rules:35
+  # match:  r@(RANGE)
+  # cond:   r in ctx.ids
+  # result: r{arg: ctx.ids[r]}
   r = _u
   if r in ctx.ids: return (r15196e, _uop(r.op, r.dtype, r.src, ctx.ids[r], r.tag))
 
 # ---- ruleset stash: STASH: the values a reduction loop reduces also stored into the output, at the output loop's index ----
 
 def stash_SINK(_u: UOp, ctx):
-  # r400963: u@(_) if u is ctx.value -> ctx.load
+  # rule r400963, rules/opt.rules:40
+  # match:  u@(_)
+  # cond:   u is ctx.value
+  # result: ctx.load
   u = _u
   if u is ctx.value:
     if (_r := ctx.load) is not None: return (r400963, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3a053e: (SINK st@(STORE)) -> (SINK st ctx.store)
+  # rule r3a053e, rules/opt.rules:42
+  # match:  (SINK st@(STORE))
+  # result: (SINK st ctx.store)
   if len(_u.src) == 1:
     _u_0, = _u.src
     if _u_0.op is STORE: st = _u_0; return (r3a053e, _uop(SINK, dtypes.void, (st, _as_src(ctx.store, dtypes.void)), None))
 
 def stash_any(_u: UOp, ctx):
-  # r400963: u@(_) if u is ctx.value -> ctx.load
+  # rule r400963, rules/opt.rules:40
+  # match:  u@(_)
+  # cond:   u is ctx.value
+  # result: ctx.load
   u = _u
   if u is ctx.value:
     if (_r := ctx.load) is not None: return (r400963, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -98,7 +126,14 @@ def stash_any(_u: UOp, ctx):
 # ---- ruleset split: SPLIT: a reduction loop as `amount` partial reductions over consecutive blocks of it, one per ----
 
 def split_REDUCE(_u: UOp, ctx):
-  # r493e40: q@(REDUCE [op] x rs*) if ctx.index in rs -> (REDUCE:q.dtype [op] (LOAD:q.dtype (INDEX:local.dtype (AFTER:local.dtype local done) each ...
+  # rule r493e40, rules/opt.rules:50
+  # match:  q@(REDUCE [op] x rs*)
+  # cond:   ctx.index in rs
+  # result: (REDUCE:q.dtype [op] (LOAD:q.dtype (INDEX:local.dtype (AFTER:local.dtype local done) each)) each)
+  # where:  local = {uop(Ops.DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id())}
+  # where:  part = ctx.part
+  # where:  done = (END (STORE (INDEX:local.dtype local part) q{src: {(x, *with_loops(ctx, rs))}}) part)
+  # where:  each = (RANGE:part.dtype [ctx.new_id()] {part.src[0]})
   if len(_u.src) >= 1:
     op = _u.arg
     _u_0 = _u.src[0]
@@ -114,7 +149,10 @@ def split_REDUCE(_u: UOp, ctx):
           return (r493e40, _uop(REDUCE, q.dtype, (_uop(LOAD, q.dtype, (_uop(INDEX, local.dtype, (_uop(AFTER, local.dtype, (_as_src(local, local.dtype), done), None), each), None),), None), each), op))
 
 def split_RANGE(_u: UOp, ctx):
-  # r8ba39c: r@(RANGE) if r is ctx.rng -> ctx.index
+  # rule r8ba39c, rules/opt.rules:47
+  # match:  r@(RANGE)
+  # cond:   r is ctx.rng
+  # result: ctx.index
   r = _u
   if r is ctx.rng:
     if (_r := ctx.index) is not None: return (r8ba39c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
@@ -122,93 +160,25 @@ def split_RANGE(_u: UOp, ctx):
 # ---- ruleset prefetch: PREFETCH: the loads in a reduction loop also ask for the elements they will read `amount` ----
 
 def prefetch_SINK(_u: UOp, ctx):
-  # r4edcb6: (SINK srcs*) if ctx.nodes[0] not in srcs -> (SINK x for x in srcs + ctx.nodes)
+  # rule r4edcb6, rules/opt.rules:59
+  # match:  (SINK srcs*)
+  # cond:   ctx.nodes[0] not in srcs
+  # result: (SINK x for x in srcs + ctx.nodes)
   srcs = _u.src
   if ctx.nodes[0] not in srcs: return (r4edcb6, _comp(SINK, dtypes.void, tuple([x for x in srcs + ctx.nodes]), None))
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def r7f0630_alone(_u: UOp, ctx):
-  r = _u
-  if r is ctx.rng:
-    if (_r := ctx.index) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r5efd80_alone(_u: UOp, ctx):
-  r = _u
-  if r is ctx.rng:
-    if (_r := ctx.index) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4b857a_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    rs = _u.src[1:]
-    if ctx.index in rs:
-      q, x = _u, _u_0
-      contract = _uop(CONTRACT, x.dtype.vec(ctx.amount), (x,), ctx.uid, x.tag)
-      parts = _uop(q.op, q.dtype.vec(ctx.amount), tuple(((contract, *with_loops(ctx, rs)))), q.arg, q.tag)
-      if (_r := combined(q.arg, parts)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r858d4f_alone(_u: UOp, ctx):
-  r = _u
-  if r is ctx.rng:
-    if (_r := ctx.index) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4f67d0_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    rs = _u.src[1:]
-    if ctx.index in rs: q, x = _u, _u_0; return _uop(q.op, q.dtype, tuple(((x, *with_loops(ctx, rs)))), q.arg, q.tag)
-
-def r15196e_alone(_u: UOp, ctx):
-  r = _u
-  if r in ctx.ids: return _uop(r.op, r.dtype, r.src, ctx.ids[r], r.tag)
-
-def r400963_alone(_u: UOp, ctx):
-  u = _u
-  if u is ctx.value:
-    if (_r := ctx.load) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r3a053e_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    if _u_0.op is STORE: st = _u_0; return _uop(SINK, dtypes.void, (st, _as_src(ctx.store, dtypes.void)), None)
-
-def r8ba39c_alone(_u: UOp, ctx):
-  r = _u
-  if r is ctx.rng:
-    if (_r := ctx.index) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r493e40_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    op = _u.arg
-    _u_0 = _u.src[0]
-    rs = _u.src[1:]
-    if ctx.index in rs:
-      q, x = _u, _u_0
-      local = (uop(DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id()))
-      if local is not None:
-        part = ctx.part
-        if part is not None:
-          done = _uop(END, dtypes.void, (_uop(STORE, dtypes.void, (_uop(INDEX, local.dtype, (_as_src(local, local.dtype), _as_src(part, dtypes.index)), None), _uop(q.op, q.dtype, tuple(((x, *with_loops(ctx, rs)))), q.arg, q.tag)), None), _as_src(part, dtypes.void)), None)
-          each = _uop(RANGE, part.dtype, (_as_src((part.src[0]), part.dtype),), ctx.new_id())
-          return _uop(REDUCE, q.dtype, (_uop(LOAD, q.dtype, (_uop(INDEX, local.dtype, (_uop(AFTER, local.dtype, (_as_src(local, local.dtype), done), None), each), None),), None), each), op)
-
-def r4edcb6_alone(_u: UOp, ctx):
-  srcs = _u.src
-  if ctx.nodes[0] not in srcs: return _comp(SINK, dtypes.void, tuple([x for x in srcs + ctx.nodes]), None)
-
 # ---- rule table: id, file, line, text, root ops ----
-r7f0630 = Rule('r7f0630', 'rules/opt.rules', 19, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ), r7f0630_alone)
-r5efd80 = Rule('r5efd80', 'rules/opt.rules', 23, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ), r5efd80_alone)
-r4b857a = Rule('r4b857a', 'rules/opt.rules', 25, 'q@(REDUCE x rs*) if ctx.index in rs -> combined(q.arg, parts) where contract = x{op: CONTRACT, dtype: x.dtype.vec(ctx.amount), arg: ctx.uid, src: (x,)} where parts = q{dtype: q.dtype.vec(ctx.amount), src: {(contract, *with_loops(ctx, rs))}}', (Ops.REDUCE, ), r4b857a_alone)
-r858d4f = Rule('r858d4f', 'rules/opt.rules', 31, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ), r858d4f_alone)
-r4f67d0 = Rule('r4f67d0', 'rules/opt.rules', 32, 'q@(REDUCE x rs*) if ctx.index in rs -> q{src: {(x, *with_loops(ctx, rs))}}', (Ops.REDUCE, ), r4f67d0_alone)
-r15196e = Rule('r15196e', 'rules/opt.rules', 35, 'r@(RANGE) if r in ctx.ids -> r{arg: ctx.ids[r]}', (Ops.RANGE, ), r15196e_alone)
-r400963 = Rule('r400963', 'rules/opt.rules', 40, 'u@(_) if u is ctx.value -> ctx.load', None, r400963_alone)
-r3a053e = Rule('r3a053e', 'rules/opt.rules', 42, '(SINK st@(STORE)) -> (SINK st ctx.store)', (Ops.SINK, ), r3a053e_alone)
-r8ba39c = Rule('r8ba39c', 'rules/opt.rules', 47, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ), r8ba39c_alone)
-r493e40 = Rule('r493e40', 'rules/opt.rules', 50, 'q@(REDUCE [op] x rs*) if ctx.index in rs -> (REDUCE:q.dtype [op] (LOAD:q.dtype (INDEX:local.dtype (AFTER:local.dtype local done) each)) each) where local = {uop(Ops.DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id())} where part = ctx.part where done = (END (STORE (INDEX:local.dtype local part) q{src: {(x, *with_loops(ctx, rs))}}) part) where each = (RANGE:part.dtype [ctx.new_id()] {part.src[0]})', (Ops.REDUCE, ), r493e40_alone)
-r4edcb6 = Rule('r4edcb6', 'rules/opt.rules', 59, '(SINK srcs*) if ctx.nodes[0] not in srcs -> (SINK x for x in srcs + ctx.nodes)', (Ops.SINK, ), r4edcb6_alone)
+r7f0630 = Rule('r7f0630', 'rules/opt.rules', 19, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ))
+r5efd80 = Rule('r5efd80', 'rules/opt.rules', 23, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ))
+r4b857a = Rule('r4b857a', 'rules/opt.rules', 25, 'q@(REDUCE x rs*) if ctx.index in rs -> combined(q.arg, parts) where contract = x{op: CONTRACT, dtype: x.dtype.vec(ctx.amount), arg: ctx.uid, src: (x,)} where parts = q{dtype: q.dtype.vec(ctx.amount), src: {(contract, *with_loops(ctx, rs))}}', (Ops.REDUCE, ))
+r858d4f = Rule('r858d4f', 'rules/opt.rules', 31, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ))
+r4f67d0 = Rule('r4f67d0', 'rules/opt.rules', 32, 'q@(REDUCE x rs*) if ctx.index in rs -> q{src: {(x, *with_loops(ctx, rs))}}', (Ops.REDUCE, ))
+r15196e = Rule('r15196e', 'rules/opt.rules', 35, 'r@(RANGE) if r in ctx.ids -> r{arg: ctx.ids[r]}', (Ops.RANGE, ))
+r400963 = Rule('r400963', 'rules/opt.rules', 40, 'u@(_) if u is ctx.value -> ctx.load', None)
+r3a053e = Rule('r3a053e', 'rules/opt.rules', 42, '(SINK st@(STORE)) -> (SINK st ctx.store)', (Ops.SINK, ))
+r8ba39c = Rule('r8ba39c', 'rules/opt.rules', 47, 'r@(RANGE) if r is ctx.rng -> ctx.index', (Ops.RANGE, ))
+r493e40 = Rule('r493e40', 'rules/opt.rules', 50, 'q@(REDUCE [op] x rs*) if ctx.index in rs -> (REDUCE:q.dtype [op] (LOAD:q.dtype (INDEX:local.dtype (AFTER:local.dtype local done) each)) each) where local = {uop(Ops.DEFINE_LOCAL, q.dtype.ptr(ctx.amount, "local"), (), ctx.new_id())} where part = ctx.part where done = (END (STORE (INDEX:local.dtype local part) q{src: {(x, *with_loops(ctx, rs))}}) part) where each = (RANGE:part.dtype [ctx.new_id()] {part.src[0]})', (Ops.REDUCE, ))
+r4edcb6 = Rule('r4edcb6', 'rules/opt.rules', 59, '(SINK srcs*) if ctx.nodes[0] not in srcs -> (SINK x for x in srcs + ctx.nodes)', (Ops.SINK, ))
 
 upcast = Matcher('upcast', {Ops.RANGE: upcast_RANGE}, [r7f0630])
 unroll = Matcher('unroll', {Ops.REDUCE: unroll_REDUCE, Ops.RANGE: unroll_RANGE}, [r5efd80, r4b857a])

@@ -46,28 +46,52 @@ _K1 = _const(dtypes.bool, True)
 # ---- ruleset rangeify: Push AT (indexing) through the tensor graph down to loads. ----
 
 def rangeify_AT(_u: UOp, ctx):
+  a = _u
+  # rule rd4886e, rules/rangeify.rules:18
+  # match:  (AT x@(op) rest*)
+  # result: (op:x.dtype [x.arg] (AT:s.dtype s rest*) for s in x.src)
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    # rd4886e: (AT x@(op) rest*) -> (op:x.dtype [x.arg] (AT:s.dtype s rest*) for s in x.src)
     if _u_0.op in G_Elementwise:
       op = _u_0.op
       rest = _u.src[1:]
       x = _u_0
       return (rd4886e, _uop(op, x.dtype, tuple([_uop(AT, s.dtype, (s, *rest), None) for s in x.src]), x.arg))
-    # r5a2ac5: (AT c@(CONST) _...) -> c{src: ()}
+  # rule r5a2ac5, rules/rangeify.rules:21
+  # match:  (AT c@(CONST) _...)
+  # result: c{src: ()}
+  if len(_u.src) >= 1:
+    _u_0 = _u.src[0]
     if _u_0.op is CONST: c = _u_0; return (r5a2ac5, _uop(c.op, c.dtype, (), c.arg, c.tag))
+  # rule r8f1559, rules/rangeify.rules:25
+  # match:  (AT r@(RESHAPE x) _ _...)
+  # cond:   0 in r.shape or 0 in x.shape
+  # result: (AT:x.dtype.base x (CONST:bool [False]) [zero for _ in x.shape]*)
+  # where:  zero = (CONST:ctx.index [0])
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
     if _u_0.op is RESHAPE:
       _u_0_0, = _u_0.src
-      # r8f1559: (AT r@(RESHAPE x) _ _...) if 0 in r.shape or 0 in x.shape -> (AT:x.dtype.base x (CONST:bool [False]) [zero for _ in x.shape]*) wh ...
       r, x = _u_0, _u_0_0
       if (0 in r.shape or 0 in x.shape):
         zero = _iconst(ctx.index, 0)
         return (r8f1559, _uop(AT, x.dtype.base, (x, _K0, *[zero for _ in x.shape]), None))
+  # rule r6ccda4, rules/rangeify.rules:31
+  # match:  (AT r@(RESHAPE x) v idx*)
+  # cond:   all(d.__class__ is int for d in r.shape + x.shape)
+  # result: (AT:x.dtype.base x v new*)
+  # where:  plan = {reshape_plan(r.shape, x.shape)}
+  # where:  flat = [{idx[keep]} if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index) for keep, terms, _ in plan]
+  # where:  new = [f if keep is not None else (CONST:ctx.index [0]) if d == 1 else f if s == 1 and d > bound(f) else (MOD f d) if s == 1 else (IDIV f
+  #         s) if s * d > bound(f) else (MOD (IDIV f s) d) for f, (keep, _, dims) in zip(flat, plan) for s, d in dims]
+  if len(_u.src) >= 2:
+    _u_0 = _u.src[0]
+    _u_1 = _u.src[1]
+    if _u_0.op is RESHAPE:
+      _u_0_0, = _u_0.src
       idx = _u.src[2:]
-      # r6ccda4: (AT r@(RESHAPE x) v idx*) if all(d.__class__ is int for d in r.shape + x.shape) -> (AT:x.dtype.base x v new*) where plan = {resha ...
+      r, x = _u_0, _u_0_0
       if all(d.__class__ is int for d in r.shape + x.shape):
         v = _u_1
         plan = (reshape_plan(r.shape, x.shape))
@@ -75,168 +99,15 @@ def rangeify_AT(_u: UOp, ctx):
           flat = [((idx[keep]) if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index)) for keep, terms, _ in plan]
           new = [(f if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (f if s == 1 and d > bound(f) else (_uop(MOD, f.dtype, (f, _local_src(d, f.dtype)), None) if s == 1 else (_uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None) if s * d > bound(f) else _uop(MOD, f.dtype, (_uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None), _local_src(d, f.dtype)), None)))))) for f, (keep, _, dims) in zip(flat, plan) for s, d in dims]
           return (r6ccda4, _uop(AT, x.dtype.base, (x, v, *new), None))
-      # r7c0b42: (AT r@(RESHAPE x) v idx*) -> (AT:x.dtype.base x v new*) where one = (CONST:ctx.index [1]) where ostride = [(MUL one [ix(d, ctx.in ...
-      v = _u_1
-      one = _iconst(ctx.index, 1)
-      ostride = [_fold(MUL, one.dtype, (one, *[_as_src(ix(d, ctx.index), one.dtype) for d in reversed(r.shape[k + 1:])])) for k in range(len(r.shape))]
-      istride = [_fold(MUL, one.dtype, (one, *[_as_src(ix(d, ctx.index), one.dtype) for d in reversed(x.shape[k + 1:])])) for k in range(len(x.shape))]
-      flat = flat_index([(i, s) for i, s, d in zip(idx, ostride, r.shape) if d != 1], ctx.index)
-      if flat is not None:
-        new = [(_iconst(ctx.index, 0) if d == 1 else (_uop(IDIV, s.dtype, (_as_src(flat, s.dtype), s), None) if k == 0 else _uop(MOD, s.dtype, (_uop(IDIV, s.dtype, (_as_src(flat, s.dtype), s), None), _as_src(ix(d, ctx.index), s.dtype)), None))) for k, (s, d) in enumerate(zip(istride, x.shape))]
-        return (r7c0b42, _uop(AT, x.dtype.base, (x, v, *new), None))
-    # r33f46a: (AT e@(EXPAND x) v idx*) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if d == 1 and o != 1 else i for i, d, o in zip(idx, x.shape ...
-    if _u_0.op is EXPAND:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      e, v, x = _u_0, _u_1, _u_0_0
-      return (r33f46a, _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if d == 1 and o != 1 else i) for i, d, o in zip(idx, x.shape, e.shape)]), None))
-    if _u_0.op is PAD:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      p = _u_0
-      # re3b8c0: (AT p@(PAD x) v idx*) if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)) -> (AT:x.dtype.base x v idx*)
-      x = _u_0_0
-      if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)):
-        v = _u_1
-        return (re3b8c0, _uop(AT, x.dtype.base, (x, v, *idx), None))
-      # ra2f624: (AT p@(PAD x) v idx*) -> (WHERE inside (AT:x.dtype.base x valid at*) 0) where at = [i if b == 0 else (ADD i ix(-b, ctx.index)) fo ...
-      v = _u_1
-      at = [(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(-b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, p.arg)]
-      tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
-      inside = _fold(AND, None, (*tests,))
-      valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
-      return (ra2f624, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, *at), None), _const(x.dtype.base, 0)), None))
-    # r6bd2c7: (AT s@(SHRINK x) v idx*) -> (AT:x.dtype.base x v [i if b == 0 else (ADD i ix(b, ctx.index)) for i, (b, _) in zip(idx, s.arg)]*)
-    if _u_0.op is SHRINK:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      s, v, x = _u_0, _u_1, _u_0_0
-      return (r6bd2c7, _uop(AT, x.dtype.base, (x, v, *[(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, s.arg)]), None))
-    # r1e8495: (AT (PERMUTE [order] x) v idx*) -> (AT:x.dtype.base x v [{idx[order.index(d)]} for d in range(len(order))]*)
-    if _u_0.op is PERMUTE:
-      order = _u_0.arg
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      v, x = _u_1, _u_0_0
-      return (r1e8495, _uop(AT, x.dtype.base, (x, v, *[(idx[order.index(d)]) for d in range(len(order))]), None))
-    # ref9b0f: (AT f@(FLIP x) v idx*) -> (AT:x.dtype.base x v [(ADD (MUL i -1) ix(d - 1, ctx.index)) if fl else i for i, d, fl in zip(idx, x.shape ...
-    if _u_0.op is FLIP:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      f, v, x = _u_0, _u_1, _u_0_0
-      return (ref9b0f, _uop(AT, x.dtype.base, (x, v, *[(_uop(ADD, i.dtype, (_uop(MUL, i.dtype, (i, _const(i.dtype, -1)), None), _as_src(ix(d - 1, ctx.index), i.dtype)), None) if fl else i) for i, d, fl in zip(idx, x.shape, f.arg)]), None))
-  # raf427d: (AT g@(DEFINE_GLOBAL) v i) -> (LOAD:g.dtype.base (INDEX:g.dtype g i v))
-  if len(_u.src) == 3:
-    _u_0, _u_1, _u_2 = _u.src
-    if _u_0.op is DEFINE_GLOBAL:
-      g, i, v = _u_0, _u_2, _u_1
-      return (raf427d, _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None))
-  # rd4ee2b: a@(AT (REDUCE_AXIS) _...) if a in ctx.reduces -> {ctx.reduces[a]}
-  if len(_u.src) >= 1:
-    a = _u
-    if a in ctx.reduces:
-      _u_0 = _u.src[0]
-      if _u_0.op is REDUCE_AXIS:
-        if (_r := (ctx.reduces[a])) is not None: return (rd4ee2b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if len(_u.src) >= 2:
-    _u_0 = _u.src[0]
-    _u_1 = _u.src[1]
-    if _u_0.op is REDUCE_AXIS:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      # r2b0fe1: (AT r@(REDUCE_AXIS x) v idx*) if all(x.shape[k] == 1 for k in r.arg[1]) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if k in r. ...
-      r, x = _u_0, _u_0_0
-      if all(x.shape[k] == 1 for k in r.arg[1]):
-        v = _u_1
-        return (r2b0fe1, _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if k in r.arg[1] else i) for k, i in enumerate(idx)]), None))
-      # r1006a9: a@(AT r@(REDUCE_AXIS x) v idx*) -> {ctx.reduces.setdefault(a, red)} where loops = {[k for k in r.arg[1] if x.shape[k] != 1]} wher ...
-      a, v = _u, _u_1
-      loops = ([k for k in r.arg[1] if x.shape[k] != 1])
-      if loops is not None:
-        rngs = [_uop(RANGE, ctx.index, (_as_src(ix(x.shape[k], ctx.index), ctx.index),), ctx.new_range()) for k in loops]
-        at = [((rngs[loops.index(k)]) if k in loops else (_iconst(ctx.index, 0) if k in r.arg[1] else i)) for k, i in enumerate(idx)]
-        red = _uop(REDUCE, r.dtype, (_uop(AT, x.dtype.base, (x, v, *at), None), *rngs), r.arg[0])
-        if (_r := (ctx.reduces.setdefault(a, red))) is not None: return (r1006a9, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r4ce501: (AT (GATHER x sel) v idx*) -> (WHERE inside (AT:x.dtype.base x valid (CAST:ctx.index j) rows*) 0) where lead = {idx[:len(sel.shape) ...
-    if _u_0.op is GATHER:
-      _u_0_0, _u_0_1 = _u_0.src
-      idx = _u.src[2:]
-      sel, v, x = _u_0_1, _u_1, _u_0_0
-      lead = (idx[:len(sel.shape)])
-      if lead is not None:
-        rows = (idx[len(sel.shape):])
-        if rows is not None:
-          j = _uop(AT, sel.dtype.base, (sel, v, *lead), None)
-          inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
-          valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
-          return (r4ce501, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, _uop(CAST, ctx.index, (j,), None), *rows), None), _const(x.dtype.base, 0)), None))
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    # rbc3bea: (AT v@(DEFINE_VAR) _...) -> v
-    if _u_0.op is DEFINE_VAR: v = _u_0; return (rbc3bea, v)
-    # r13f5e8: a@(AT (DETACH|CONTIGUOUS|CONTIGUOUS_BACKWARD x) rest*) -> a{src: (x,) + rest}
-    if _u_0.op in OPS_1:
-      _u_0_0, = _u_0.src
-      rest = _u.src[1:]
-      a, x = _u, _u_0_0
-      return (r13f5e8, _uop(a.op, a.dtype, tuple((x,) + rest), a.arg, a.tag))
-
-def rangeify_WHERE(_u: UOp, ctx):
-  # rab81db: (WHERE v l@(LOAD (INDEX _ _ w)) (CONST [z])) if is_plus_zero(z) and implied_by(v, w) -> l
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is LOAD and len(_u_1.src) == 1 and _u_2.op is CONST:
-    z = _u_2.arg
-    _u_1_0, = _u_1.src
-    if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
-      _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
-      if is_plus_zero(z):
-        v, w = _u_0, _u_1_0_2
-        if implied_by(v, w): l = _u_1; return (rab81db, l)
-
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rd4886e_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    if _u_0.op in G_Elementwise:
-      op = _u_0.op
-      rest = _u.src[1:]
-      x = _u_0
-      return _uop(op, x.dtype, tuple([_uop(AT, s.dtype, (s, *rest), None) for s in x.src]), x.arg)
-
-def r5a2ac5_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    if _u_0.op is CONST: c = _u_0; return _uop(c.op, c.dtype, (), c.arg, c.tag)
-
-def r8f1559_alone(_u: UOp, ctx):
-  if len(_u.src) >= 2:
-    _u_0 = _u.src[0]
-    _u_1 = _u.src[1]
-    if _u_0.op is RESHAPE:
-      _u_0_0, = _u_0.src
-      r, x = _u_0, _u_0_0
-      if (0 in r.shape or 0 in x.shape):
-        zero = _iconst(ctx.index, 0)
-        return _uop(AT, x.dtype.base, (x, _K0, *[zero for _ in x.shape]), None)
-
-def r6ccda4_alone(_u: UOp, ctx):
-  if len(_u.src) >= 2:
-    _u_0 = _u.src[0]
-    _u_1 = _u.src[1]
-    if _u_0.op is RESHAPE:
-      _u_0_0, = _u_0.src
-      idx = _u.src[2:]
-      r, x = _u_0, _u_0_0
-      if all(d.__class__ is int for d in r.shape + x.shape):
-        v = _u_1
-        plan = (reshape_plan(r.shape, x.shape))
-        if plan is not None:
-          flat = [((idx[keep]) if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index)) for keep, terms, _ in plan]
-          new = [(f if keep is not None else (_iconst(ctx.index, 0) if d == 1 else (f if s == 1 and d > bound(f) else (_uop(MOD, f.dtype, (f, _local_src(d, f.dtype)), None) if s == 1 else (_uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None) if s * d > bound(f) else _uop(MOD, f.dtype, (_uop(IDIV, f.dtype, (f, _local_src(s, f.dtype)), None), _local_src(d, f.dtype)), None)))))) for f, (keep, _, dims) in zip(flat, plan) for s, d in dims]
-          return _uop(AT, x.dtype.base, (x, v, *new), None)
-
-def r7c0b42_alone(_u: UOp, ctx):
+  # rule r7c0b42, rules/rangeify.rules:41
+  # match:  (AT r@(RESHAPE x) v idx*)
+  # result: (AT:x.dtype.base x v new*)
+  # where:  one = (CONST:ctx.index [1])
+  # where:  ostride = [(MUL one [ix(d, ctx.index) for d in reversed(r.shape[k + 1:])]*) for k in range(len(r.shape))]
+  # where:  istride = [(MUL one [ix(d, ctx.index) for d in reversed(x.shape[k + 1:])]*) for k in range(len(x.shape))]
+  # where:  flat = flat_index([(i, s) for i, s, d in zip(idx, ostride, r.shape) if d != 1], ctx.index)
+  # where:  new = [(CONST:ctx.index [0]) if d == 1 else (IDIV flat s) if k == 0 else (MOD (IDIV flat s) ix(d, ctx.index)) for k, (s, d) in
+  #         enumerate(zip(istride, x.shape))]
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -250,9 +121,10 @@ def r7c0b42_alone(_u: UOp, ctx):
       flat = flat_index([(i, s) for i, s, d in zip(idx, ostride, r.shape) if d != 1], ctx.index)
       if flat is not None:
         new = [(_iconst(ctx.index, 0) if d == 1 else (_uop(IDIV, s.dtype, (_as_src(flat, s.dtype), s), None) if k == 0 else _uop(MOD, s.dtype, (_uop(IDIV, s.dtype, (_as_src(flat, s.dtype), s), None), _as_src(ix(d, ctx.index), s.dtype)), None))) for k, (s, d) in enumerate(zip(istride, x.shape))]
-        return _uop(AT, x.dtype.base, (x, v, *new), None)
-
-def r33f46a_alone(_u: UOp, ctx):
+        return (r7c0b42, _uop(AT, x.dtype.base, (x, v, *new), None))
+  # rule r33f46a, rules/rangeify.rules:49
+  # match:  (AT e@(EXPAND x) v idx*)
+  # result: (AT:x.dtype.base x v [(CONST:ctx.index [0]) if d == 1 and o != 1 else i for i, d, o in zip(idx, x.shape, e.shape)]*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -260,9 +132,11 @@ def r33f46a_alone(_u: UOp, ctx):
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
       e, v, x = _u_0, _u_1, _u_0_0
-      return _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if d == 1 and o != 1 else i) for i, d, o in zip(idx, x.shape, e.shape)]), None)
-
-def re3b8c0_alone(_u: UOp, ctx):
+      return (r33f46a, _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if d == 1 and o != 1 else i) for i, d, o in zip(idx, x.shape, e.shape)]), None))
+  # rule re3b8c0, rules/rangeify.rules:51
+  # match:  (AT p@(PAD x) v idx*)
+  # cond:   all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg))
+  # result: (AT:x.dtype.base x v idx*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -270,9 +144,17 @@ def re3b8c0_alone(_u: UOp, ctx):
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
       p, x = _u_0, _u_0_0
-      if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)): v = _u_1; return _uop(AT, x.dtype.base, (x, v, *idx), None)
-
-def ra2f624_alone(_u: UOp, ctx):
+      if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)):
+        v = _u_1
+        return (re3b8c0, _uop(AT, x.dtype.base, (x, v, *idx), None))
+  # rule ra2f624, rules/rangeify.rules:54
+  # match:  (AT p@(PAD x) v idx*)
+  # result: (WHERE inside (AT:x.dtype.base x valid at*) 0)
+  # where:  at = [i if b == 0 else (ADD i ix(-b, ctx.index)) for i, (b, _) in zip(idx, p.arg)]
+  # where:  tests = [(CMPLT s ix(d, ctx.index)) if b == 0 else (AND (CMPNE (CMPLT s 0) True) (CMPLT s ix(d, ctx.index))) for s, i, d, (b, _) in
+  #         zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
+  # where:  inside = (AND tests*)
+  # where:  valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -284,9 +166,10 @@ def ra2f624_alone(_u: UOp, ctx):
       tests = [(_uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None) if b == 0 else _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (s, _const(s.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (s, _as_src(ix(d, ctx.index), s.dtype)), None)), None)) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d]
       inside = _fold(AND, None, (*tests,))
       valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
-      return _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, *at), None), _const(x.dtype.base, 0)), None)
-
-def r6bd2c7_alone(_u: UOp, ctx):
+      return (ra2f624, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, *at), None), _const(x.dtype.base, 0)), None))
+  # rule r6bd2c7, rules/rangeify.rules:61
+  # match:  (AT s@(SHRINK x) v idx*)
+  # result: (AT:x.dtype.base x v [i if b == 0 else (ADD i ix(b, ctx.index)) for i, (b, _) in zip(idx, s.arg)]*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -294,9 +177,10 @@ def r6bd2c7_alone(_u: UOp, ctx):
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
       s, v, x = _u_0, _u_1, _u_0_0
-      return _uop(AT, x.dtype.base, (x, v, *[(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, s.arg)]), None)
-
-def r1e8495_alone(_u: UOp, ctx):
+      return (r6bd2c7, _uop(AT, x.dtype.base, (x, v, *[(i if b == 0 else _uop(ADD, i.dtype, (i, _as_src(ix(b, ctx.index), i.dtype)), None)) for i, (b, _) in zip(idx, s.arg)]), None))
+  # rule r1e8495, rules/rangeify.rules:63
+  # match:  (AT (PERMUTE [order] x) v idx*)
+  # result: (AT:x.dtype.base x v [{idx[order.index(d)]} for d in range(len(order))]*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -305,9 +189,10 @@ def r1e8495_alone(_u: UOp, ctx):
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
       v, x = _u_1, _u_0_0
-      return _uop(AT, x.dtype.base, (x, v, *[(idx[order.index(d)]) for d in range(len(order))]), None)
-
-def ref9b0f_alone(_u: UOp, ctx):
+      return (r1e8495, _uop(AT, x.dtype.base, (x, v, *[(idx[order.index(d)]) for d in range(len(order))]), None))
+  # rule ref9b0f, rules/rangeify.rules:65
+  # match:  (AT f@(FLIP x) v idx*)
+  # result: (AT:x.dtype.base x v [(ADD (MUL i -1) ix(d - 1, ctx.index)) if fl else i for i, d, fl in zip(idx, x.shape, f.arg)]*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -315,22 +200,28 @@ def ref9b0f_alone(_u: UOp, ctx):
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
       f, v, x = _u_0, _u_1, _u_0_0
-      return _uop(AT, x.dtype.base, (x, v, *[(_uop(ADD, i.dtype, (_uop(MUL, i.dtype, (i, _const(i.dtype, -1)), None), _as_src(ix(d - 1, ctx.index), i.dtype)), None) if fl else i) for i, d, fl in zip(idx, x.shape, f.arg)]), None)
-
-def raf427d_alone(_u: UOp, ctx):
+      return (ref9b0f, _uop(AT, x.dtype.base, (x, v, *[(_uop(ADD, i.dtype, (_uop(MUL, i.dtype, (i, _const(i.dtype, -1)), None), _as_src(ix(d - 1, ctx.index), i.dtype)), None) if fl else i) for i, d, fl in zip(idx, x.shape, f.arg)]), None))
+  # rule raf427d, rules/rangeify.rules:69
+  # match:  (AT g@(DEFINE_GLOBAL) v i)
+  # result: (LOAD:g.dtype.base (INDEX:g.dtype g i v))
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    if _u_0.op is DEFINE_GLOBAL: g, i, v = _u_0, _u_2, _u_1; return _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None)
-
-def rd4ee2b_alone(_u: UOp, ctx):
+    if _u_0.op is DEFINE_GLOBAL:
+      g, i, v = _u_0, _u_2, _u_1
+      return (raf427d, _uop(LOAD, g.dtype.base, (_uop(INDEX, g.dtype, (g, i, v), None),), None))
+  # rule rd4ee2b, rules/rangeify.rules:73
+  # match:  a@(AT (REDUCE_AXIS) _...)
+  # cond:   a in ctx.reduces
+  # result: {ctx.reduces[a]}
   if len(_u.src) >= 1:
-    a = _u
     if a in ctx.reduces:
       _u_0 = _u.src[0]
       if _u_0.op is REDUCE_AXIS:
-        if (_r := (ctx.reduces[a])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r2b0fe1_alone(_u: UOp, ctx):
+        if (_r := (ctx.reduces[a])) is not None: return (rd4ee2b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r2b0fe1, rules/rangeify.rules:74
+  # match:  (AT r@(REDUCE_AXIS x) v idx*)
+  # cond:   all(x.shape[k] == 1 for k in r.arg[1])
+  # result: (AT:x.dtype.base x v [(CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)]*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -340,24 +231,34 @@ def r2b0fe1_alone(_u: UOp, ctx):
       r, x = _u_0, _u_0_0
       if all(x.shape[k] == 1 for k in r.arg[1]):
         v = _u_1
-        return _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if k in r.arg[1] else i) for k, i in enumerate(idx)]), None)
-
-def r1006a9_alone(_u: UOp, ctx):
+        return (r2b0fe1, _uop(AT, x.dtype.base, (x, v, *[(_iconst(ctx.index, 0) if k in r.arg[1] else i) for k, i in enumerate(idx)]), None))
+  # rule r1006a9, rules/rangeify.rules:76
+  # match:  a@(AT r@(REDUCE_AXIS x) v idx*)
+  # result: {ctx.reduces.setdefault(a, red)}
+  # where:  loops = {[k for k in r.arg[1] if x.shape[k] != 1]}
+  # where:  rngs = [(RANGE:ctx.index [ctx.new_range()] ix(x.shape[k], ctx.index)) for k in loops]
+  # where:  at = [{rngs[loops.index(k)]} if k in loops else (CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)]
+  # where:  red = (REDUCE:r.dtype [r.arg[0]] (AT:x.dtype.base x v at*) rngs*)
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
     if _u_0.op is REDUCE_AXIS:
       _u_0_0, = _u_0.src
       idx = _u.src[2:]
-      a, r, v, x = _u, _u_0, _u_1, _u_0_0
+      r, v, x = _u_0, _u_1, _u_0_0
       loops = ([k for k in r.arg[1] if x.shape[k] != 1])
       if loops is not None:
         rngs = [_uop(RANGE, ctx.index, (_as_src(ix(x.shape[k], ctx.index), ctx.index),), ctx.new_range()) for k in loops]
         at = [((rngs[loops.index(k)]) if k in loops else (_iconst(ctx.index, 0) if k in r.arg[1] else i)) for k, i in enumerate(idx)]
         red = _uop(REDUCE, r.dtype, (_uop(AT, x.dtype.base, (x, v, *at), None), *rngs), r.arg[0])
-        if (_r := (ctx.reduces.setdefault(a, red))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4ce501_alone(_u: UOp, ctx):
+        if (_r := (ctx.reduces.setdefault(a, red))) is not None: return (r1006a9, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r4ce501, rules/rangeify.rules:83
+  # match:  (AT (GATHER x sel) v idx*)
+  # result: (WHERE inside (AT:x.dtype.base x valid (CAST:ctx.index j) rows*) 0)
+  # where:  lead = {idx[:len(sel.shape)]}, rows = {idx[len(sel.shape):]}
+  # where:  j = (AT:sel.dtype.base sel v lead*)
+  # where:  inside = (AND (CMPNE (CMPLT j 0) True) (CMPLT j (CONST:sel.dtype.base [x.shape[0]])))
+  # where:  valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -372,52 +273,58 @@ def r4ce501_alone(_u: UOp, ctx):
           j = _uop(AT, sel.dtype.base, (sel, v, *lead), None)
           inside = _uop(AND, dtypes.bool, (_uop(CMPNE, dtypes.bool, (_uop(CMPLT, dtypes.bool, (j, _const(j.dtype, 0)), None), _K1), None), _uop(CMPLT, dtypes.bool, (j, _const(sel.dtype.base, x.shape[0])), None)), None)
           valid = (_uop(AND, v.dtype, (v, inside), None) if v.op is not CONST else (inside if v.arg else v))
-          return _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, _uop(CAST, ctx.index, (j,), None), *rows), None), _const(x.dtype.base, 0)), None)
-
-def rbc3bea_alone(_u: UOp, ctx):
+          return (r4ce501, _uop(WHERE, x.dtype.base, (inside, _uop(AT, x.dtype.base, (x, valid, _uop(CAST, ctx.index, (j,), None), *rows), None), _const(x.dtype.base, 0)), None))
+  # rule rbc3bea, rules/rangeify.rules:89
+  # match:  (AT v@(DEFINE_VAR) _...)
+  # result: v
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
-    if _u_0.op is DEFINE_VAR: v = _u_0; return v
-
-def r13f5e8_alone(_u: UOp, ctx):
+    if _u_0.op is DEFINE_VAR: v = _u_0; return (rbc3bea, v)
+  # rule r13f5e8, rules/rangeify.rules:90
+  # match:  a@(AT (DETACH|CONTIGUOUS|CONTIGUOUS_BACKWARD x) rest*)
+  # result: a{src: (x,) + rest}
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     if _u_0.op in OPS_1:
       _u_0_0, = _u_0.src
       rest = _u.src[1:]
-      a, x = _u, _u_0_0
-      return _uop(a.op, a.dtype, tuple((x,) + rest), a.arg, a.tag)
+      x = _u_0_0
+      return (r13f5e8, _uop(a.op, a.dtype, tuple((x,) + rest), a.arg, a.tag))
 
-def rab81db_alone(_u: UOp, ctx):
+def rangeify_WHERE(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is LOAD and len(_u_1.src) == 1 and _u_2.op is CONST:
+  # rule rab81db, rules/rangeify.rules:93
+  # match:  (WHERE v l@(LOAD (INDEX _ _ w)) (CONST [z]))
+  # cond:   is_plus_zero(z) and implied_by(v, w)
+  # result: l
+  if _u_1.op is LOAD and _u_2.op is CONST and len(_u_1.src) == 1:
     z = _u_2.arg
     _u_1_0, = _u_1.src
     if _u_1_0.op is INDEX and len(_u_1_0.src) == 3:
       _u_1_0_0, _u_1_0_1, _u_1_0_2 = _u_1_0.src
       if is_plus_zero(z):
         v, w = _u_0, _u_1_0_2
-        if implied_by(v, w): l = _u_1; return l
+        if implied_by(v, w): l = _u_1; return (rab81db, l)
 
 # ---- rule table: id, file, line, text, root ops ----
-rd4886e = Rule('rd4886e', 'rules/rangeify.rules', 18, '(AT x@(op) rest*) -> (op:x.dtype [x.arg] (AT:s.dtype s rest*) for s in x.src)', (Ops.AT, ), rd4886e_alone)
-r5a2ac5 = Rule('r5a2ac5', 'rules/rangeify.rules', 21, '(AT c@(CONST) _...) -> c{src: ()}', (Ops.AT, ), r5a2ac5_alone)
-r8f1559 = Rule('r8f1559', 'rules/rangeify.rules', 25, '(AT r@(RESHAPE x) _ _...) if 0 in r.shape or 0 in x.shape -> (AT:x.dtype.base x (CONST:bool [False]) [zero for _ in x.shape]*) where zero = (CONST:ctx.index [0])', (Ops.AT, ), r8f1559_alone)
-r6ccda4 = Rule('r6ccda4', 'rules/rangeify.rules', 31, '(AT r@(RESHAPE x) v idx*) if all(d.__class__ is int for d in r.shape + x.shape) -> (AT:x.dtype.base x v new*) where plan = {reshape_plan(r.shape, x.shape)} where flat = [{idx[keep]} if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index) for keep, terms, _ in plan] where new = [f if keep is not None else (CONST:ctx.index [0]) if d == 1 else f if s == 1 and d > bound(f) else (MOD f d) if s == 1 else (IDIV f s) if s * d > bound(f) else (MOD (IDIV f s) d) for f, (keep, _, dims) in zip(flat, plan) for s, d in dims]', (Ops.AT, ), r6ccda4_alone)
-r7c0b42 = Rule('r7c0b42', 'rules/rangeify.rules', 41, '(AT r@(RESHAPE x) v idx*) -> (AT:x.dtype.base x v new*) where one = (CONST:ctx.index [1]) where ostride = [(MUL one [ix(d, ctx.index) for d in reversed(r.shape[k + 1:])]*) for k in range(len(r.shape))] where istride = [(MUL one [ix(d, ctx.index) for d in reversed(x.shape[k + 1:])]*) for k in range(len(x.shape))] where flat = flat_index([(i, s) for i, s, d in zip(idx, ostride, r.shape) if d != 1], ctx.index) where new = [(CONST:ctx.index [0]) if d == 1 else (IDIV flat s) if k == 0 else (MOD (IDIV flat s) ix(d, ctx.index)) for k, (s, d) in enumerate(zip(istride, x.shape))]', (Ops.AT, ), r7c0b42_alone)
-r33f46a = Rule('r33f46a', 'rules/rangeify.rules', 49, '(AT e@(EXPAND x) v idx*) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if d == 1 and o != 1 else i for i, d, o in zip(idx, x.shape, e.shape)]*)', (Ops.AT, ), r33f46a_alone)
-re3b8c0 = Rule('re3b8c0', 'rules/rangeify.rules', 51, '(AT p@(PAD x) v idx*) if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)) -> (AT:x.dtype.base x v idx*)', (Ops.AT, ), re3b8c0_alone)
-ra2f624 = Rule('ra2f624', 'rules/rangeify.rules', 54, '(AT p@(PAD x) v idx*) -> (WHERE inside (AT:x.dtype.base x valid at*) 0) where at = [i if b == 0 else (ADD i ix(-b, ctx.index)) for i, (b, _) in zip(idx, p.arg)] where tests = [(CMPLT s ix(d, ctx.index)) if b == 0 else (AND (CMPNE (CMPLT s 0) True) (CMPLT s ix(d, ctx.index))) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d] where inside = (AND tests*) where valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v', (Ops.AT, ), ra2f624_alone)
-r6bd2c7 = Rule('r6bd2c7', 'rules/rangeify.rules', 61, '(AT s@(SHRINK x) v idx*) -> (AT:x.dtype.base x v [i if b == 0 else (ADD i ix(b, ctx.index)) for i, (b, _) in zip(idx, s.arg)]*)', (Ops.AT, ), r6bd2c7_alone)
-r1e8495 = Rule('r1e8495', 'rules/rangeify.rules', 63, '(AT (PERMUTE [order] x) v idx*) -> (AT:x.dtype.base x v [{idx[order.index(d)]} for d in range(len(order))]*)', (Ops.AT, ), r1e8495_alone)
-ref9b0f = Rule('ref9b0f', 'rules/rangeify.rules', 65, '(AT f@(FLIP x) v idx*) -> (AT:x.dtype.base x v [(ADD (MUL i -1) ix(d - 1, ctx.index)) if fl else i for i, d, fl in zip(idx, x.shape, f.arg)]*)', (Ops.AT, ), ref9b0f_alone)
-raf427d = Rule('raf427d', 'rules/rangeify.rules', 69, '(AT g@(DEFINE_GLOBAL) v i) -> (LOAD:g.dtype.base (INDEX:g.dtype g i v))', (Ops.AT, ), raf427d_alone)
-rd4ee2b = Rule('rd4ee2b', 'rules/rangeify.rules', 73, 'a@(AT (REDUCE_AXIS) _...) if a in ctx.reduces -> {ctx.reduces[a]}', (Ops.AT, ), rd4ee2b_alone)
-r2b0fe1 = Rule('r2b0fe1', 'rules/rangeify.rules', 74, '(AT r@(REDUCE_AXIS x) v idx*) if all(x.shape[k] == 1 for k in r.arg[1]) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)]*)', (Ops.AT, ), r2b0fe1_alone)
-r1006a9 = Rule('r1006a9', 'rules/rangeify.rules', 76, 'a@(AT r@(REDUCE_AXIS x) v idx*) -> {ctx.reduces.setdefault(a, red)} where loops = {[k for k in r.arg[1] if x.shape[k] != 1]} where rngs = [(RANGE:ctx.index [ctx.new_range()] ix(x.shape[k], ctx.index)) for k in loops] where at = [{rngs[loops.index(k)]} if k in loops else (CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)] where red = (REDUCE:r.dtype [r.arg[0]] (AT:x.dtype.base x v at*) rngs*)', (Ops.AT, ), r1006a9_alone)
-r4ce501 = Rule('r4ce501', 'rules/rangeify.rules', 83, '(AT (GATHER x sel) v idx*) -> (WHERE inside (AT:x.dtype.base x valid (CAST:ctx.index j) rows*) 0) where lead = {idx[:len(sel.shape)]}, rows = {idx[len(sel.shape):]} where j = (AT:sel.dtype.base sel v lead*) where inside = (AND (CMPNE (CMPLT j 0) True) (CMPLT j (CONST:sel.dtype.base [x.shape[0]]))) where valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v', (Ops.AT, ), r4ce501_alone)
-rbc3bea = Rule('rbc3bea', 'rules/rangeify.rules', 89, '(AT v@(DEFINE_VAR) _...) -> v', (Ops.AT, ), rbc3bea_alone)
-r13f5e8 = Rule('r13f5e8', 'rules/rangeify.rules', 90, 'a@(AT (DETACH|CONTIGUOUS|CONTIGUOUS_BACKWARD x) rest*) -> a{src: (x,) + rest}', (Ops.AT, ), r13f5e8_alone)
-rab81db = Rule('rab81db', 'rules/rangeify.rules', 93, '(WHERE v l@(LOAD (INDEX _ _ w)) (CONST [z])) if is_plus_zero(z) and implied_by(v, w) -> l', (Ops.WHERE, ), rab81db_alone)
+rd4886e = Rule('rd4886e', 'rules/rangeify.rules', 18, '(AT x@(op) rest*) -> (op:x.dtype [x.arg] (AT:s.dtype s rest*) for s in x.src)', (Ops.AT, ))
+r5a2ac5 = Rule('r5a2ac5', 'rules/rangeify.rules', 21, '(AT c@(CONST) _...) -> c{src: ()}', (Ops.AT, ))
+r8f1559 = Rule('r8f1559', 'rules/rangeify.rules', 25, '(AT r@(RESHAPE x) _ _...) if 0 in r.shape or 0 in x.shape -> (AT:x.dtype.base x (CONST:bool [False]) [zero for _ in x.shape]*) where zero = (CONST:ctx.index [0])', (Ops.AT, ))
+r6ccda4 = Rule('r6ccda4', 'rules/rangeify.rules', 31, '(AT r@(RESHAPE x) v idx*) if all(d.__class__ is int for d in r.shape + x.shape) -> (AT:x.dtype.base x v new*) where plan = {reshape_plan(r.shape, x.shape)} where flat = [{idx[keep]} if keep is not None else flat_index([(idx[k], st) for k, st in terms], ctx.index) for keep, terms, _ in plan] where new = [f if keep is not None else (CONST:ctx.index [0]) if d == 1 else f if s == 1 and d > bound(f) else (MOD f d) if s == 1 else (IDIV f s) if s * d > bound(f) else (MOD (IDIV f s) d) for f, (keep, _, dims) in zip(flat, plan) for s, d in dims]', (Ops.AT, ))
+r7c0b42 = Rule('r7c0b42', 'rules/rangeify.rules', 41, '(AT r@(RESHAPE x) v idx*) -> (AT:x.dtype.base x v new*) where one = (CONST:ctx.index [1]) where ostride = [(MUL one [ix(d, ctx.index) for d in reversed(r.shape[k + 1:])]*) for k in range(len(r.shape))] where istride = [(MUL one [ix(d, ctx.index) for d in reversed(x.shape[k + 1:])]*) for k in range(len(x.shape))] where flat = flat_index([(i, s) for i, s, d in zip(idx, ostride, r.shape) if d != 1], ctx.index) where new = [(CONST:ctx.index [0]) if d == 1 else (IDIV flat s) if k == 0 else (MOD (IDIV flat s) ix(d, ctx.index)) for k, (s, d) in enumerate(zip(istride, x.shape))]', (Ops.AT, ))
+r33f46a = Rule('r33f46a', 'rules/rangeify.rules', 49, '(AT e@(EXPAND x) v idx*) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if d == 1 and o != 1 else i for i, d, o in zip(idx, x.shape, e.shape)]*)', (Ops.AT, ))
+re3b8c0 = Rule('re3b8c0', 'rules/rangeify.rules', 51, '(AT p@(PAD x) v idx*) if all(b == 0 and bound(i) < d for i, d, (b, _) in zip(idx, x.shape, p.arg)) -> (AT:x.dtype.base x v idx*)', (Ops.AT, ))
+ra2f624 = Rule('ra2f624', 'rules/rangeify.rules', 54, '(AT p@(PAD x) v idx*) -> (WHERE inside (AT:x.dtype.base x valid at*) 0) where at = [i if b == 0 else (ADD i ix(-b, ctx.index)) for i, (b, _) in zip(idx, p.arg)] where tests = [(CMPLT s ix(d, ctx.index)) if b == 0 else (AND (CMPNE (CMPLT s 0) True) (CMPLT s ix(d, ctx.index))) for s, i, d, (b, _) in zip(at, idx, x.shape, p.arg) if b != 0 or bound(i) >= d] where inside = (AND tests*) where valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v', (Ops.AT, ))
+r6bd2c7 = Rule('r6bd2c7', 'rules/rangeify.rules', 61, '(AT s@(SHRINK x) v idx*) -> (AT:x.dtype.base x v [i if b == 0 else (ADD i ix(b, ctx.index)) for i, (b, _) in zip(idx, s.arg)]*)', (Ops.AT, ))
+r1e8495 = Rule('r1e8495', 'rules/rangeify.rules', 63, '(AT (PERMUTE [order] x) v idx*) -> (AT:x.dtype.base x v [{idx[order.index(d)]} for d in range(len(order))]*)', (Ops.AT, ))
+ref9b0f = Rule('ref9b0f', 'rules/rangeify.rules', 65, '(AT f@(FLIP x) v idx*) -> (AT:x.dtype.base x v [(ADD (MUL i -1) ix(d - 1, ctx.index)) if fl else i for i, d, fl in zip(idx, x.shape, f.arg)]*)', (Ops.AT, ))
+raf427d = Rule('raf427d', 'rules/rangeify.rules', 69, '(AT g@(DEFINE_GLOBAL) v i) -> (LOAD:g.dtype.base (INDEX:g.dtype g i v))', (Ops.AT, ))
+rd4ee2b = Rule('rd4ee2b', 'rules/rangeify.rules', 73, 'a@(AT (REDUCE_AXIS) _...) if a in ctx.reduces -> {ctx.reduces[a]}', (Ops.AT, ))
+r2b0fe1 = Rule('r2b0fe1', 'rules/rangeify.rules', 74, '(AT r@(REDUCE_AXIS x) v idx*) if all(x.shape[k] == 1 for k in r.arg[1]) -> (AT:x.dtype.base x v [(CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)]*)', (Ops.AT, ))
+r1006a9 = Rule('r1006a9', 'rules/rangeify.rules', 76, 'a@(AT r@(REDUCE_AXIS x) v idx*) -> {ctx.reduces.setdefault(a, red)} where loops = {[k for k in r.arg[1] if x.shape[k] != 1]} where rngs = [(RANGE:ctx.index [ctx.new_range()] ix(x.shape[k], ctx.index)) for k in loops] where at = [{rngs[loops.index(k)]} if k in loops else (CONST:ctx.index [0]) if k in r.arg[1] else i for k, i in enumerate(idx)] where red = (REDUCE:r.dtype [r.arg[0]] (AT:x.dtype.base x v at*) rngs*)', (Ops.AT, ))
+r4ce501 = Rule('r4ce501', 'rules/rangeify.rules', 83, '(AT (GATHER x sel) v idx*) -> (WHERE inside (AT:x.dtype.base x valid (CAST:ctx.index j) rows*) 0) where lead = {idx[:len(sel.shape)]}, rows = {idx[len(sel.shape):]} where j = (AT:sel.dtype.base sel v lead*) where inside = (AND (CMPNE (CMPLT j 0) True) (CMPLT j (CONST:sel.dtype.base [x.shape[0]]))) where valid = (AND v inside) if v.op is not Ops.CONST else inside if v.arg else v', (Ops.AT, ))
+rbc3bea = Rule('rbc3bea', 'rules/rangeify.rules', 89, '(AT v@(DEFINE_VAR) _...) -> v', (Ops.AT, ))
+r13f5e8 = Rule('r13f5e8', 'rules/rangeify.rules', 90, 'a@(AT (DETACH|CONTIGUOUS|CONTIGUOUS_BACKWARD x) rest*) -> a{src: (x,) + rest}', (Ops.AT, ))
+rab81db = Rule('rab81db', 'rules/rangeify.rules', 93, '(WHERE v l@(LOAD (INDEX _ _ w)) (CONST [z])) if is_plus_zero(z) and implied_by(v, w) -> l', (Ops.WHERE, ))
 
 rangeify = Matcher('rangeify', {Ops.AT: rangeify_AT, Ops.WHERE: rangeify_WHERE}, [rd4886e, r5a2ac5, r8f1559, r6ccda4, r7c0b42, r33f46a, re3b8c0, ra2f624, r6bd2c7, r1e8495, ref9b0f, raf427d, rd4ee2b, r2b0fe1, r1006a9, r4ce501, rbc3bea, r13f5e8, rab81db])

@@ -42,56 +42,79 @@ DT_uint64 = dtypes.uint64
 # ---- ruleset render_c: The C of each UOp of a linear kernel program: an expression, a statement, a loop or a parameter. ----
 
 def render_c_ASSIGN(_u: UOp, ctx):
-  # rd1f8f4: (ASSIGN acc v) -> line(acc, " = ", v, ";")
   _u_0, _u_1 = _u.src
+  # rule rd1f8f4, rules/render_c.rules:138
+  # match:  (ASSIGN acc v)
+  # result: line(acc, " = ", v, ";")
   acc, v = _u_0, _u_1
   if (_r := line(acc, " = ", v, ";")) is not None: return (rd1f8f4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_DEFINE_VAR(_u: UOp, ctx):
-  # rb91efb: v@(DEFINE_VAR:floats [a]) -> param(c(a[0]), c(v.dtype), "fvals")
+  v = _u
+  # rule rb91efb, rules/render_c.rules:21
+  # match:  v@(DEFINE_VAR:floats [a])
+  # result: param(c(a[0]), c(v.dtype), "fvals")
   if _u.dtype.scalar in DTS_0:
     a = _u.arg
-    v = _u
     if (_r := param(c(a[0]), c(v.dtype), "fvals")) is not None: return (rb91efb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r22e7e3: v@(DEFINE_VAR [a]) -> param(c(a[0]), c(v.dtype), "ivals")
+  # rule r22e7e3, rules/render_c.rules:22
+  # match:  v@(DEFINE_VAR [a])
+  # result: param(c(a[0]), c(v.dtype), "ivals")
   a = _u.arg
-  v = _u
   if (_r := param(c(a[0]), c(v.dtype), "ivals")) is not None: return (r22e7e3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_AFTER(_u: UOp, ctx):
-  # radf1e2: (AFTER acc _) -> c(acc)
+  # rule radf1e2, rules/render_c.rules:41
+  # match:  (AFTER acc _)
+  # result: c(acc)
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
     acc = _u_0
     if (_r := c(acc)) is not None: return (radf1e2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_DEFINE_GLOBAL(_u: UOp, ctx):
-  i = _u.arg
   g = _u
-  # rd66bfe: g@(DEFINE_GLOBAL [i]) if g.dtype.base is dtypes.bfloat16 -> param(c("data", i), c("unsigned short"), "bufs", i)
+  # rule rd66bfe, rules/render_c.rules:16
+  # match:  g@(DEFINE_GLOBAL [i])
+  # cond:   g.dtype.base is dtypes.bfloat16
+  # result: param(c("data", i), c("unsigned short"), "bufs", i)
+  i = _u.arg
   if g.dtype.base is dtypes.bfloat16:
     if (_r := param(c("data", i), c("unsigned short"), "bufs", i)) is not None: return (rd66bfe, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rdb2122: g@(DEFINE_GLOBAL [i]) -> param(c("data", i), c(g.dtype.base), "bufs", i)
+  # rule rdb2122, rules/render_c.rules:17
+  # match:  g@(DEFINE_GLOBAL [i])
+  # result: param(c("data", i), c(g.dtype.base), "bufs", i)
+  i = _u.arg
   if (_r := param(c("data", i), c(g.dtype.base), "bufs", i)) is not None: return (rdb2122, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_DEFINE_LOCAL(_u: UOp, ctx):
-  i = _u.arg
   u = _u
-  # r218d96: u@(DEFINE_LOCAL [i]) if u.dtype.base is dtypes.bfloat16 -> named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")
+  # rule r218d96, rules/render_c.rules:19
+  # match:  u@(DEFINE_LOCAL [i])
+  # cond:   u.dtype.base is dtypes.bfloat16
+  # result: named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")
+  i = _u.arg
   if u.dtype.base is dtypes.bfloat16:
     if (_r := named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")) is not None: return (r218d96, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r04ce0c: u@(DEFINE_LOCAL [i]) -> named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")
+  # rule r04ce0c, rules/render_c.rules:20
+  # match:  u@(DEFINE_LOCAL [i])
+  # result: named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")
+  i = _u.arg
   if (_r := named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")) is not None: return (r04ce0c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_DEFINE_REG(_u: UOp, ctx):
-  # rbf1efd: (DEFINE_REG init _...) -> c(init)
+  # rule rbf1efd, rules/render_c.rules:43
+  # match:  (DEFINE_REG init _...)
+  # result: c(init)
   if len(_u.src) >= 1:
     _u_0 = _u.src[0]
     init = _u_0
     if (_r := c(init)) is not None: return (rbf1efd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_RANGE(_u: UOp, ctx):
-  # r585fbb: r@(RANGE [i] n) -> loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")
+  # rule r585fbb, rules/render_c.rules:25
+  # match:  r@(RANGE [i] n)
+  # result: loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")
   if len(_u.src) == 1:
     i = _u.arg
     _u_0, = _u.src
@@ -99,11 +122,15 @@ def render_c_RANGE(_u: UOp, ctx):
     if (_r := loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")) is not None: return (r585fbb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_END(_u: UOp, ctx):
-  # r58794e: (END _...) -> close("}")
+  # rule r58794e, rules/render_c.rules:26
+  # match:  (END _...)
+  # result: close("}")
   if (_r := close("}")) is not None: return (r58794e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_INDEX(_u: UOp, ctx):
-  # re3e800: (INDEX g i _...) -> c("(", g, "+", i, ")")
+  # rule re3e800, rules/render_c.rules:129
+  # match:  (INDEX g i _...)
+  # result: c("(", g, "+", i, ")")
   if len(_u.src) >= 2:
     _u_0 = _u.src[0]
     _u_1 = _u.src[1]
@@ -111,242 +138,329 @@ def render_c_INDEX(_u: UOp, ctx):
     if (_r := c("(", g, "+", i, ")")) is not None: return (re3e800, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_LOAD(_u: UOp, ctx):
+  u = _u
+  # rule rd1c3e4, rules/render_c.rules:124
+  # match:  u@(LOAD x@(INDEX _ _ v))
+  # cond:   u.dtype.count > 1
+  # result: c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")
   if len(_u.src) == 1:
-    u = _u
     if u.dtype.count > 1:
       _u_0, = _u.src
-      # rd1c3e4: u@(LOAD x@(INDEX _ _ v)) if u.dtype.count > 1 -> c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")
       if _u_0.op is INDEX and len(_u_0.src) == 3:
         _u_0_0, _u_0_1, _u_0_2 = _u_0.src
         v, x = _u_0_2, _u_0
         if (_r := c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")) is not None: return (rd1c3e4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-      # r727466: u@(LOAD idx) if u.dtype.count > 1 -> c("(*((", u.dtype, "_u*)", idx, "))")
+  # rule r727466, rules/render_c.rules:125
+  # match:  u@(LOAD idx)
+  # cond:   u.dtype.count > 1
+  # result: c("(*((", u.dtype, "_u*)", idx, "))")
+  if len(_u.src) == 1:
+    if u.dtype.count > 1:
+      _u_0, = _u.src
       idx = _u_0
       if (_r := c("(*((", u.dtype, "_u*)", idx, "))")) is not None: return (r727466, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if _u.dtype is DT_bfloat16:
-    if len(_u.src) == 1:
-      _u_0, = _u.src
-      # rdb4a2c: u@(LOAD:bfloat16 x@(INDEX _ _ v)) -> c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")
-      if _u_0.op is INDEX and len(_u_0.src) == 3:
-        _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-        u, v, x = _u, _u_0_2, _u_0
-        if (_r := c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")) is not None: return (rdb4a2c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-      # r63494f: u@(LOAD:bfloat16 idx) -> c(fn("bf16ld", u.dtype), "(*", idx, ")")
-      idx, u = _u_0, _u
-      if (_r := c(fn("bf16ld", u.dtype), "(*", idx, ")")) is not None: return (r63494f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if len(_u.src) == 1:
+  # rule rdb4a2c, rules/render_c.rules:131
+  # match:  u@(LOAD:bfloat16 x@(INDEX _ _ v))
+  # result: c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")
+  if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
     _u_0, = _u.src
-    # r8b1f5b: u@(LOAD x@(INDEX _ _ v)) -> c("(", v, "?*", x, ":", u.const_like(0), ")")
     if _u_0.op is INDEX and len(_u_0.src) == 3:
       _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u, v, x = _u, _u_0_2, _u_0
+      v, x = _u_0_2, _u_0
+      if (_r := c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")) is not None: return (rdb4a2c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r63494f, rules/render_c.rules:132
+  # match:  u@(LOAD:bfloat16 idx)
+  # result: c(fn("bf16ld", u.dtype), "(*", idx, ")")
+  if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
+    _u_0, = _u.src
+    idx = _u_0
+    if (_r := c(fn("bf16ld", u.dtype), "(*", idx, ")")) is not None: return (r63494f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r8b1f5b, rules/render_c.rules:135
+  # match:  u@(LOAD x@(INDEX _ _ v))
+  # result: c("(", v, "?*", x, ":", u.const_like(0), ")")
+  if len(_u.src) == 1:
+    _u_0, = _u.src
+    if _u_0.op is INDEX and len(_u_0.src) == 3:
+      _u_0_0, _u_0_1, _u_0_2 = _u_0.src
+      v, x = _u_0_2, _u_0
       if (_r := c("(", v, "?*", x, ":", u.const_like(0), ")")) is not None: return (r8b1f5b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r9a5cb3: (LOAD idx) -> c("(*", idx, ")")
+  # rule r9a5cb3, rules/render_c.rules:136
+  # match:  (LOAD idx)
+  # result: c("(*", idx, ")")
+  if len(_u.src) == 1:
+    _u_0, = _u.src
     idx = _u_0
     if (_r := c("(*", idx, ")")) is not None: return (r9a5cb3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_STORE(_u: UOp, ctx):
+  # rule re925cb, rules/render_c.rules:126
+  # match:  (STORE idx v)
+  # cond:   v.dtype.count > 1
+  # result: line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")
   if len(_u.src) == 2:
     _u_0, _u_1 = _u.src
-    # re925cb: (STORE idx v) if v.dtype.count > 1 -> line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")
     v = _u_1
     if v.dtype.count > 1:
       idx = _u_0
       if (_r := line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")) is not None: return (re925cb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # raca021: (STORE idx v:bfloat16) -> line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")
+  # rule raca021, rules/render_c.rules:133
+  # match:  (STORE idx v:bfloat16)
+  # result: line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")
+  if len(_u.src) == 2:
+    _u_0, _u_1 = _u.src
     if _u_1.dtype is DT_bfloat16:
-      idx = _u_0
+      idx, v = _u_0, _u_1
       if (_r := line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")) is not None: return (raca021, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r1130d2: (STORE idx v) -> line("*", idx, " = ", v, ";")
-    idx = _u_0
+  # rule r1130d2, rules/render_c.rules:137
+  # match:  (STORE idx v)
+  # result: line("*", idx, " = ", v, ";")
+  if len(_u.src) == 2:
+    _u_0, _u_1 = _u.src
+    idx, v = _u_0, _u_1
     if (_r := line("*", idx, " = ", v, ";")) is not None: return (r1130d2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_VECTORIZE(_u: UOp, ctx):
-  # ref3aea: u@(VECTORIZE _...) -> c("((", u.dtype, ")", lanes(u.src), ")")
+  # rule ref3aea, rules/render_c.rules:121
+  # match:  u@(VECTORIZE _...)
+  # result: c("((", u.dtype, ")", lanes(u.src), ")")
   u = _u
   if (_r := c("((", u.dtype, ")", lanes(u.src), ")")) is not None: return (ref3aea, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_GEP(_u: UOp, ctx):
-  # ra245a3: (GEP [i] v) -> c(v, "[", i[0], "]")
-  i = _u.arg
   _u_0, = _u.src
+  # rule ra245a3, rules/render_c.rules:122
+  # match:  (GEP [i] v)
+  # result: c(v, "[", i[0], "]")
+  i = _u.arg
   v = _u_0
   if (_r := c(v, "[", i[0], "]")) is not None: return (ra245a3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CUSTOM(_u: UOp, ctx):
-  # r7c116e: (CUSTOM ["prefetch"] idx) -> line("__builtin_prefetch(", idx, ");")
+  # rule r7c116e, rules/render_c.rules:140
+  # match:  (CUSTOM ["prefetch"] idx)
+  # result: line("__builtin_prefetch(", idx, ");")
   if _u.arg == 'prefetch' and len(_u.src) == 1:
     _u_0, = _u.src
     idx = _u_0
     if (_r := line("__builtin_prefetch(", idx, ");")) is not None: return (r7c116e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CAST(_u: UOp, ctx):
-  # ra413ba: (CAST:bool a) -> c("(", a, "!=0)")
+  _u_0, = _u.src
+  u = _u
+  # rule ra413ba, rules/render_c.rules:101
+  # match:  (CAST:bool a)
+  # result: c("(", a, "!=0)")
   if _u.dtype is DT_bool:
-    _u_0, = _u.src
     a = _u_0
     if (_r := c("(", a, "!=0)")) is not None: return (ra413ba, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r656164: u@(CAST:ints a:floats) -> c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")
+  # rule r656164, rules/render_c.rules:103
+  # match:  u@(CAST:ints a:floats)
+  # result: c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")
   if _u.dtype.scalar in DTS_1:
-    _u_0, = _u.src
     if _u_0.dtype.scalar in DTS_0:
-      a, u = _u_0, _u
+      a = _u_0
       if (_r := c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")) is not None: return (r656164, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r299082: u@(CAST:bfloat16 a) -> c(fn("bf16r", u.dtype), "((double)", a, ")")
+  # rule r299082, rules/render_c.rules:105
+  # match:  u@(CAST:bfloat16 a)
+  # result: c(fn("bf16r", u.dtype), "((double)", a, ")")
   if _u.dtype is DT_bfloat16:
-    _u_0, = _u.src
-    a, u = _u_0, _u
+    a = _u_0
     if (_r := c(fn("bf16r", u.dtype), "((double)", a, ")")) is not None: return (r299082, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rdefae5: u@(CAST:float16|float32 i@(CAST:int8|int16|int32|uint8|uint16|uint32 x)) if ctype(x.dtype) == ctype(u.dtype) -> c("((", u.dtype, ")(d ...
+  # rule rdefae5, rules/render_c.rules:113
+  # match:  u@(CAST:float16|float32 i@(CAST:int8|int16|int32|uint8|uint16|uint32 x))
+  # cond:   ctype(x.dtype) == ctype(u.dtype)
+  # result: c("((", u.dtype, ")(double)", i, ")")
   if _u.dtype in DTS_2:
-    _u_0, = _u.src
     if _u_0.op is CAST and _u_0.dtype in DTS_3:
       _u_0_0, = _u_0.src
-      u, x = _u, _u_0_0
+      x = _u_0_0
       if ctype(x.dtype) == ctype(u.dtype):
         i = _u_0
         if (_r := c("((", u.dtype, ")(double)", i, ")")) is not None: return (rdefae5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r5a1733: u@(CAST:floats i@(CAST:ints x)) if ctype(x.dtype) == ctype(u.dtype) -> c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", ...
+  # rule r5a1733, rules/render_c.rules:114
+  # match:  u@(CAST:floats i@(CAST:ints x))
+  # cond:   ctype(x.dtype) == ctype(u.dtype)
+  # result: c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", u.dtype, ")0 : r_; })")
   if _u.dtype.scalar in DTS_0:
-    _u_0, = _u.src
     if _u_0.op is CAST and _u_0.dtype.scalar in DTS_1:
       _u_0_0, = _u_0.src
-      u, x = _u, _u_0_0
+      x = _u_0_0
       if ctype(x.dtype) == ctype(u.dtype):
         i = _u_0
         if (_r := c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", u.dtype, ")0 : r_; })")) is not None: return (r5a1733, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r252efb: u@(CAST a) -> c("((", u.dtype, ")", a, ")")
-  _u_0, = _u.src
-  a, u = _u_0, _u
+  # rule r252efb, rules/render_c.rules:115
+  # match:  u@(CAST a)
+  # result: c("((", u.dtype, ")", a, ")")
+  a = _u_0
   if (_r := c("((", u.dtype, ")", a, ")")) is not None: return (r252efb, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_BITCAST(_u: UOp, ctx):
-  # r2fc341: u@(BITCAST:bfloat16 a) -> c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")
-  if _u.dtype is DT_bfloat16:
-    _u_0, = _u.src
-    a, u = _u_0, _u
-    if (_r := c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")) is not None: return (r2fc341, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r5537a7: u@(BITCAST a:bfloat16) -> c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")
   _u_0, = _u.src
-  if _u_0.dtype is DT_bfloat16:
-    a, u = _u_0, _u
-    if (_r := c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")) is not None: return (r5537a7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r1d4cfc: u@(BITCAST a) if u.dtype.count > 1 -> c("((", u.dtype, ")", a, ")")
   u = _u
+  # rule r2fc341, rules/render_c.rules:106
+  # match:  u@(BITCAST:bfloat16 a)
+  # result: c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")
+  if _u.dtype is DT_bfloat16:
+    a = _u_0
+    if (_r := c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")) is not None: return (r2fc341, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r5537a7, rules/render_c.rules:107
+  # match:  u@(BITCAST a:bfloat16)
+  # result: c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")
+  if _u_0.dtype is DT_bfloat16:
+    a = _u_0
+    if (_r := c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")) is not None: return (r5537a7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r1d4cfc, rules/render_c.rules:117
+  # match:  u@(BITCAST a)
+  # cond:   u.dtype.count > 1
+  # result: c("((", u.dtype, ")", a, ")")
   if u.dtype.count > 1:
     a = _u_0
     if (_r := c("((", u.dtype, ")", a, ")")) is not None: return (r1d4cfc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r6a7985: u@(BITCAST a) -> c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")
+  # rule r6a7985, rules/render_c.rules:118
+  # match:  u@(BITCAST a)
+  # result: c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")
   a = _u_0
   if (_r := c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")) is not None: return (r6a7985, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_EXP2(_u: UOp, ctx):
   # also for LOG2, SIN, SQRT, TRUNC: their rules compile to the same code
-  # rd1f758: u@(EXP2|LOG2|SIN|SQRT|TRUNC a) -> c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")
   _u_0, = _u.src
+  # rule rd1f758, rules/render_c.rules:97
+  # match:  u@(EXP2|LOG2|SIN|SQRT|TRUNC a)
+  # result: c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")
   a, u = _u_0, _u
   if (_r := c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")) is not None: return (rd1f758, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_RECIPROCAL(_u: UOp, ctx):
-  # reaf9cd: (RECIPROCAL a) -> c("((", a.dtype, ")1/", a, ")")
   _u_0, = _u.src
+  # rule reaf9cd, rules/render_c.rules:51
+  # match:  (RECIPROCAL a)
+  # result: c("((", a.dtype, ")1/", a, ")")
   a = _u_0
   if (_r := c("((", a.dtype, ")1/", a, ")")) is not None: return (reaf9cd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_NEG(_u: UOp, ctx):
-  # r120617: (NEG a) -> c("(-", a, ")")
   _u_0, = _u.src
+  # rule r120617, rules/render_c.rules:50
+  # match:  (NEG a)
+  # result: c("(-", a, ")")
   a = _u_0
   if (_r := c("(-", a, ")")) is not None: return (r120617, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_ADD(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r0373c2: (ADD a b) -> c("(", a, "+", b, ")")
+  # rule r0373c2, rules/render_c.rules:46
+  # match:  (ADD a b)
+  # result: c("(", a, "+", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "+", b, ")")) is not None: return (r0373c2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
   if (_r := c("(", a, "+", b, ")")) is not None: return (r0373c2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SUB(_u: UOp, ctx):
-  # r0112b6: (SUB a b) -> c("(", a, "-", b, ")")
   _u_0, _u_1 = _u.src
+  # rule r0112b6, rules/render_c.rules:47
+  # match:  (SUB a b)
+  # result: c("(", a, "-", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "-", b, ")")) is not None: return (r0112b6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MUL(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # rbc37a8: (MUL a b) -> c("(", a, "*", b, ")")
+  # rule rbc37a8, rules/render_c.rules:48
+  # match:  (MUL a b)
+  # result: c("(", a, "*", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "*", b, ")")) is not None: return (rbc37a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
   if (_r := c("(", a, "*", b, ")")) is not None: return (rbc37a8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_FDIV(_u: UOp, ctx):
-  # rdebd97: (FDIV a b) -> c("(", a, "/", b, ")")
   _u_0, _u_1 = _u.src
+  # rule rdebd97, rules/render_c.rules:49
+  # match:  (FDIV a b)
+  # result: c("(", a, "/", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "/", b, ")")) is not None: return (rdebd97, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_IDIV(_u: UOp, ctx):
-  # r68ba65: (IDIV:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "/", k, ")")
+  _u_0, _u_1 = _u.src
+  u = _u
+  # rule r68ba65, rules/render_c.rules:60
+  # match:  (IDIV:ints a (CONST [k]))
+  # cond:   k != 0 and k != -1
+  # result: c("(", a, "/", k, ")")
   if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
     if _u_1.op is CONST:
       k = _u_1.arg
       if k != 0 and k != -1:
         a = _u_0
         if (_r := c("(", a, "/", k, ")")) is not None: return (r68ba65, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r55f307: u@(IDIV:bfloat16 a b) -> c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")
+  # rule r55f307, rules/render_c.rules:62
+  # match:  u@(IDIV:bfloat16 a b)
+  # result: c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")
   if _u.dtype is DT_bfloat16:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
+    a, b = _u_0, _u_1
     if (_r := c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")) is not None: return (r55f307, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r9aca59: u@(IDIV:ints a b) -> c(fn("idiv", u.dtype), "(", a, ", ", b, ")")
+  # rule r9aca59, rules/render_c.rules:64
+  # match:  u@(IDIV:ints a b)
+  # result: c(fn("idiv", u.dtype), "(", a, ", ", b, ")")
   if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
+    a, b = _u_0, _u_1
     if (_r := c(fn("idiv", u.dtype), "(", a, ", ", b, ")")) is not None: return (r9aca59, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r25918f: (IDIV:bool a b) -> c("(", a, "&", b, ")")
+  # rule r25918f, rules/render_c.rules:66
+  # match:  (IDIV:bool a b)
+  # result: c("(", a, "&", b, ")")
   if _u.dtype is DT_bool:
-    _u_0, _u_1 = _u.src
     a, b = _u_0, _u_1
     if (_r := c("(", a, "&", b, ")")) is not None: return (r25918f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # racc82a: u@(IDIV:floats a b) -> c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")
+  # rule racc82a, rules/render_c.rules:70
+  # match:  u@(IDIV:floats a b)
+  # result: c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")
   if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
+    a, b = _u_0, _u_1
     if (_r := c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")) is not None: return (racc82a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MOD(_u: UOp, ctx):
-  # rf9b033: (MOD:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "%", k, ")")
+  _u_0, _u_1 = _u.src
+  u = _u
+  # rule rf9b033, rules/render_c.rules:63
+  # match:  (MOD:ints a (CONST [k]))
+  # cond:   k != 0 and k != -1
+  # result: c("(", a, "%", k, ")")
   if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
     if _u_1.op is CONST:
       k = _u_1.arg
       if k != 0 and k != -1:
         a = _u_0
         if (_r := c("(", a, "%", k, ")")) is not None: return (rf9b033, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd7c1f3: (MOD:bool a b) -> c("(", a, "&!", b, ")")
+  # rule rd7c1f3, rules/render_c.rules:67
+  # match:  (MOD:bool a b)
+  # result: c("(", a, "&!", b, ")")
   if _u.dtype is DT_bool:
-    _u_0, _u_1 = _u.src
     a, b = _u_0, _u_1
     if (_r := c("(", a, "&!", b, ")")) is not None: return (rd7c1f3, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r1ceda1: u@(MOD:ints a b) -> c(fn("imod", u.dtype), "(", a, ", ", b, ")")
+  # rule r1ceda1, rules/render_c.rules:68
+  # match:  u@(MOD:ints a b)
+  # result: c(fn("imod", u.dtype), "(", a, ", ", b, ")")
   if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
+    a, b = _u_0, _u_1
     if (_r := c(fn("imod", u.dtype), "(", a, ", ", b, ")")) is not None: return (r1ceda1, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r9fd4e5: u@(MOD:floats a b) -> c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")
+  # rule r9fd4e5, rules/render_c.rules:69
+  # match:  u@(MOD:floats a b)
+  # result: c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")
   if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
+    a, b = _u_0, _u_1
     if (_r := c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")) is not None: return (r9fd4e5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MAX(_u: UOp, ctx):
+  _u_0, _u_1 = _u.src
   u = _u
+  # rule rd71576, rules/render_c.rules:73
+  # match:  u@(MAX a:floats b)
+  # cond:   u.dtype.count > 1 and plain_constant(b)
+  # result: c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")
   if u.dtype.count > 1:
-    _u_0, _u_1 = _u.src
-    # rd71576: u@(MAX a:floats b) if u.dtype.count > 1 and plain_constant(b) -> c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")
     if _u_0.dtype.scalar in DTS_0 or _u_1.dtype.scalar in DTS_0:
       for _ in _ORDERS:
         if _u_0.dtype.scalar in DTS_0:
@@ -355,41 +469,54 @@ def render_c_MAX(_u: UOp, ctx):
             a = _u_0
             if (_r := c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")) is not None: return (rd71576, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
         _u_0, _u_1 = _u_1, _u_0
-    # r0837c5: u@(MAX a b) if u.dtype.count > 1 -> c(fn("vmax", u.dtype), "(", a, ", ", b, ")")
+  # rule r0837c5, rules/render_c.rules:74
+  # match:  u@(MAX a b)
+  # cond:   u.dtype.count > 1
+  # result: c(fn("vmax", u.dtype), "(", a, ", ", b, ")")
+  if u.dtype.count > 1:
     a, b = _u_0, _u_1
     if (_r := c(fn("vmax", u.dtype), "(", a, ", ", b, ")")) is not None: return (r0837c5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  if u.dtype.count > 1:
     a, b = _u_1, _u_0
     if (_r := c(fn("vmax", u.dtype), "(", a, ", ", b, ")")) is not None: return (r0837c5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r27f846, rules/render_c.rules:75
+  # match:  (MAX:floats a b)
+  # result: c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")
   if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    # r27f846: (MAX:floats a b) -> c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")
     a, b = _u_0, _u_1
     if (_r := c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")) is not None: return (r27f846, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
     a, b = _u_1, _u_0
     if (_r := c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")) is not None: return (r27f846, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  _u_0, _u_1 = _u.src
-  # r8ba629: (MAX a b) -> c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")
+  # rule r8ba629, rules/render_c.rules:76
+  # match:  (MAX a b)
+  # result: c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")
   a, b = _u_0, _u_1
   if (_r := c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")) is not None: return (r8ba629, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
   if (_r := c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")) is not None: return (r8ba629, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_POW(_u: UOp, ctx):
-  # re7f356: u@(POW:floats a b) -> c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")
+  _u_0, _u_1 = _u.src
+  # rule re7f356, rules/render_c.rules:77
+  # match:  u@(POW:floats a b)
+  # result: c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")
   if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
     a, b, u = _u_0, _u_1, _u
     if (_r := c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")) is not None: return (re7f356, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CMPLT(_u: UOp, ctx):
-  # r470b4a: (CMPLT a b) -> c("(", a, "<", b, ")")
   _u_0, _u_1 = _u.src
+  # rule r470b4a, rules/render_c.rules:80
+  # match:  (CMPLT a b)
+  # result: c("(", a, "<", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "<", b, ")")) is not None: return (r470b4a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CMPNE(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r0c5ec1: (CMPNE a b) -> c("(", a, "!=", b, ")")
+  # rule r0c5ec1, rules/render_c.rules:81
+  # match:  (CMPNE a b)
+  # result: c("(", a, "!=", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "!=", b, ")")) is not None: return (r0c5ec1, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
@@ -397,7 +524,9 @@ def render_c_CMPNE(_u: UOp, ctx):
 
 def render_c_CMPEQ(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r70881c: (CMPEQ a b) -> c("(", a, "==", b, ")")
+  # rule r70881c, rules/render_c.rules:82
+  # match:  (CMPEQ a b)
+  # result: c("(", a, "==", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "==", b, ")")) is not None: return (r70881c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
@@ -405,7 +534,9 @@ def render_c_CMPEQ(_u: UOp, ctx):
 
 def render_c_XOR(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r479000: (XOR a b) -> c("(", a, "^", b, ")")
+  # rule r479000, rules/render_c.rules:85
+  # match:  (XOR a b)
+  # result: c("(", a, "^", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "^", b, ")")) is not None: return (r479000, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
@@ -413,7 +544,9 @@ def render_c_XOR(_u: UOp, ctx):
 
 def render_c_OR(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r46452f: (OR a b) -> c("(", a, "|", b, ")")
+  # rule r46452f, rules/render_c.rules:84
+  # match:  (OR a b)
+  # result: c("(", a, "|", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "|", b, ")")) is not None: return (r46452f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
@@ -421,1002 +554,457 @@ def render_c_OR(_u: UOp, ctx):
 
 def render_c_AND(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r9a7080: (AND a b) -> c("(", a, "&", b, ")")
+  # rule r9a7080, rules/render_c.rules:83
+  # match:  (AND a b)
+  # result: c("(", a, "&", b, ")")
   a, b = _u_0, _u_1
   if (_r := c("(", a, "&", b, ")")) is not None: return (r9a7080, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   a, b = _u_1, _u_0
   if (_r := c("(", a, "&", b, ")")) is not None: return (r9a7080, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SHL(_u: UOp, ctx):
+  _u_0, _u_1 = _u.src
+  u = _u
+  # rule r6eec1d, rules/render_c.rules:89
+  # match:  u@(SHL:ints a b)
+  # cond:   u.dtype.count > 1
+  # result: c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")
   if _u.dtype.scalar in DTS_1:
-    # r6eec1d: u@(SHL:ints a b) if u.dtype.count > 1 -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")
-    u = _u
     if u.dtype.count > 1:
-      _u_0, _u_1 = _u.src
       a, b = _u_0, _u_1
       if (_r := c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")) is not None: return (r6eec1d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    _u_0, _u_1 = _u.src
-    # rc90172: u@(SHL:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")
+  # rule rc90172, rules/render_c.rules:91
+  # match:  u@(SHL:ints a (CONST [k]))
+  # cond:   0 <= k < bits(u.dtype)
+  # result: c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")
+  if _u.dtype.scalar in DTS_1:
     if _u_1.op is CONST:
       k = _u_1.arg
       if 0 <= k < bits(u.dtype):
         a = _u_0
         if (_r := c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")) is not None: return (rc90172, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r4dfce8: u@(SHL:ints a b) -> c(fn("shl", u.dtype), "(", a, ", ", b, ")")
+  # rule r4dfce8, rules/render_c.rules:93
+  # match:  u@(SHL:ints a b)
+  # result: c(fn("shl", u.dtype), "(", a, ", ", b, ")")
+  if _u.dtype.scalar in DTS_1:
     a, b = _u_0, _u_1
     if (_r := c(fn("shl", u.dtype), "(", a, ", ", b, ")")) is not None: return (r4dfce8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_SHR(_u: UOp, ctx):
+  _u_0, _u_1 = _u.src
+  u = _u
+  # rule r2de71d, rules/render_c.rules:90
+  # match:  u@(SHR:ints a b)
+  # cond:   u.dtype.count > 1
+  # result: c("(", a, ">>", b, ")")
   if _u.dtype.scalar in DTS_1:
-    # r2de71d: u@(SHR:ints a b) if u.dtype.count > 1 -> c("(", a, ">>", b, ")")
-    u = _u
     if u.dtype.count > 1:
-      _u_0, _u_1 = _u.src
       a, b = _u_0, _u_1
       if (_r := c("(", a, ">>", b, ")")) is not None: return (r2de71d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    _u_0, _u_1 = _u.src
-    # r76cef6: u@(SHR:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("(", a, ">>", k, ")")
+  # rule r76cef6, rules/render_c.rules:92
+  # match:  u@(SHR:ints a (CONST [k]))
+  # cond:   0 <= k < bits(u.dtype)
+  # result: c("(", a, ">>", k, ")")
+  if _u.dtype.scalar in DTS_1:
     if _u_1.op is CONST:
       k = _u_1.arg
       if 0 <= k < bits(u.dtype):
         a = _u_0
         if (_r := c("(", a, ">>", k, ")")) is not None: return (r76cef6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r3c7a12: u@(SHR:ints a b) -> c(fn("shr", u.dtype), "(", a, ", ", b, ")")
+  # rule r3c7a12, rules/render_c.rules:94
+  # match:  u@(SHR:ints a b)
+  # result: c(fn("shr", u.dtype), "(", a, ", ", b, ")")
+  if _u.dtype.scalar in DTS_1:
     a, b = _u_0, _u_1
     if (_r := c(fn("shr", u.dtype), "(", a, ", ", b, ")")) is not None: return (r3c7a12, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_WHERE(_u: UOp, ctx):
-  # r4e2283: (WHERE p a b) -> c("(", p, "?", a, ":", b, ")")
   _u_0, _u_1, _u_2 = _u.src
+  # rule r4e2283, rules/render_c.rules:86
+  # match:  (WHERE p a b)
+  # result: c("(", p, "?", a, ":", b, ")")
   a, b, p = _u_1, _u_2, _u_0
   if (_r := c("(", p, "?", a, ":", b, ")")) is not None: return (r4e2283, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_MULACC(_u: UOp, ctx):
-  # rc0699a: u@(MULACC a b x) if u.dtype.count > 1 and dtypes.is_float(u.dtype) -> c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")
+  _u_0, _u_1, _u_2 = _u.src
+  # rule rc0699a, rules/render_c.rules:54
+  # match:  u@(MULACC a b x)
+  # cond:   u.dtype.count > 1 and dtypes.is_float(u.dtype)
+  # result: c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")
   u = _u
   if u.dtype.count > 1:
-    _u_0, _u_1, _u_2 = _u.src
     if dtypes.is_float(u.dtype):
       a, b, x = _u_0, _u_1, _u_2
       if (_r := c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")) is not None: return (rc0699a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # re3f276: (MULACC:float32 a b x) -> c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")
+  # rule re3f276, rules/render_c.rules:55
+  # match:  (MULACC:float32 a b x)
+  # result: c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")
   if _u.dtype is DT_float32:
-    _u_0, _u_1, _u_2 = _u.src
     a, b, x = _u_0, _u_1, _u_2
     if (_r := c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")) is not None: return (re3f276, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rab23a6: (MULACC:float64 a b x) -> c("__builtin_fma(", a, ", ", b, ", ", x, ")")
+  # rule rab23a6, rules/render_c.rules:56
+  # match:  (MULACC:float64 a b x)
+  # result: c("__builtin_fma(", a, ", ", b, ", ", x, ")")
   if _u.dtype is DT_float64:
-    _u_0, _u_1, _u_2 = _u.src
     a, b, x = _u_0, _u_1, _u_2
     if (_r := c("__builtin_fma(", a, ", ", b, ", ", x, ")")) is not None: return (rab23a6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r848b47: (MULACC:float16 a b x) -> c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")
+  # rule r848b47, rules/render_c.rules:57
+  # match:  (MULACC:float16 a b x)
+  # result: c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")
   if _u.dtype is DT_float16:
-    _u_0, _u_1, _u_2 = _u.src
     a, b, x = _u_0, _u_1, _u_2
     if (_r := c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")) is not None: return (r848b47, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd6b2b5: (MULACC a b x) -> c("((", a, "*", b, ")+", x, ")")
-  _u_0, _u_1, _u_2 = _u.src
+  # rule rd6b2b5, rules/render_c.rules:58
+  # match:  (MULACC a b x)
+  # result: c("((", a, "*", b, ")+", x, ")")
   a, b, x = _u_0, _u_1, _u_2
   if (_r := c("((", a, "*", b, ")+", x, ")")) is not None: return (rd6b2b5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_c_CONST(_u: UOp, ctx):
+  u = _u
+  # rule r4fb6dd, rules/render_c.rules:29
+  # match:  (CONST:bool [True])
+  # result: c("1")
+  if _u.arg is True and _u.dtype is DT_bool:
+    if (_r := c("1")) is not None: return (r4fb6dd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r933cd2, rules/render_c.rules:30
+  # match:  (CONST:bool)
+  # result: c("0")
   if _u.dtype is DT_bool:
-    # r4fb6dd: (CONST:bool [True]) -> c("1")
-    if _u.arg is True:
-      if (_r := c("1")) is not None: return (r4fb6dd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r933cd2: (CONST:bool) -> c("0")
     if (_r := c("0")) is not None: return (r933cd2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r8b74b0: u@(CONST:float16 [v]) -> c("((_Float16)", float_text(v, u.dtype), ")")
+  # rule r8b74b0, rules/render_c.rules:31
+  # match:  u@(CONST:float16 [v])
+  # result: c("((_Float16)", float_text(v, u.dtype), ")")
   if _u.dtype is DT_float16:
     v = _u.arg
-    u = _u
     if (_r := c("((_Float16)", float_text(v, u.dtype), ")")) is not None: return (r8b74b0, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3649c6: u@(CONST:floats [v]) -> c(float_text(v, u.dtype))
+  # rule r3649c6, rules/render_c.rules:32
+  # match:  u@(CONST:floats [v])
+  # result: c(float_text(v, u.dtype))
   if _u.dtype.scalar in DTS_0:
     v = _u.arg
-    u = _u
     if (_r := c(float_text(v, u.dtype))) is not None: return (r3649c6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rbed214: (CONST:uint64 [v]) -> c(v, "ull")
+  # rule rbed214, rules/render_c.rules:33
+  # match:  (CONST:uint64 [v])
+  # result: c(v, "ull")
   if _u.dtype is DT_uint64:
     v = _u.arg
     if (_r := c(v, "ull")) is not None: return (rbed214, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rcc32f6: (CONST:uint32 [v]) -> c(v, "u")
+  # rule rcc32f6, rules/render_c.rules:34
+  # match:  (CONST:uint32 [v])
+  # result: c(v, "u")
   if _u.dtype is DT_uint32:
     v = _u.arg
     if (_r := c(v, "u")) is not None: return (rcc32f6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r8504a5, rules/render_c.rules:35
+  # match:  (CONST:int64 [v])
+  # cond:   v == -2**63
+  # result: c("(-9223372036854775807ll-1)")
   if _u.dtype is DT_int64:
     v = _u.arg
-    # r8504a5: (CONST:int64 [v]) if v == -2**63 -> c("(-9223372036854775807ll-1)")
     if v == -2 ** 63:
       if (_r := c("(-9223372036854775807ll-1)")) is not None: return (r8504a5, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r8f6331: (CONST:int64 [v]) -> c(v, "ll")
+  # rule r8f6331, rules/render_c.rules:36
+  # match:  (CONST:int64 [v])
+  # result: c(v, "ll")
+  if _u.dtype is DT_int64:
+    v = _u.arg
     if (_r := c(v, "ll")) is not None: return (r8f6331, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r1efe0e, rules/render_c.rules:37
+  # match:  (CONST:int32 [v])
+  # cond:   v == -2**31
+  # result: c("(-2147483647-1)")
   if _u.dtype is DT_int32:
     v = _u.arg
-    # r1efe0e: (CONST:int32 [v]) if v == -2**31 -> c("(-2147483647-1)")
     if v == -2 ** 31:
       if (_r := c("(-2147483647-1)")) is not None: return (r1efe0e, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r59772a: (CONST:int32 [v]) if v >= 0 -> c(v)
+  # rule r59772a, rules/render_c.rules:38
+  # match:  (CONST:int32 [v])
+  # cond:   v >= 0
+  # result: c(v)
+  if _u.dtype is DT_int32:
+    v = _u.arg
     if v >= 0:
       if (_r := c(v)) is not None: return (r59772a, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r86cf46: (CONST:int32 [v]) -> c("(", v, ")")
+  # rule r86cf46, rules/render_c.rules:39
+  # match:  (CONST:int32 [v])
+  # result: c("(", v, ")")
+  if _u.dtype is DT_int32:
+    v = _u.arg
     if (_r := c("(", v, ")")) is not None: return (r86cf46, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # ra120ed: u@(CONST [v]) -> c("((", u.dtype, ")", v, ")")
+  # rule ra120ed, rules/render_c.rules:40
+  # match:  u@(CONST [v])
+  # result: c("((", u.dtype, ")", v, ")")
   v = _u.arg
-  u = _u
   if (_r := c("((", u.dtype, ")", v, ")")) is not None: return (ra120ed, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- ruleset render_value: How an ALU op's value is written around its expression (ctx): small ints wrap back to their type, as ----
 
 def render_value_EXP2(_u: UOp, ctx):
   # also for LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC: their rules compile to the same code
-  # r460c9f: u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...) -> c("((", u.dtype, ")", ctx, ")")
+  _u_0, = _u.src
+  u = _u
+  # rule r460c9f, rules/render_c.rules:144
+  # match:  u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...)
+  # result: c("((", u.dtype, ")", ctx, ")")
   if _u.dtype in DTS_4:
-    _u_0, = _u.src
-    u = _u
     if (_r := c("((", u.dtype, ")", ctx, ")")) is not None: return (r460c9f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r624539: u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")
+  # rule r624539, rules/render_c.rules:145
+  # match:  u@(ALU:bfloat16 _...)
+  # result: c(fn("bf16r", u.dtype), "(", ctx, ")")
   if _u.dtype is DT_bfloat16:
-    _u_0, = _u.src
-    u = _u
     if (_r := c(fn("bf16r", u.dtype), "(", ctx, ")")) is not None: return (r624539, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_value_ADD(_u: UOp, ctx):
   # also for SUB, MUL, FDIV, IDIV, MOD, MAX, POW, XOR, OR, AND, SHL, SHR, THREEFRY: their rules compile to the same code
-  # r460c9f: u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...) -> c("((", u.dtype, ")", ctx, ")")
+  _u_0, _u_1 = _u.src
+  u = _u
+  # rule r460c9f, rules/render_c.rules:144
+  # match:  u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...)
+  # result: c("((", u.dtype, ")", ctx, ")")
   if _u.dtype in DTS_4:
-    _u_0, _u_1 = _u.src
-    u = _u
     if (_r := c("((", u.dtype, ")", ctx, ")")) is not None: return (r460c9f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r624539: u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")
+  # rule r624539, rules/render_c.rules:145
+  # match:  u@(ALU:bfloat16 _...)
+  # result: c(fn("bf16r", u.dtype), "(", ctx, ")")
   if _u.dtype is DT_bfloat16:
-    _u_0, _u_1 = _u.src
-    u = _u
     if (_r := c(fn("bf16r", u.dtype), "(", ctx, ")")) is not None: return (r624539, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_value_CMPLT(_u: UOp, ctx):
   # also for CMPNE, CMPEQ: their rules compile to the same code
-  # r624539: u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")
+  _u_0, _u_1 = _u.src
+  # rule r624539, rules/render_c.rules:145
+  # match:  u@(ALU:bfloat16 _...)
+  # result: c(fn("bf16r", u.dtype), "(", ctx, ")")
   if _u.dtype is DT_bfloat16:
-    _u_0, _u_1 = _u.src
     u = _u
     if (_r := c(fn("bf16r", u.dtype), "(", ctx, ")")) is not None: return (r624539, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def render_value_WHERE(_u: UOp, ctx):
   # also for MULACC: their rules compile to the same code
-  # r460c9f: u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...) -> c("((", u.dtype, ")", ctx, ")")
+  _u_0, _u_1, _u_2 = _u.src
+  u = _u
+  # rule r460c9f, rules/render_c.rules:144
+  # match:  u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...)
+  # result: c("((", u.dtype, ")", ctx, ")")
   if _u.dtype in DTS_4:
-    _u_0, _u_1, _u_2 = _u.src
-    u = _u
     if (_r := c("((", u.dtype, ")", ctx, ")")) is not None: return (r460c9f, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r624539: u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")
+  # rule r624539, rules/render_c.rules:145
+  # match:  u@(ALU:bfloat16 _...)
+  # result: c(fn("bf16r", u.dtype), "(", ctx, ")")
   if _u.dtype is DT_bfloat16:
-    _u_0, _u_1, _u_2 = _u.src
-    u = _u
     if (_r := c(fn("bf16r", u.dtype), "(", ctx, ")")) is not None: return (r624539, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- ruleset render_operand: How an operand of a bfloat16 op is read (ctx: its text): a bfloat16 value as a double, since the op computes ----
 
 def render_operand_any(_u: UOp, ctx):
-  # rff0e90: (_:bfloat16) -> c("((double)", ctx, ")")
+  # rule rff0e90, rules/render_c.rules:149
+  # match:  (_:bfloat16)
+  # result: c("((double)", ctx, ")")
   if _u.dtype is DT_bfloat16:
     if (_r := c("((double)", ctx, ")")) is not None: return (rff0e90, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 # ---- ruleset c_function: The C function a fn(kind, dtype[, source dtype]) piece names, given as (CUSTOM:dtype [kind] (CUSTOM:source dtype)) ----
 
 def c_function_CUSTOM(_u: UOp, ctx):
-  # r20c878: f@(CUSTOM:sints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'idiv':
-    f = _u
+  f = _u
+  # rule r20c878, rules/render_c.rules:154
+  # match:  f@(CUSTOM:sints ["idiv"])
+  # result: binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))
+  if _u.arg == 'idiv' and _u.dtype.scalar in DTS_5:
     if (_r := binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))) is not None: return (r20c878, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r363fa8: f@(CUSTOM:uints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : a / b;"))
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'idiv':
-    f = _u
+  # rule r363fa8, rules/render_c.rules:155
+  # match:  f@(CUSTOM:uints ["idiv"])
+  # result: binary(f, ctx, c("return b == 0 ? 0 : a / b;"))
+  if _u.arg == 'idiv' and _u.dtype.scalar in DTS_6:
     if (_r := binary(f, ctx, c("return b == 0 ? 0 : a / b;"))) is not None: return (r363fa8, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r51e7b4: f@(CUSTOM:sints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'imod':
-    f = _u
+  # rule r51e7b4, rules/render_c.rules:156
+  # match:  f@(CUSTOM:sints ["imod"])
+  # result: binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))
+  if _u.arg == 'imod' and _u.dtype.scalar in DTS_5:
     if (_r := binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))) is not None: return (r51e7b4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r917b73: f@(CUSTOM:uints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : a % b;"))
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'imod':
-    f = _u
+  # rule r917b73, rules/render_c.rules:157
+  # match:  f@(CUSTOM:uints ["imod"])
+  # result: binary(f, ctx, c("return b == 0 ? a : a % b;"))
+  if _u.arg == 'imod' and _u.dtype.scalar in DTS_6:
     if (_r := binary(f, ctx, c("return b == 0 ? a : a % b;"))) is not None: return (r917b73, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r850b53: f@(CUSTOM:ints ["shl"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ...
-  if _u.dtype.scalar in DTS_1 and _u.arg == 'shl':
-    f = _u
+  # rule r850b53, rules/render_c.rules:159
+  # match:  f@(CUSTOM:ints ["shl"])
+  # result: binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ")a << b);"))
+  if _u.arg == 'shl' and _u.dtype.scalar in DTS_1:
     if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ")a << b);"))) is not None: return (r850b53, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r19d6e9: f@(CUSTOM:sints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'shr':
-    f = _u
+  # rule r19d6e9, rules/render_c.rules:160
+  # match:  f@(CUSTOM:sints ["shr"])
+  # result: binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))
+  if _u.arg == 'shr' and _u.dtype.scalar in DTS_5:
     if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))) is not None: return (r19d6e9, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r67c1ca: f@(CUSTOM:uints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'shr':
-    f = _u
+  # rule r67c1ca, rules/render_c.rules:161
+  # match:  f@(CUSTOM:uints ["shr"])
+  # result: binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))
+  if _u.arg == 'shr' and _u.dtype.scalar in DTS_6:
     if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))) is not None: return (r67c1ca, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r81a2df: f@(CUSTOM:floats ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))
-  if _u.dtype.scalar in DTS_0 and _u.arg == 'vmax':
-    f = _u
+  # rule r81a2df, rules/render_c.rules:163
+  # match:  f@(CUSTOM:floats ["vmax"])
+  # result: binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))
+  if _u.arg == 'vmax' and _u.dtype.scalar in DTS_0:
     if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))) is not None: return (r81a2df, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # re30ac4: f@(CUSTOM ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))
+  # rule re30ac4, rules/render_c.rules:164
+  # match:  f@(CUSTOM ["vmax"])
+  # result: binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))
   if _u.arg == 'vmax':
-    f = _u
     if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))) is not None: return (re30ac4, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if _u.dtype.scalar in DTS_0:
-    # r7bece2: f@(CUSTOM:floats ["vmaxk"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))
-    if _u.arg == 'vmaxk':
-      f = _u
-      if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))) is not None: return (r7bece2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r0d21e6: f@(CUSTOM:floats ["vfma"]) -> c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_ ...
-    if _u.arg == 'vfma':
-      f = _u
-      if (_r := c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")) is not None: return (r0d21e6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r9f5d87: f@(CUSTOM ["ftoi"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ...
+  # rule r7bece2, rules/render_c.rules:165
+  # match:  f@(CUSTOM:floats ["vmaxk"])
+  # result: binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))
+  if _u.arg == 'vmaxk' and _u.dtype.scalar in DTS_0:
+    if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))) is not None: return (r7bece2, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r0d21e6, rules/render_c.rules:167
+  # match:  f@(CUSTOM:floats ["vfma"])
+  # result: c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")
+  if _u.arg == 'vfma' and _u.dtype.scalar in DTS_0:
+    if (_r := c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")) is not None: return (r0d21e6, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r9f5d87, rules/render_c.rules:170
+  # match:  f@(CUSTOM ["ftoi"] s)
+  # result: c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ", dtypes.max(f.dtype) + 1,
+  #         ".0)) { if (a != a || a == INFINITY || a == -INFINITY) return 0; ", "double w = fmod(trunc((double)a), 18446744073709551616.0); if (w >=
+  #         9223372036854775808.0) return (", f.dtype, ")(unsigned long long)w; if (w < -9223372036854775808.0) return (", f.dtype, ")(unsigned long
+  #         long)(w + 18446744073709551616.0); ", "return (", f.dtype, ")(long long)w; } return (", f.dtype, ")a; }")
   if _u.arg == 'ftoi' and len(_u.src) == 1:
     _u_0, = _u.src
-    f, s = _u, _u_0
+    s = _u_0
     if (_r := c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ", dtypes.max(f.dtype) + 1, ".0)) { if (a != a || a == INFINITY || a == -INFINITY) return 0; ", "double w = fmod(trunc((double)a), 18446744073709551616.0); if (w >= 9223372036854775808.0) return (", f.dtype, ")(unsigned long long)w; if (w < -9223372036854775808.0) return (", f.dtype, ")(unsigned long long)(w + 18446744073709551616.0); ", "return (", f.dtype, ")(long long)w; } return (", f.dtype, ")a; }")) is not None: return (r9f5d87, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r835c33: f@(CUSTOM ["bitcast"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, siz ...
+  # rule r835c33, rules/render_c.rules:175
+  # match:  f@(CUSTOM ["bitcast"] s)
+  # result: c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, sizeof r); return r; }")
   if _u.arg == 'bitcast' and len(_u.src) == 1:
     _u_0, = _u.src
-    f, s = _u, _u_0
+    s = _u_0
     if (_r := c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, sizeof r); return r; }")) is not None: return (r835c33, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r5eac0c: (CUSTOM ["bf16r"]) -> c("static inline float ", ctx, '(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_n ...
+  # rule r5eac0c, rules/render_c.rules:179
+  # match:  (CUSTOM ["bf16r"])
+  # result: c("static inline float ", ctx, '(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(""); ',
+  #         "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }")
   if _u.arg == 'bf16r':
     if (_r := c("static inline float ", ctx, '(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(""); ', "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }")) is not None: return (r5eac0c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r28f179: (CUSTOM ["bf16ld"]) -> c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__bu ...
+  # rule r28f179, rules/render_c.rules:181
+  # match:  (CUSTOM ["bf16ld"])
+  # result: c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__builtin_memcpy(&f, &u, 4);
+  #         return f; }")
   if _u.arg == 'bf16ld':
     if (_r := c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__builtin_memcpy(&f, &u, 4); return f; }")) is not None: return (r28f179, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r165654: (CUSTOM ["bf16st"]) -> c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memc ...
+  # rule r165654, rules/render_c.rules:183
+  # match:  (CUSTOM ["bf16st"])
+  # result: c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); ", "return
+  #         (unsigned short)(u >> 16); }")
   if _u.arg == 'bf16st':
     if (_r := c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); ", "return (unsigned short)(u >> 16); }")) is not None: return (r165654, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rd66bfe_alone(_u: UOp, ctx):
-  i = _u.arg
-  g = _u
-  if g.dtype.base is dtypes.bfloat16:
-    if (_r := param(c("data", i), c("unsigned short"), "bufs", i)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rdb2122_alone(_u: UOp, ctx):
-  i = _u.arg
-  g = _u
-  if (_r := param(c("data", i), c(g.dtype.base), "bufs", i)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r218d96_alone(_u: UOp, ctx):
-  i = _u.arg
-  u = _u
-  if u.dtype.base is dtypes.bfloat16:
-    if (_r := named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r04ce0c_alone(_u: UOp, ctx):
-  i = _u.arg
-  u = _u
-  if (_r := named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rb91efb_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    a = _u.arg
-    v = _u
-    if (_r := param(c(a[0]), c(v.dtype), "fvals")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r22e7e3_alone(_u: UOp, ctx):
-  a = _u.arg
-  v = _u
-  if (_r := param(c(a[0]), c(v.dtype), "ivals")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r585fbb_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    i = _u.arg
-    _u_0, = _u.src
-    n, r = _u_0, _u
-    if (_r := loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r58794e_alone(_u: UOp, ctx):
-  if (_r := close("}")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4fb6dd_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bool and _u.arg is True:
-    if (_r := c("1")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r933cd2_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bool:
-    if (_r := c("0")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8b74b0_alone(_u: UOp, ctx):
-  if _u.dtype is DT_float16:
-    v = _u.arg
-    u = _u
-    if (_r := c("((_Float16)", float_text(v, u.dtype), ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r3649c6_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    v = _u.arg
-    u = _u
-    if (_r := c(float_text(v, u.dtype))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rbed214_alone(_u: UOp, ctx):
-  if _u.dtype is DT_uint64:
-    v = _u.arg
-    if (_r := c(v, "ull")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rcc32f6_alone(_u: UOp, ctx):
-  if _u.dtype is DT_uint32:
-    v = _u.arg
-    if (_r := c(v, "u")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8504a5_alone(_u: UOp, ctx):
-  if _u.dtype is DT_int64:
-    v = _u.arg
-    if v == -2 ** 63:
-      if (_r := c("(-9223372036854775807ll-1)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8f6331_alone(_u: UOp, ctx):
-  if _u.dtype is DT_int64:
-    v = _u.arg
-    if (_r := c(v, "ll")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r1efe0e_alone(_u: UOp, ctx):
-  if _u.dtype is DT_int32:
-    v = _u.arg
-    if v == -2 ** 31:
-      if (_r := c("(-2147483647-1)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r59772a_alone(_u: UOp, ctx):
-  if _u.dtype is DT_int32:
-    v = _u.arg
-    if v >= 0:
-      if (_r := c(v)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r86cf46_alone(_u: UOp, ctx):
-  if _u.dtype is DT_int32:
-    v = _u.arg
-    if (_r := c("(", v, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def ra120ed_alone(_u: UOp, ctx):
-  v = _u.arg
-  u = _u
-  if (_r := c("((", u.dtype, ")", v, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def radf1e2_alone(_u: UOp, ctx):
-  if len(_u.src) == 2:
-    _u_0, _u_1 = _u.src
-    acc = _u_0
-    if (_r := c(acc)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rbf1efd_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    _u_0 = _u.src[0]
-    init = _u_0
-    if (_r := c(init)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r0373c2_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "+", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "+", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r0112b6_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "-", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rbc37a8_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "*", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "*", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rdebd97_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "/", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r120617_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  a = _u_0
-  if (_r := c("(-", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def reaf9cd_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  a = _u_0
-  if (_r := c("((", a.dtype, ")1/", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rc0699a_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype.count > 1:
-    _u_0, _u_1, _u_2 = _u.src
-    if dtypes.is_float(u.dtype):
-      a, b, x = _u_0, _u_1, _u_2
-      if (_r := c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def re3f276_alone(_u: UOp, ctx):
-  if _u.dtype is DT_float32:
-    _u_0, _u_1, _u_2 = _u.src
-    a, b, x = _u_0, _u_1, _u_2
-    if (_r := c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rab23a6_alone(_u: UOp, ctx):
-  if _u.dtype is DT_float64:
-    _u_0, _u_1, _u_2 = _u.src
-    a, b, x = _u_0, _u_1, _u_2
-    if (_r := c("__builtin_fma(", a, ", ", b, ", ", x, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r848b47_alone(_u: UOp, ctx):
-  if _u.dtype is DT_float16:
-    _u_0, _u_1, _u_2 = _u.src
-    a, b, x = _u_0, _u_1, _u_2
-    if (_r := c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd6b2b5_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  a, b, x = _u_0, _u_1, _u_2
-  if (_r := c("((", a, "*", b, ")+", x, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r68ba65_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    if _u_1.op is CONST:
-      k = _u_1.arg
-      if k != 0 and k != -1:
-        a = _u_0
-        if (_r := c("(", a, "/", k, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r55f307_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rf9b033_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    if _u_1.op is CONST:
-      k = _u_1.arg
-      if k != 0 and k != -1:
-        a = _u_0
-        if (_r := c("(", a, "%", k, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9aca59_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(fn("idiv", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r25918f_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bool:
-    _u_0, _u_1 = _u.src
-    a, b = _u_0, _u_1
-    if (_r := c("(", a, "&", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd7c1f3_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bool:
-    _u_0, _u_1 = _u.src
-    a, b = _u_0, _u_1
-    if (_r := c("(", a, "&!", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r1ceda1_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(fn("imod", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9fd4e5_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def racc82a_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd71576_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype.count > 1:
-    _u_0, _u_1 = _u.src
-    if _u_0.dtype.scalar in DTS_0 or _u_1.dtype.scalar in DTS_0:
-      for _ in _ORDERS:
-        if _u_0.dtype.scalar in DTS_0:
-          b = _u_1
-          if plain_constant(b):
-            a = _u_0
-            if (_r := c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-        _u_0, _u_1 = _u_1, _u_0
-
-def r0837c5_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype.count > 1:
-    _u_0, _u_1 = _u.src
-    a, b = _u_0, _u_1
-    if (_r := c(fn("vmax", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-    a, b = _u_1, _u_0
-    if (_r := c(fn("vmax", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r27f846_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b = _u_0, _u_1
-    if (_r := c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-    a, b = _u_1, _u_0
-    if (_r := c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8ba629_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def re7f356_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r470b4a_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "<", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r0c5ec1_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "!=", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "!=", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r70881c_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "==", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "==", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9a7080_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "&", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "&", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r46452f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "|", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "|", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r479000_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  a, b = _u_0, _u_1
-  if (_r := c("(", a, "^", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  a, b = _u_1, _u_0
-  if (_r := c("(", a, "^", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4e2283_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  a, b, p = _u_1, _u_2, _u_0
-  if (_r := c("(", p, "?", a, ":", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r6eec1d_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    u = _u
-    if u.dtype.count > 1:
-      _u_0, _u_1 = _u.src
-      a, b = _u_0, _u_1
-      if (_r := c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r2de71d_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    u = _u
-    if u.dtype.count > 1:
-      _u_0, _u_1 = _u.src
-      a, b = _u_0, _u_1
-      if (_r := c("(", a, ">>", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rc90172_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    if _u_1.op is CONST:
-      k = _u_1.arg
-      u = _u
-      if 0 <= k < bits(u.dtype):
-        a = _u_0
-        if (_r := c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r76cef6_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    if _u_1.op is CONST:
-      k = _u_1.arg
-      u = _u
-      if 0 <= k < bits(u.dtype):
-        a = _u_0
-        if (_r := c("(", a, ">>", k, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4dfce8_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(fn("shl", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r3c7a12_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, _u_1 = _u.src
-    a, b, u = _u_0, _u_1, _u
-    if (_r := c(fn("shr", u.dtype), "(", a, ", ", b, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd1f758_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  a, u = _u_0, _u
-  if (_r := c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def ra413ba_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bool:
-    _u_0, = _u.src
-    a = _u_0
-    if (_r := c("(", a, "!=0)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r656164_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1:
-    _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0:
-      a, u = _u_0, _u
-      if (_r := c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r299082_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16:
-    _u_0, = _u.src
-    a, u = _u_0, _u
-    if (_r := c(fn("bf16r", u.dtype), "((double)", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r2fc341_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16:
-    _u_0, = _u.src
-    a, u = _u_0, _u
-    if (_r := c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r5537a7_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.dtype is DT_bfloat16:
-    a, u = _u_0, _u
-    if (_r := c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rdefae5_alone(_u: UOp, ctx):
-  if _u.dtype in DTS_2:
-    _u_0, = _u.src
-    if _u_0.op is CAST and _u_0.dtype in DTS_3:
-      _u_0_0, = _u_0.src
-      u, x = _u, _u_0_0
-      if ctype(x.dtype) == ctype(u.dtype):
-        i = _u_0
-        if (_r := c("((", u.dtype, ")(double)", i, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r5a1733_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, = _u.src
-    if _u_0.op is CAST and _u_0.dtype.scalar in DTS_1:
-      _u_0_0, = _u_0.src
-      u, x = _u, _u_0_0
-      if ctype(x.dtype) == ctype(u.dtype):
-        i = _u_0
-        if (_r := c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", u.dtype, ")0 : r_; })")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r252efb_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  a, u = _u_0, _u
-  if (_r := c("((", u.dtype, ")", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r1d4cfc_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype.count > 1:
-    _u_0, = _u.src
-    a = _u_0
-    if (_r := c("((", u.dtype, ")", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r6a7985_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  a, u = _u_0, _u
-  if (_r := c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def ref3aea_alone(_u: UOp, ctx):
-  u = _u
-  if (_r := c("((", u.dtype, ")", lanes(u.src), ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def ra245a3_alone(_u: UOp, ctx):
-  i = _u.arg
-  _u_0, = _u.src
-  v = _u_0
-  if (_r := c(v, "[", i[0], "]")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd1c3e4_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    u = _u
-    if u.dtype.count > 1:
-      _u_0, = _u.src
-      if _u_0.op is INDEX and len(_u_0.src) == 3:
-        _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-        v, x = _u_0_2, _u_0
-        if (_r := c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r727466_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    u = _u
-    if u.dtype.count > 1:
-      _u_0, = _u.src
-      idx = _u_0
-      if (_r := c("(*((", u.dtype, "_u*)", idx, "))")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def re925cb_alone(_u: UOp, ctx):
-  if len(_u.src) == 2:
-    _u_0, _u_1 = _u.src
-    v = _u_1
-    if v.dtype.count > 1:
-      idx = _u_0
-      if (_r := line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def re3e800_alone(_u: UOp, ctx):
-  if len(_u.src) >= 2:
-    _u_0 = _u.src[0]
-    _u_1 = _u.src[1]
-    g, i = _u_0, _u_1
-    if (_r := c("(", g, "+", i, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rdb4a2c_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
-    _u_0, = _u.src
-    if _u_0.op is INDEX and len(_u_0.src) == 3:
-      _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u, v, x = _u, _u_0_2, _u_0
-      if (_r := c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r63494f_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16 and len(_u.src) == 1:
-    _u_0, = _u.src
-    idx, u = _u_0, _u
-    if (_r := c(fn("bf16ld", u.dtype), "(*", idx, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def raca021_alone(_u: UOp, ctx):
-  if len(_u.src) == 2:
-    _u_0, _u_1 = _u.src
-    if _u_1.dtype is DT_bfloat16:
-      idx, v = _u_0, _u_1
-      if (_r := line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8b1f5b_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    if _u_0.op is INDEX and len(_u_0.src) == 3:
-      _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-      u, v, x = _u, _u_0_2, _u_0
-      if (_r := c("(", v, "?*", x, ":", u.const_like(0), ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9a5cb3_alone(_u: UOp, ctx):
-  if len(_u.src) == 1:
-    _u_0, = _u.src
-    idx = _u_0
-    if (_r := c("(*", idx, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r1130d2_alone(_u: UOp, ctx):
-  if len(_u.src) == 2:
-    _u_0, _u_1 = _u.src
-    idx, v = _u_0, _u_1
-    if (_r := line("*", idx, " = ", v, ";")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd1f8f4_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  acc, v = _u_0, _u_1
-  if (_r := line(acc, " = ", v, ";")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r7c116e_alone(_u: UOp, ctx):
-  if _u.arg == 'prefetch' and len(_u.src) == 1:
-    _u_0, = _u.src
-    idx = _u_0
-    if (_r := line("__builtin_prefetch(", idx, ");")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r460c9f_alone(_u: UOp, ctx):
-  if _u.dtype in DTS_4:
-    u = _u
-    if (_r := c("((", u.dtype, ")", ctx, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r624539_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16:
-    u = _u
-    if (_r := c(fn("bf16r", u.dtype), "(", ctx, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rff0e90_alone(_u: UOp, ctx):
-  if _u.dtype is DT_bfloat16:
-    if (_r := c("((double)", ctx, ")")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r20c878_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'idiv':
-    f = _u
-    if (_r := binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r363fa8_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'idiv':
-    f = _u
-    if (_r := binary(f, ctx, c("return b == 0 ? 0 : a / b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r51e7b4_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'imod':
-    f = _u
-    if (_r := binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r917b73_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'imod':
-    f = _u
-    if (_r := binary(f, ctx, c("return b == 0 ? a : a % b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r850b53_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_1 and _u.arg == 'shl':
-    f = _u
-    if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ")a << b);"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r19d6e9_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_5 and _u.arg == 'shr':
-    f = _u
-    if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r67c1ca_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_6 and _u.arg == 'shr':
-    f = _u
-    if (_r := binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r81a2df_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0 and _u.arg == 'vmax':
-    f = _u
-    if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def re30ac4_alone(_u: UOp, ctx):
-  if _u.arg == 'vmax':
-    f = _u
-    if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r7bece2_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0 and _u.arg == 'vmaxk':
-    f = _u
-    if (_r := binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r0d21e6_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0 and _u.arg == 'vfma':
-    f = _u
-    if (_r := c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r9f5d87_alone(_u: UOp, ctx):
-  if _u.arg == 'ftoi' and len(_u.src) == 1:
-    _u_0, = _u.src
-    f, s = _u, _u_0
-    if (_r := c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ", dtypes.max(f.dtype) + 1, ".0)) { if (a != a || a == INFINITY || a == -INFINITY) return 0; ", "double w = fmod(trunc((double)a), 18446744073709551616.0); if (w >= 9223372036854775808.0) return (", f.dtype, ")(unsigned long long)w; if (w < -9223372036854775808.0) return (", f.dtype, ")(unsigned long long)(w + 18446744073709551616.0); ", "return (", f.dtype, ")(long long)w; } return (", f.dtype, ")a; }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r835c33_alone(_u: UOp, ctx):
-  if _u.arg == 'bitcast' and len(_u.src) == 1:
-    _u_0, = _u.src
-    f, s = _u, _u_0
-    if (_r := c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, sizeof r); return r; }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r5eac0c_alone(_u: UOp, ctx):
-  if _u.arg == 'bf16r':
-    if (_r := c("static inline float ", ctx, '(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(""); ', "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r28f179_alone(_u: UOp, ctx):
-  if _u.arg == 'bf16ld':
-    if (_r := c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__builtin_memcpy(&f, &u, 4); return f; }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r165654_alone(_u: UOp, ctx):
-  if _u.arg == 'bf16st':
-    if (_r := c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); ", "return (unsigned short)(u >> 16); }")) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
 # ---- rule table: id, file, line, text, root ops ----
-rd66bfe = Rule('rd66bfe', 'rules/render_c.rules', 16, 'g@(DEFINE_GLOBAL [i]) if g.dtype.base is dtypes.bfloat16 -> param(c("data", i), c("unsigned short"), "bufs", i)', (Ops.DEFINE_GLOBAL, ), rd66bfe_alone)
-rdb2122 = Rule('rdb2122', 'rules/render_c.rules', 17, 'g@(DEFINE_GLOBAL [i]) -> param(c("data", i), c(g.dtype.base), "bufs", i)', (Ops.DEFINE_GLOBAL, ), rdb2122_alone)
-r218d96 = Rule('r218d96', 'rules/render_c.rules', 19, 'u@(DEFINE_LOCAL [i]) if u.dtype.base is dtypes.bfloat16 -> named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")', (Ops.DEFINE_LOCAL, ), r218d96_alone)
-r04ce0c = Rule('r04ce0c', 'rules/render_c.rules', 20, 'u@(DEFINE_LOCAL [i]) -> named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")', (Ops.DEFINE_LOCAL, ), r04ce0c_alone)
-rb91efb = Rule('rb91efb', 'rules/render_c.rules', 21, 'v@(DEFINE_VAR:floats [a]) -> param(c(a[0]), c(v.dtype), "fvals")', (Ops.DEFINE_VAR, ), rb91efb_alone)
-r22e7e3 = Rule('r22e7e3', 'rules/render_c.rules', 22, 'v@(DEFINE_VAR [a]) -> param(c(a[0]), c(v.dtype), "ivals")', (Ops.DEFINE_VAR, ), r22e7e3_alone)
-r585fbb = Rule('r585fbb', 'rules/render_c.rules', 25, 'r@(RANGE [i] n) -> loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")', (Ops.RANGE, ), r585fbb_alone)
-r58794e = Rule('r58794e', 'rules/render_c.rules', 26, '(END _...) -> close("}")', (Ops.END, ), r58794e_alone)
-r4fb6dd = Rule('r4fb6dd', 'rules/render_c.rules', 29, '(CONST:bool [True]) -> c("1")', (Ops.CONST, ), r4fb6dd_alone)
-r933cd2 = Rule('r933cd2', 'rules/render_c.rules', 30, '(CONST:bool) -> c("0")', (Ops.CONST, ), r933cd2_alone)
-r8b74b0 = Rule('r8b74b0', 'rules/render_c.rules', 31, 'u@(CONST:float16 [v]) -> c("((_Float16)", float_text(v, u.dtype), ")")', (Ops.CONST, ), r8b74b0_alone)
-r3649c6 = Rule('r3649c6', 'rules/render_c.rules', 32, 'u@(CONST:floats [v]) -> c(float_text(v, u.dtype))', (Ops.CONST, ), r3649c6_alone)
-rbed214 = Rule('rbed214', 'rules/render_c.rules', 33, '(CONST:uint64 [v]) -> c(v, "ull")', (Ops.CONST, ), rbed214_alone)
-rcc32f6 = Rule('rcc32f6', 'rules/render_c.rules', 34, '(CONST:uint32 [v]) -> c(v, "u")', (Ops.CONST, ), rcc32f6_alone)
-r8504a5 = Rule('r8504a5', 'rules/render_c.rules', 35, '(CONST:int64 [v]) if v == -2**63 -> c("(-9223372036854775807ll-1)")', (Ops.CONST, ), r8504a5_alone)
-r8f6331 = Rule('r8f6331', 'rules/render_c.rules', 36, '(CONST:int64 [v]) -> c(v, "ll")', (Ops.CONST, ), r8f6331_alone)
-r1efe0e = Rule('r1efe0e', 'rules/render_c.rules', 37, '(CONST:int32 [v]) if v == -2**31 -> c("(-2147483647-1)")', (Ops.CONST, ), r1efe0e_alone)
-r59772a = Rule('r59772a', 'rules/render_c.rules', 38, '(CONST:int32 [v]) if v >= 0 -> c(v)', (Ops.CONST, ), r59772a_alone)
-r86cf46 = Rule('r86cf46', 'rules/render_c.rules', 39, '(CONST:int32 [v]) -> c("(", v, ")")', (Ops.CONST, ), r86cf46_alone)
-ra120ed = Rule('ra120ed', 'rules/render_c.rules', 40, 'u@(CONST [v]) -> c("((", u.dtype, ")", v, ")")', (Ops.CONST, ), ra120ed_alone)
-radf1e2 = Rule('radf1e2', 'rules/render_c.rules', 41, '(AFTER acc _) -> c(acc)', (Ops.AFTER, ), radf1e2_alone)
-rbf1efd = Rule('rbf1efd', 'rules/render_c.rules', 43, '(DEFINE_REG init _...) -> c(init)', (Ops.DEFINE_REG, ), rbf1efd_alone)
-r0373c2 = Rule('r0373c2', 'rules/render_c.rules', 46, '(ADD a b) -> c("(", a, "+", b, ")")', (Ops.ADD, ), r0373c2_alone)
-r0112b6 = Rule('r0112b6', 'rules/render_c.rules', 47, '(SUB a b) -> c("(", a, "-", b, ")")', (Ops.SUB, ), r0112b6_alone)
-rbc37a8 = Rule('rbc37a8', 'rules/render_c.rules', 48, '(MUL a b) -> c("(", a, "*", b, ")")', (Ops.MUL, ), rbc37a8_alone)
-rdebd97 = Rule('rdebd97', 'rules/render_c.rules', 49, '(FDIV a b) -> c("(", a, "/", b, ")")', (Ops.FDIV, ), rdebd97_alone)
-r120617 = Rule('r120617', 'rules/render_c.rules', 50, '(NEG a) -> c("(-", a, ")")', (Ops.NEG, ), r120617_alone)
-reaf9cd = Rule('reaf9cd', 'rules/render_c.rules', 51, '(RECIPROCAL a) -> c("((", a.dtype, ")1/", a, ")")', (Ops.RECIPROCAL, ), reaf9cd_alone)
-rc0699a = Rule('rc0699a', 'rules/render_c.rules', 54, 'u@(MULACC a b x) if u.dtype.count > 1 and dtypes.is_float(u.dtype) -> c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ), rc0699a_alone)
-re3f276 = Rule('re3f276', 'rules/render_c.rules', 55, '(MULACC:float32 a b x) -> c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ), re3f276_alone)
-rab23a6 = Rule('rab23a6', 'rules/render_c.rules', 56, '(MULACC:float64 a b x) -> c("__builtin_fma(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ), rab23a6_alone)
-r848b47 = Rule('r848b47', 'rules/render_c.rules', 57, '(MULACC:float16 a b x) -> c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")', (Ops.MULACC, ), r848b47_alone)
-rd6b2b5 = Rule('rd6b2b5', 'rules/render_c.rules', 58, '(MULACC a b x) -> c("((", a, "*", b, ")+", x, ")")', (Ops.MULACC, ), rd6b2b5_alone)
-r68ba65 = Rule('r68ba65', 'rules/render_c.rules', 60, '(IDIV:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "/", k, ")")', (Ops.IDIV, ), r68ba65_alone)
-r55f307 = Rule('r55f307', 'rules/render_c.rules', 62, 'u@(IDIV:bfloat16 a b) -> c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")', (Ops.IDIV, ), r55f307_alone)
-rf9b033 = Rule('rf9b033', 'rules/render_c.rules', 63, '(MOD:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "%", k, ")")', (Ops.MOD, ), rf9b033_alone)
-r9aca59 = Rule('r9aca59', 'rules/render_c.rules', 64, 'u@(IDIV:ints a b) -> c(fn("idiv", u.dtype), "(", a, ", ", b, ")")', (Ops.IDIV, ), r9aca59_alone)
-r25918f = Rule('r25918f', 'rules/render_c.rules', 66, '(IDIV:bool a b) -> c("(", a, "&", b, ")")', (Ops.IDIV, ), r25918f_alone)
-rd7c1f3 = Rule('rd7c1f3', 'rules/render_c.rules', 67, '(MOD:bool a b) -> c("(", a, "&!", b, ")")', (Ops.MOD, ), rd7c1f3_alone)
-r1ceda1 = Rule('r1ceda1', 'rules/render_c.rules', 68, 'u@(MOD:ints a b) -> c(fn("imod", u.dtype), "(", a, ", ", b, ")")', (Ops.MOD, ), r1ceda1_alone)
-r9fd4e5 = Rule('r9fd4e5', 'rules/render_c.rules', 69, 'u@(MOD:floats a b) -> c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")', (Ops.MOD, ), r9fd4e5_alone)
-racc82a = Rule('racc82a', 'rules/render_c.rules', 70, 'u@(IDIV:floats a b) -> c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")', (Ops.IDIV, ), racc82a_alone)
-rd71576 = Rule('rd71576', 'rules/render_c.rules', 73, 'u@(MAX a:floats b) if u.dtype.count > 1 and plain_constant(b) -> c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")', (Ops.MAX, ), rd71576_alone)
-r0837c5 = Rule('r0837c5', 'rules/render_c.rules', 74, 'u@(MAX a b) if u.dtype.count > 1 -> c(fn("vmax", u.dtype), "(", a, ", ", b, ")")', (Ops.MAX, ), r0837c5_alone)
-r27f846 = Rule('r27f846', 'rules/render_c.rules', 75, '(MAX:floats a b) -> c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")', (Ops.MAX, ), r27f846_alone)
-r8ba629 = Rule('r8ba629', 'rules/render_c.rules', 76, '(MAX a b) -> c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")', (Ops.MAX, ), r8ba629_alone)
-re7f356 = Rule('re7f356', 'rules/render_c.rules', 77, 'u@(POW:floats a b) -> c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")', (Ops.POW, ), re7f356_alone)
-r470b4a = Rule('r470b4a', 'rules/render_c.rules', 80, '(CMPLT a b) -> c("(", a, "<", b, ")")', (Ops.CMPLT, ), r470b4a_alone)
-r0c5ec1 = Rule('r0c5ec1', 'rules/render_c.rules', 81, '(CMPNE a b) -> c("(", a, "!=", b, ")")', (Ops.CMPNE, ), r0c5ec1_alone)
-r70881c = Rule('r70881c', 'rules/render_c.rules', 82, '(CMPEQ a b) -> c("(", a, "==", b, ")")', (Ops.CMPEQ, ), r70881c_alone)
-r9a7080 = Rule('r9a7080', 'rules/render_c.rules', 83, '(AND a b) -> c("(", a, "&", b, ")")', (Ops.AND, ), r9a7080_alone)
-r46452f = Rule('r46452f', 'rules/render_c.rules', 84, '(OR a b) -> c("(", a, "|", b, ")")', (Ops.OR, ), r46452f_alone)
-r479000 = Rule('r479000', 'rules/render_c.rules', 85, '(XOR a b) -> c("(", a, "^", b, ")")', (Ops.XOR, ), r479000_alone)
-r4e2283 = Rule('r4e2283', 'rules/render_c.rules', 86, '(WHERE p a b) -> c("(", p, "?", a, ":", b, ")")', (Ops.WHERE, ), r4e2283_alone)
-r6eec1d = Rule('r6eec1d', 'rules/render_c.rules', 89, 'u@(SHL:ints a b) if u.dtype.count > 1 -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")', (Ops.SHL, ), r6eec1d_alone)
-r2de71d = Rule('r2de71d', 'rules/render_c.rules', 90, 'u@(SHR:ints a b) if u.dtype.count > 1 -> c("(", a, ">>", b, ")")', (Ops.SHR, ), r2de71d_alone)
-rc90172 = Rule('rc90172', 'rules/render_c.rules', 91, 'u@(SHL:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")', (Ops.SHL, ), rc90172_alone)
-r76cef6 = Rule('r76cef6', 'rules/render_c.rules', 92, 'u@(SHR:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("(", a, ">>", k, ")")', (Ops.SHR, ), r76cef6_alone)
-r4dfce8 = Rule('r4dfce8', 'rules/render_c.rules', 93, 'u@(SHL:ints a b) -> c(fn("shl", u.dtype), "(", a, ", ", b, ")")', (Ops.SHL, ), r4dfce8_alone)
-r3c7a12 = Rule('r3c7a12', 'rules/render_c.rules', 94, 'u@(SHR:ints a b) -> c(fn("shr", u.dtype), "(", a, ", ", b, ")")', (Ops.SHR, ), r3c7a12_alone)
-rd1f758 = Rule('rd1f758', 'rules/render_c.rules', 97, 'u@(EXP2|LOG2|SIN|SQRT|TRUNC a) -> c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, ), rd1f758_alone)
-ra413ba = Rule('ra413ba', 'rules/render_c.rules', 101, '(CAST:bool a) -> c("(", a, "!=0)")', (Ops.CAST, ), ra413ba_alone)
-r656164 = Rule('r656164', 'rules/render_c.rules', 103, 'u@(CAST:ints a:floats) -> c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")', (Ops.CAST, ), r656164_alone)
-r299082 = Rule('r299082', 'rules/render_c.rules', 105, 'u@(CAST:bfloat16 a) -> c(fn("bf16r", u.dtype), "((double)", a, ")")', (Ops.CAST, ), r299082_alone)
-r2fc341 = Rule('r2fc341', 'rules/render_c.rules', 106, 'u@(BITCAST:bfloat16 a) -> c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")', (Ops.BITCAST, ), r2fc341_alone)
-r5537a7 = Rule('r5537a7', 'rules/render_c.rules', 107, 'u@(BITCAST a:bfloat16) -> c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")', (Ops.BITCAST, ), r5537a7_alone)
-rdefae5 = Rule('rdefae5', 'rules/render_c.rules', 113, 'u@(CAST:float16|float32 i@(CAST:int8|int16|int32|uint8|uint16|uint32 x)) if ctype(x.dtype) == ctype(u.dtype) -> c("((", u.dtype, ")(double)", i, ")")', (Ops.CAST, ), rdefae5_alone)
-r5a1733 = Rule('r5a1733', 'rules/render_c.rules', 114, 'u@(CAST:floats i@(CAST:ints x)) if ctype(x.dtype) == ctype(u.dtype) -> c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", u.dtype, ")0 : r_; })")', (Ops.CAST, ), r5a1733_alone)
-r252efb = Rule('r252efb', 'rules/render_c.rules', 115, 'u@(CAST a) -> c("((", u.dtype, ")", a, ")")', (Ops.CAST, ), r252efb_alone)
-r1d4cfc = Rule('r1d4cfc', 'rules/render_c.rules', 117, 'u@(BITCAST a) if u.dtype.count > 1 -> c("((", u.dtype, ")", a, ")")', (Ops.BITCAST, ), r1d4cfc_alone)
-r6a7985 = Rule('r6a7985', 'rules/render_c.rules', 118, 'u@(BITCAST a) -> c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")', (Ops.BITCAST, ), r6a7985_alone)
-ref3aea = Rule('ref3aea', 'rules/render_c.rules', 121, 'u@(VECTORIZE _...) -> c("((", u.dtype, ")", lanes(u.src), ")")', (Ops.VECTORIZE, ), ref3aea_alone)
-ra245a3 = Rule('ra245a3', 'rules/render_c.rules', 122, '(GEP [i] v) -> c(v, "[", i[0], "]")', (Ops.GEP, ), ra245a3_alone)
-rd1c3e4 = Rule('rd1c3e4', 'rules/render_c.rules', 124, 'u@(LOAD x@(INDEX _ _ v)) if u.dtype.count > 1 -> c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")', (Ops.LOAD, ), rd1c3e4_alone)
-r727466 = Rule('r727466', 'rules/render_c.rules', 125, 'u@(LOAD idx) if u.dtype.count > 1 -> c("(*((", u.dtype, "_u*)", idx, "))")', (Ops.LOAD, ), r727466_alone)
-re925cb = Rule('re925cb', 'rules/render_c.rules', 126, '(STORE idx v) if v.dtype.count > 1 -> line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")', (Ops.STORE, ), re925cb_alone)
-re3e800 = Rule('re3e800', 'rules/render_c.rules', 129, '(INDEX g i _...) -> c("(", g, "+", i, ")")', (Ops.INDEX, ), re3e800_alone)
-rdb4a2c = Rule('rdb4a2c', 'rules/render_c.rules', 131, 'u@(LOAD:bfloat16 x@(INDEX _ _ v)) -> c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")', (Ops.LOAD, ), rdb4a2c_alone)
-r63494f = Rule('r63494f', 'rules/render_c.rules', 132, 'u@(LOAD:bfloat16 idx) -> c(fn("bf16ld", u.dtype), "(*", idx, ")")', (Ops.LOAD, ), r63494f_alone)
-raca021 = Rule('raca021', 'rules/render_c.rules', 133, '(STORE idx v:bfloat16) -> line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")', (Ops.STORE, ), raca021_alone)
-r8b1f5b = Rule('r8b1f5b', 'rules/render_c.rules', 135, 'u@(LOAD x@(INDEX _ _ v)) -> c("(", v, "?*", x, ":", u.const_like(0), ")")', (Ops.LOAD, ), r8b1f5b_alone)
-r9a5cb3 = Rule('r9a5cb3', 'rules/render_c.rules', 136, '(LOAD idx) -> c("(*", idx, ")")', (Ops.LOAD, ), r9a5cb3_alone)
-r1130d2 = Rule('r1130d2', 'rules/render_c.rules', 137, '(STORE idx v) -> line("*", idx, " = ", v, ";")', (Ops.STORE, ), r1130d2_alone)
-rd1f8f4 = Rule('rd1f8f4', 'rules/render_c.rules', 138, '(ASSIGN acc v) -> line(acc, " = ", v, ";")', (Ops.ASSIGN, ), rd1f8f4_alone)
-r7c116e = Rule('r7c116e', 'rules/render_c.rules', 140, '(CUSTOM ["prefetch"] idx) -> line("__builtin_prefetch(", idx, ");")', (Ops.CUSTOM, ), r7c116e_alone)
-r460c9f = Rule('r460c9f', 'rules/render_c.rules', 144, 'u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...) -> c("((", u.dtype, ")", ctx, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), r460c9f_alone)
-r624539 = Rule('r624539', 'rules/render_c.rules', 145, 'u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), r624539_alone)
-rff0e90 = Rule('rff0e90', 'rules/render_c.rules', 149, '(_:bfloat16) -> c("((double)", ctx, ")")', None, rff0e90_alone)
-r20c878 = Rule('r20c878', 'rules/render_c.rules', 154, 'f@(CUSTOM:sints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))', (Ops.CUSTOM, ), r20c878_alone)
-r363fa8 = Rule('r363fa8', 'rules/render_c.rules', 155, 'f@(CUSTOM:uints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : a / b;"))', (Ops.CUSTOM, ), r363fa8_alone)
-r51e7b4 = Rule('r51e7b4', 'rules/render_c.rules', 156, 'f@(CUSTOM:sints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))', (Ops.CUSTOM, ), r51e7b4_alone)
-r917b73 = Rule('r917b73', 'rules/render_c.rules', 157, 'f@(CUSTOM:uints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : a % b;"))', (Ops.CUSTOM, ), r917b73_alone)
-r850b53 = Rule('r850b53', 'rules/render_c.rules', 159, 'f@(CUSTOM:ints ["shl"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ")a << b);"))', (Ops.CUSTOM, ), r850b53_alone)
-r19d6e9 = Rule('r19d6e9', 'rules/render_c.rules', 160, 'f@(CUSTOM:sints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))', (Ops.CUSTOM, ), r19d6e9_alone)
-r67c1ca = Rule('r67c1ca', 'rules/render_c.rules', 161, 'f@(CUSTOM:uints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))', (Ops.CUSTOM, ), r67c1ca_alone)
-r81a2df = Rule('r81a2df', 'rules/render_c.rules', 163, 'f@(CUSTOM:floats ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ), r81a2df_alone)
-re30ac4 = Rule('re30ac4', 'rules/render_c.rules', 164, 'f@(CUSTOM ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ), re30ac4_alone)
-r7bece2 = Rule('r7bece2', 'rules/render_c.rules', 165, 'f@(CUSTOM:floats ["vmaxk"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ), r7bece2_alone)
-r0d21e6 = Rule('r0d21e6', 'rules/render_c.rules', 167, 'f@(CUSTOM:floats ["vfma"]) -> c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")', (Ops.CUSTOM, ), r0d21e6_alone)
-r9f5d87 = Rule('r9f5d87', 'rules/render_c.rules', 170, 'f@(CUSTOM ["ftoi"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ", dtypes.max(f.dtype) + 1, ".0)) { if (a != a || a == INFINITY || a == -INFINITY) return 0; ", "double w = fmod(trunc((double)a), 18446744073709551616.0); if (w >= 9223372036854775808.0) return (", f.dtype, ")(unsigned long long)w; if (w < -9223372036854775808.0) return (", f.dtype, ")(unsigned long long)(w + 18446744073709551616.0); ", "return (", f.dtype, ")(long long)w; } return (", f.dtype, ")a; }")', (Ops.CUSTOM, ), r9f5d87_alone)
-r835c33 = Rule('r835c33', 'rules/render_c.rules', 175, 'f@(CUSTOM ["bitcast"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, sizeof r); return r; }")', (Ops.CUSTOM, ), r835c33_alone)
-r5eac0c = Rule('r5eac0c', 'rules/render_c.rules', 179, '(CUSTOM ["bf16r"]) -> c("static inline float ", ctx, \'(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(""); \', "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }")', (Ops.CUSTOM, ), r5eac0c_alone)
-r28f179 = Rule('r28f179', 'rules/render_c.rules', 181, '(CUSTOM ["bf16ld"]) -> c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__builtin_memcpy(&f, &u, 4); return f; }")', (Ops.CUSTOM, ), r28f179_alone)
-r165654 = Rule('r165654', 'rules/render_c.rules', 183, '(CUSTOM ["bf16st"]) -> c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); ", "return (unsigned short)(u >> 16); }")', (Ops.CUSTOM, ), r165654_alone)
+rd66bfe = Rule('rd66bfe', 'rules/render_c.rules', 16, 'g@(DEFINE_GLOBAL [i]) if g.dtype.base is dtypes.bfloat16 -> param(c("data", i), c("unsigned short"), "bufs", i)', (Ops.DEFINE_GLOBAL, ))
+rdb2122 = Rule('rdb2122', 'rules/render_c.rules', 17, 'g@(DEFINE_GLOBAL [i]) -> param(c("data", i), c(g.dtype.base), "bufs", i)', (Ops.DEFINE_GLOBAL, ))
+r218d96 = Rule('r218d96', 'rules/render_c.rules', 19, 'u@(DEFINE_LOCAL [i]) if u.dtype.base is dtypes.bfloat16 -> named(c("local", i), "unsigned short local", i, "[", u.dtype.size, "];")', (Ops.DEFINE_LOCAL, ))
+r04ce0c = Rule('r04ce0c', 'rules/render_c.rules', 20, 'u@(DEFINE_LOCAL [i]) -> named(c("local", i), u.dtype.base, " local", i, "[", u.dtype.size, "];")', (Ops.DEFINE_LOCAL, ))
+rb91efb = Rule('rb91efb', 'rules/render_c.rules', 21, 'v@(DEFINE_VAR:floats [a]) -> param(c(a[0]), c(v.dtype), "fvals")', (Ops.DEFINE_VAR, ))
+r22e7e3 = Rule('r22e7e3', 'rules/render_c.rules', 22, 'v@(DEFINE_VAR [a]) -> param(c(a[0]), c(v.dtype), "ivals")', (Ops.DEFINE_VAR, ))
+r585fbb = Rule('r585fbb', 'rules/render_c.rules', 25, 'r@(RANGE [i] n) -> loop(c("ridx", i), "for (", r.dtype, " ", r, " = 0; ", r, " < ", n, "; ", r, "++) {")', (Ops.RANGE, ))
+r58794e = Rule('r58794e', 'rules/render_c.rules', 26, '(END _...) -> close("}")', (Ops.END, ))
+r4fb6dd = Rule('r4fb6dd', 'rules/render_c.rules', 29, '(CONST:bool [True]) -> c("1")', (Ops.CONST, ))
+r933cd2 = Rule('r933cd2', 'rules/render_c.rules', 30, '(CONST:bool) -> c("0")', (Ops.CONST, ))
+r8b74b0 = Rule('r8b74b0', 'rules/render_c.rules', 31, 'u@(CONST:float16 [v]) -> c("((_Float16)", float_text(v, u.dtype), ")")', (Ops.CONST, ))
+r3649c6 = Rule('r3649c6', 'rules/render_c.rules', 32, 'u@(CONST:floats [v]) -> c(float_text(v, u.dtype))', (Ops.CONST, ))
+rbed214 = Rule('rbed214', 'rules/render_c.rules', 33, '(CONST:uint64 [v]) -> c(v, "ull")', (Ops.CONST, ))
+rcc32f6 = Rule('rcc32f6', 'rules/render_c.rules', 34, '(CONST:uint32 [v]) -> c(v, "u")', (Ops.CONST, ))
+r8504a5 = Rule('r8504a5', 'rules/render_c.rules', 35, '(CONST:int64 [v]) if v == -2**63 -> c("(-9223372036854775807ll-1)")', (Ops.CONST, ))
+r8f6331 = Rule('r8f6331', 'rules/render_c.rules', 36, '(CONST:int64 [v]) -> c(v, "ll")', (Ops.CONST, ))
+r1efe0e = Rule('r1efe0e', 'rules/render_c.rules', 37, '(CONST:int32 [v]) if v == -2**31 -> c("(-2147483647-1)")', (Ops.CONST, ))
+r59772a = Rule('r59772a', 'rules/render_c.rules', 38, '(CONST:int32 [v]) if v >= 0 -> c(v)', (Ops.CONST, ))
+r86cf46 = Rule('r86cf46', 'rules/render_c.rules', 39, '(CONST:int32 [v]) -> c("(", v, ")")', (Ops.CONST, ))
+ra120ed = Rule('ra120ed', 'rules/render_c.rules', 40, 'u@(CONST [v]) -> c("((", u.dtype, ")", v, ")")', (Ops.CONST, ))
+radf1e2 = Rule('radf1e2', 'rules/render_c.rules', 41, '(AFTER acc _) -> c(acc)', (Ops.AFTER, ))
+rbf1efd = Rule('rbf1efd', 'rules/render_c.rules', 43, '(DEFINE_REG init _...) -> c(init)', (Ops.DEFINE_REG, ))
+r0373c2 = Rule('r0373c2', 'rules/render_c.rules', 46, '(ADD a b) -> c("(", a, "+", b, ")")', (Ops.ADD, ))
+r0112b6 = Rule('r0112b6', 'rules/render_c.rules', 47, '(SUB a b) -> c("(", a, "-", b, ")")', (Ops.SUB, ))
+rbc37a8 = Rule('rbc37a8', 'rules/render_c.rules', 48, '(MUL a b) -> c("(", a, "*", b, ")")', (Ops.MUL, ))
+rdebd97 = Rule('rdebd97', 'rules/render_c.rules', 49, '(FDIV a b) -> c("(", a, "/", b, ")")', (Ops.FDIV, ))
+r120617 = Rule('r120617', 'rules/render_c.rules', 50, '(NEG a) -> c("(-", a, ")")', (Ops.NEG, ))
+reaf9cd = Rule('reaf9cd', 'rules/render_c.rules', 51, '(RECIPROCAL a) -> c("((", a.dtype, ")1/", a, ")")', (Ops.RECIPROCAL, ))
+rc0699a = Rule('rc0699a', 'rules/render_c.rules', 54, 'u@(MULACC a b x) if u.dtype.count > 1 and dtypes.is_float(u.dtype) -> c(fn("vfma", u.dtype), "(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ))
+re3f276 = Rule('re3f276', 'rules/render_c.rules', 55, '(MULACC:float32 a b x) -> c("__builtin_fmaf(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ))
+rab23a6 = Rule('rab23a6', 'rules/render_c.rules', 56, '(MULACC:float64 a b x) -> c("__builtin_fma(", a, ", ", b, ", ", x, ")")', (Ops.MULACC, ))
+r848b47 = Rule('r848b47', 'rules/render_c.rules', 57, '(MULACC:float16 a b x) -> c("((_Float16)__builtin_fma(", a, ", ", b, ", ", x, "))")', (Ops.MULACC, ))
+rd6b2b5 = Rule('rd6b2b5', 'rules/render_c.rules', 58, '(MULACC a b x) -> c("((", a, "*", b, ")+", x, ")")', (Ops.MULACC, ))
+r68ba65 = Rule('r68ba65', 'rules/render_c.rules', 60, '(IDIV:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "/", k, ")")', (Ops.IDIV, ))
+r55f307 = Rule('r55f307', 'rules/render_c.rules', 62, 'u@(IDIV:bfloat16 a b) -> c("trunc(", fn("bf16r", u.dtype), "(", a, "/", b, "))")', (Ops.IDIV, ))
+rf9b033 = Rule('rf9b033', 'rules/render_c.rules', 63, '(MOD:ints a (CONST [k])) if k != 0 and k != -1 -> c("(", a, "%", k, ")")', (Ops.MOD, ))
+r9aca59 = Rule('r9aca59', 'rules/render_c.rules', 64, 'u@(IDIV:ints a b) -> c(fn("idiv", u.dtype), "(", a, ", ", b, ")")', (Ops.IDIV, ))
+r25918f = Rule('r25918f', 'rules/render_c.rules', 66, '(IDIV:bool a b) -> c("(", a, "&", b, ")")', (Ops.IDIV, ))
+rd7c1f3 = Rule('rd7c1f3', 'rules/render_c.rules', 67, '(MOD:bool a b) -> c("(", a, "&!", b, ")")', (Ops.MOD, ))
+r1ceda1 = Rule('r1ceda1', 'rules/render_c.rules', 68, 'u@(MOD:ints a b) -> c(fn("imod", u.dtype), "(", a, ", ", b, ")")', (Ops.MOD, ))
+r9fd4e5 = Rule('r9fd4e5', 'rules/render_c.rules', 69, 'u@(MOD:floats a b) -> c(math_fn("fmod", u.dtype), "(", a, ", ", b, ")")', (Ops.MOD, ))
+racc82a = Rule('racc82a', 'rules/render_c.rules', 70, 'u@(IDIV:floats a b) -> c(math_fn("trunc", u.dtype), "(", a, "/", b, ")")', (Ops.IDIV, ))
+rd71576 = Rule('rd71576', 'rules/render_c.rules', 73, 'u@(MAX a:floats b) if u.dtype.count > 1 and plain_constant(b) -> c(fn("vmaxk", u.dtype), "(", a, ", ", b, ")")', (Ops.MAX, ))
+r0837c5 = Rule('r0837c5', 'rules/render_c.rules', 74, 'u@(MAX a b) if u.dtype.count > 1 -> c(fn("vmax", u.dtype), "(", a, ", ", b, ")")', (Ops.MAX, ))
+r27f846 = Rule('r27f846', 'rules/render_c.rules', 75, '(MAX:floats a b) -> c("(((", a, ")>(", b, ")||(", a, ")!=(", a, "))?(", a, "):(", b, "))")', (Ops.MAX, ))
+r8ba629 = Rule('r8ba629', 'rules/render_c.rules', 76, '(MAX a b) -> c("(((", a, ")>(", b, "))?(", a, "):(", b, "))")', (Ops.MAX, ))
+re7f356 = Rule('re7f356', 'rules/render_c.rules', 77, 'u@(POW:floats a b) -> c(math_fn("pow", u.dtype), "(", a, ", ", b, ")")', (Ops.POW, ))
+r470b4a = Rule('r470b4a', 'rules/render_c.rules', 80, '(CMPLT a b) -> c("(", a, "<", b, ")")', (Ops.CMPLT, ))
+r0c5ec1 = Rule('r0c5ec1', 'rules/render_c.rules', 81, '(CMPNE a b) -> c("(", a, "!=", b, ")")', (Ops.CMPNE, ))
+r70881c = Rule('r70881c', 'rules/render_c.rules', 82, '(CMPEQ a b) -> c("(", a, "==", b, ")")', (Ops.CMPEQ, ))
+r9a7080 = Rule('r9a7080', 'rules/render_c.rules', 83, '(AND a b) -> c("(", a, "&", b, ")")', (Ops.AND, ))
+r46452f = Rule('r46452f', 'rules/render_c.rules', 84, '(OR a b) -> c("(", a, "|", b, ")")', (Ops.OR, ))
+r479000 = Rule('r479000', 'rules/render_c.rules', 85, '(XOR a b) -> c("(", a, "^", b, ")")', (Ops.XOR, ))
+r4e2283 = Rule('r4e2283', 'rules/render_c.rules', 86, '(WHERE p a b) -> c("(", p, "?", a, ":", b, ")")', (Ops.WHERE, ))
+r6eec1d = Rule('r6eec1d', 'rules/render_c.rules', 89, 'u@(SHL:ints a b) if u.dtype.count > 1 -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", b, "))")', (Ops.SHL, ))
+r2de71d = Rule('r2de71d', 'rules/render_c.rules', 90, 'u@(SHR:ints a b) if u.dtype.count > 1 -> c("(", a, ">>", b, ")")', (Ops.SHR, ))
+rc90172 = Rule('rc90172', 'rules/render_c.rules', 91, 'u@(SHL:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("((", u.dtype, ")((", unsigned(u.dtype), ")", a, "<<", k, "))")', (Ops.SHL, ))
+r76cef6 = Rule('r76cef6', 'rules/render_c.rules', 92, 'u@(SHR:ints a (CONST [k])) if 0 <= k < bits(u.dtype) -> c("(", a, ">>", k, ")")', (Ops.SHR, ))
+r4dfce8 = Rule('r4dfce8', 'rules/render_c.rules', 93, 'u@(SHL:ints a b) -> c(fn("shl", u.dtype), "(", a, ", ", b, ")")', (Ops.SHL, ))
+r3c7a12 = Rule('r3c7a12', 'rules/render_c.rules', 94, 'u@(SHR:ints a b) -> c(fn("shr", u.dtype), "(", a, ", ", b, ")")', (Ops.SHR, ))
+rd1f758 = Rule('rd1f758', 'rules/render_c.rules', 97, 'u@(EXP2|LOG2|SIN|SQRT|TRUNC a) -> c(math_fn(u.op.name.lower(), u.dtype), "(", a, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, ))
+ra413ba = Rule('ra413ba', 'rules/render_c.rules', 101, '(CAST:bool a) -> c("(", a, "!=0)")', (Ops.CAST, ))
+r656164 = Rule('r656164', 'rules/render_c.rules', 103, 'u@(CAST:ints a:floats) -> c(fn("ftoi", u.dtype, a.dtype), "(", a, ")")', (Ops.CAST, ))
+r299082 = Rule('r299082', 'rules/render_c.rules', 105, 'u@(CAST:bfloat16 a) -> c(fn("bf16r", u.dtype), "((double)", a, ")")', (Ops.CAST, ))
+r2fc341 = Rule('r2fc341', 'rules/render_c.rules', 106, 'u@(BITCAST:bfloat16 a) -> c(fn("bf16ld", u.dtype), "((unsigned short)", a, ")")', (Ops.BITCAST, ))
+r5537a7 = Rule('r5537a7', 'rules/render_c.rules', 107, 'u@(BITCAST a:bfloat16) -> c("((", u.dtype, ")", fn("bf16st", a.dtype), "(", a, "))")', (Ops.BITCAST, ))
+rdefae5 = Rule('rdefae5', 'rules/render_c.rules', 113, 'u@(CAST:float16|float32 i@(CAST:int8|int16|int32|uint8|uint16|uint32 x)) if ctype(x.dtype) == ctype(u.dtype) -> c("((", u.dtype, ")(double)", i, ")")', (Ops.CAST, ))
+r5a1733 = Rule('r5a1733', 'rules/render_c.rules', 114, 'u@(CAST:floats i@(CAST:ints x)) if ctype(x.dtype) == ctype(u.dtype) -> c("({ ", u.dtype, " r_ = (", u.dtype, ")", i, "; r_ == 0 ? (", u.dtype, ")0 : r_; })")', (Ops.CAST, ))
+r252efb = Rule('r252efb', 'rules/render_c.rules', 115, 'u@(CAST a) -> c("((", u.dtype, ")", a, ")")', (Ops.CAST, ))
+r1d4cfc = Rule('r1d4cfc', 'rules/render_c.rules', 117, 'u@(BITCAST a) if u.dtype.count > 1 -> c("((", u.dtype, ")", a, ")")', (Ops.BITCAST, ))
+r6a7985 = Rule('r6a7985', 'rules/render_c.rules', 118, 'u@(BITCAST a) -> c(fn("bitcast", u.dtype, a.dtype), "(", a, ")")', (Ops.BITCAST, ))
+ref3aea = Rule('ref3aea', 'rules/render_c.rules', 121, 'u@(VECTORIZE _...) -> c("((", u.dtype, ")", lanes(u.src), ")")', (Ops.VECTORIZE, ))
+ra245a3 = Rule('ra245a3', 'rules/render_c.rules', 122, '(GEP [i] v) -> c(v, "[", i[0], "]")', (Ops.GEP, ))
+rd1c3e4 = Rule('rd1c3e4', 'rules/render_c.rules', 124, 'u@(LOAD x@(INDEX _ _ v)) if u.dtype.count > 1 -> c("(", v, "?*((", u.dtype, "_u*)", x, "):((", u.dtype, "){}))")', (Ops.LOAD, ))
+r727466 = Rule('r727466', 'rules/render_c.rules', 125, 'u@(LOAD idx) if u.dtype.count > 1 -> c("(*((", u.dtype, "_u*)", idx, "))")', (Ops.LOAD, ))
+re925cb = Rule('re925cb', 'rules/render_c.rules', 126, '(STORE idx v) if v.dtype.count > 1 -> line("*((", v.dtype, "_u*)", idx, ") = ", v, ";")', (Ops.STORE, ))
+re3e800 = Rule('re3e800', 'rules/render_c.rules', 129, '(INDEX g i _...) -> c("(", g, "+", i, ")")', (Ops.INDEX, ))
+rdb4a2c = Rule('rdb4a2c', 'rules/render_c.rules', 131, 'u@(LOAD:bfloat16 x@(INDEX _ _ v)) -> c("(", v, "?", fn("bf16ld", u.dtype), "(*", x, "):0.0f)")', (Ops.LOAD, ))
+r63494f = Rule('r63494f', 'rules/render_c.rules', 132, 'u@(LOAD:bfloat16 idx) -> c(fn("bf16ld", u.dtype), "(*", idx, ")")', (Ops.LOAD, ))
+raca021 = Rule('raca021', 'rules/render_c.rules', 133, '(STORE idx v:bfloat16) -> line("*", idx, " = ", fn("bf16st", v.dtype), "(", v, ");")', (Ops.STORE, ))
+r8b1f5b = Rule('r8b1f5b', 'rules/render_c.rules', 135, 'u@(LOAD x@(INDEX _ _ v)) -> c("(", v, "?*", x, ":", u.const_like(0), ")")', (Ops.LOAD, ))
+r9a5cb3 = Rule('r9a5cb3', 'rules/render_c.rules', 136, '(LOAD idx) -> c("(*", idx, ")")', (Ops.LOAD, ))
+r1130d2 = Rule('r1130d2', 'rules/render_c.rules', 137, '(STORE idx v) -> line("*", idx, " = ", v, ";")', (Ops.STORE, ))
+rd1f8f4 = Rule('rd1f8f4', 'rules/render_c.rules', 138, '(ASSIGN acc v) -> line(acc, " = ", v, ";")', (Ops.ASSIGN, ))
+r7c116e = Rule('r7c116e', 'rules/render_c.rules', 140, '(CUSTOM ["prefetch"] idx) -> line("__builtin_prefetch(", idx, ");")', (Ops.CUSTOM, ))
+r460c9f = Rule('r460c9f', 'rules/render_c.rules', 144, 'u@(ALU - CMPLT - CMPNE - CMPEQ:bool|int8|uint8|int16|uint16 _...) -> c("((", u.dtype, ")", ctx, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ))
+r624539 = Rule('r624539', 'rules/render_c.rules', 145, 'u@(ALU:bfloat16 _...) -> c(fn("bf16r", u.dtype), "(", ctx, ")")', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ))
+rff0e90 = Rule('rff0e90', 'rules/render_c.rules', 149, '(_:bfloat16) -> c("((double)", ctx, ")")', None)
+r20c878 = Rule('r20c878', 'rules/render_c.rules', 154, 'f@(CUSTOM:sints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : b == -1 ? (", f.dtype, ")(0 - (", unsigned(f.dtype), ")a) : a / b;"))', (Ops.CUSTOM, ))
+r363fa8 = Rule('r363fa8', 'rules/render_c.rules', 155, 'f@(CUSTOM:uints ["idiv"]) -> binary(f, ctx, c("return b == 0 ? 0 : a / b;"))', (Ops.CUSTOM, ))
+r51e7b4 = Rule('r51e7b4', 'rules/render_c.rules', 156, 'f@(CUSTOM:sints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : b == -1 ? 0 : a % b;"))', (Ops.CUSTOM, ))
+r917b73 = Rule('r917b73', 'rules/render_c.rules', 157, 'f@(CUSTOM:uints ["imod"]) -> binary(f, ctx, c("return b == 0 ? a : a % b;"))', (Ops.CUSTOM, ))
+r850b53 = Rule('r850b53', 'rules/render_c.rules', 159, 'f@(CUSTOM:ints ["shl"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : (", f.dtype, ")((", unsigned(f.dtype), ")a << b);"))', (Ops.CUSTOM, ))
+r19d6e9 = Rule('r19d6e9', 'rules/render_c.rules', 160, 'f@(CUSTOM:sints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? (a < 0 ? -1 : 0) : a >> b;"))', (Ops.CUSTOM, ))
+r67c1ca = Rule('r67c1ca', 'rules/render_c.rules', 161, 'f@(CUSTOM:uints ["shr"]) -> binary(f, ctx, c("return (b < 0 || b >= ", bits(f.dtype), ") ? 0 : a >> b;"))', (Ops.CUSTOM, ))
+r81a2df = Rule('r81a2df', 'rules/render_c.rules', 163, 'f@(CUSTOM:floats ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b) | (a != a); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ))
+re30ac4 = Rule('re30ac4', 'rules/render_c.rules', 164, 'f@(CUSTOM ["vmax"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = (a > b); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ))
+r7bece2 = Rule('r7bece2', 'rules/render_c.rules', 165, 'f@(CUSTOM:floats ["vmaxk"]) -> binary(f, ctx, c(mask_type(f.dtype), " m = ~(a <= b); ", vmax_select(f.dtype)))', (Ops.CUSTOM, ))
+r0d21e6 = Rule('r0d21e6', 'rules/render_c.rules', 167, 'f@(CUSTOM:floats ["vfma"]) -> c("static inline ", f.dtype, " ", ctx, "(", f.dtype, " a, ", f.dtype, " b, ", f.dtype, " c) { ", fma_body(f.dtype), " }")', (Ops.CUSTOM, ))
+r9f5d87 = Rule('r9f5d87', 'rules/render_c.rules', 170, 'f@(CUSTOM ["ftoi"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { if (!(a > ", dtypes.min(f.dtype) - 1, ".0 && a < ", dtypes.max(f.dtype) + 1, ".0)) { if (a != a || a == INFINITY || a == -INFINITY) return 0; ", "double w = fmod(trunc((double)a), 18446744073709551616.0); if (w >= 9223372036854775808.0) return (", f.dtype, ")(unsigned long long)w; if (w < -9223372036854775808.0) return (", f.dtype, ")(unsigned long long)(w + 18446744073709551616.0); ", "return (", f.dtype, ")(long long)w; } return (", f.dtype, ")a; }")', (Ops.CUSTOM, ))
+r835c33 = Rule('r835c33', 'rules/render_c.rules', 175, 'f@(CUSTOM ["bitcast"] s) -> c("static inline ", f.dtype, " ", ctx, "(", s.dtype, " a) { ", f.dtype, " r; __builtin_memcpy(&r, &a, sizeof r); return r; }")', (Ops.CUSTOM, ))
+r5eac0c = Rule('r5eac0c', 'rules/render_c.rules', 179, '(CUSTOM ["bf16r"]) -> c("static inline float ", ctx, \'(double x) { float f = (float)x; unsigned int u; if (f != f) return __builtin_nanf(""); \', "__builtin_memcpy(&u, &f, 4); u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u; __builtin_memcpy(&f, &u, 4); return f; }")', (Ops.CUSTOM, ))
+r28f179 = Rule('r28f179', 'rules/render_c.rules', 181, '(CUSTOM ["bf16ld"]) -> c("static inline float ", ctx, "(unsigned short b) { unsigned int u = (unsigned int)b << 16; float f; ", "__builtin_memcpy(&f, &u, 4); return f; }")', (Ops.CUSTOM, ))
+r165654 = Rule('r165654', 'rules/render_c.rules', 183, '(CUSTOM ["bf16st"]) -> c("static inline unsigned short ", ctx, "(float f) { unsigned int u; if (f != f) return 0x7FC0; __builtin_memcpy(&u, &f, 4); ", "return (unsigned short)(u >> 16); }")', (Ops.CUSTOM, ))
 
 render_c = Matcher('render_c', {Ops.ASSIGN: render_c_ASSIGN, Ops.DEFINE_VAR: render_c_DEFINE_VAR, Ops.AFTER: render_c_AFTER, Ops.DEFINE_GLOBAL: render_c_DEFINE_GLOBAL, Ops.DEFINE_LOCAL: render_c_DEFINE_LOCAL, Ops.DEFINE_REG: render_c_DEFINE_REG, Ops.RANGE: render_c_RANGE, Ops.END: render_c_END, Ops.INDEX: render_c_INDEX, Ops.LOAD: render_c_LOAD, Ops.STORE: render_c_STORE, Ops.VECTORIZE: render_c_VECTORIZE, Ops.GEP: render_c_GEP, Ops.CUSTOM: render_c_CUSTOM, Ops.CAST: render_c_CAST, Ops.BITCAST: render_c_BITCAST, Ops.EXP2: render_c_EXP2, Ops.LOG2: render_c_EXP2, Ops.SIN: render_c_EXP2, Ops.SQRT: render_c_EXP2, Ops.RECIPROCAL: render_c_RECIPROCAL, Ops.NEG: render_c_NEG, Ops.TRUNC: render_c_EXP2, Ops.ADD: render_c_ADD, Ops.SUB: render_c_SUB, Ops.MUL: render_c_MUL, Ops.FDIV: render_c_FDIV, Ops.IDIV: render_c_IDIV, Ops.MOD: render_c_MOD, Ops.MAX: render_c_MAX, Ops.POW: render_c_POW, Ops.CMPLT: render_c_CMPLT, Ops.CMPNE: render_c_CMPNE, Ops.CMPEQ: render_c_CMPEQ, Ops.XOR: render_c_XOR, Ops.OR: render_c_OR, Ops.AND: render_c_AND, Ops.SHL: render_c_SHL, Ops.SHR: render_c_SHR, Ops.WHERE: render_c_WHERE, Ops.MULACC: render_c_MULACC, Ops.CONST: render_c_CONST}, [rd66bfe, rdb2122, r218d96, r04ce0c, rb91efb, r22e7e3, r585fbb, r58794e, r4fb6dd, r933cd2, r8b74b0, r3649c6, rbed214, rcc32f6, r8504a5, r8f6331, r1efe0e, r59772a, r86cf46, ra120ed, radf1e2, rbf1efd, r0373c2, r0112b6, rbc37a8, rdebd97, r120617, reaf9cd, rc0699a, re3f276, rab23a6, r848b47, rd6b2b5, r68ba65, r55f307, rf9b033, r9aca59, r25918f, rd7c1f3, r1ceda1, r9fd4e5, racc82a, rd71576, r0837c5, r27f846, r8ba629, re7f356, r470b4a, r0c5ec1, r70881c, r9a7080, r46452f, r479000, r4e2283, r6eec1d, r2de71d, rc90172, r76cef6, r4dfce8, r3c7a12, rd1f758, ra413ba, r656164, r299082, r2fc341, r5537a7, rdefae5, r5a1733, r252efb, r1d4cfc, r6a7985, ref3aea, ra245a3, rd1c3e4, r727466, re925cb, re3e800, rdb4a2c, r63494f, raca021, r8b1f5b, r9a5cb3, r1130d2, rd1f8f4, r7c116e])
 render_value = Matcher('render_value', {Ops.EXP2: render_value_EXP2, Ops.LOG2: render_value_EXP2, Ops.SIN: render_value_EXP2, Ops.SQRT: render_value_EXP2, Ops.RECIPROCAL: render_value_EXP2, Ops.NEG: render_value_EXP2, Ops.TRUNC: render_value_EXP2, Ops.ADD: render_value_ADD, Ops.SUB: render_value_ADD, Ops.MUL: render_value_ADD, Ops.FDIV: render_value_ADD, Ops.IDIV: render_value_ADD, Ops.MOD: render_value_ADD, Ops.MAX: render_value_ADD, Ops.POW: render_value_ADD, Ops.CMPLT: render_value_CMPLT, Ops.CMPNE: render_value_CMPLT, Ops.CMPEQ: render_value_CMPLT, Ops.XOR: render_value_ADD, Ops.OR: render_value_ADD, Ops.AND: render_value_ADD, Ops.SHL: render_value_ADD, Ops.SHR: render_value_ADD, Ops.THREEFRY: render_value_ADD, Ops.WHERE: render_value_WHERE, Ops.MULACC: render_value_WHERE}, [r460c9f, r624539])

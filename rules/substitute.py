@@ -19,17 +19,13 @@ inf, nan = math.inf, math.nan
 # ---- ruleset substitute: Every node that is a key of ctx (a dict) becomes its value. ----
 
 def substitute_any(_u: UOp, ctx):
-  # rdbe4da: x@_ -> {ctx.get(x)}
+  # rule rdbe4da, rules/substitute.rules:11
+  # match:  x@_
+  # result: {ctx.get(x)}
   x = _u
   if (_r := (ctx.get(x))) is not None: return (rdbe4da, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rdbe4da_alone(_u: UOp, ctx):
-  x = _u
-  if (_r := (ctx.get(x))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
 # ---- rule table: id, file, line, text, root ops ----
-rdbe4da = Rule('rdbe4da', 'rules/substitute.rules', 11, 'x@_ -> {ctx.get(x)}', None, rdbe4da_alone)
+rdbe4da = Rule('rdbe4da', 'rules/substitute.rules', 11, 'x@_ -> {ctx.get(x)}', None)
 
 substitute = Matcher('substitute', {**{o: substitute_any for o in Ops}}, [rdbe4da])
