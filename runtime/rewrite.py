@@ -224,6 +224,8 @@ class _Pending:
     self.node, self.nodes, self.target, self.rule = nodes[0], nodes, target, rule
 
 def _rewrite(root: UOp, table: list, ctx: Any, label: str) -> UOp:
+  # the walk is UOp.toposort's (sources first, one explicit stack) written out here, not called with a visit function: a
+  # Python call per node cost 10% on the symbolic corpus and 15% per node of a chain no rule fires on (measured, issue 20)
   # memo: every node met or made on the way (the node the walk met, the node rebuilt from its final sources, each result
   # a rule chain passed through) -> its final form, so no rule fires twice on one node; a final form maps to itself
   memo: dict[UOp, UOp] = {}
@@ -438,19 +440,12 @@ def _raise_runaway(pending: dict, label: str) -> None:
 def substitute(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
   """`root` with every node that is a key of `mapping` replaced by its value; replacements are not searched again."""
   memo: dict[UOp, UOp] = {}
-  stack = [root]
-  while stack:
-    u = stack[-1]
-    if u in memo: stack.pop(); continue  # noqa: E702
-    if (r := mapping.get(u)) is not None:
+  get = mapping.get
+  # the IR's sources-first walk (UOp.toposort), not into the nodes being replaced
+  for u in root.toposort(gate=lambda x: x not in mapping):
+    if (r := get(u)) is not None:
       memo[u] = r
-      stack.pop()
       continue
-    missing = [s for s in u.src if s not in memo]
-    if missing:
-      stack.extend(missing)
-      continue
-    stack.pop()
     nsrc = tuple([memo[s] for s in u.src])
     memo[u] = u if nsrc == u.src else uop(u.op, u.dtype, nsrc, u.arg, u.tag)
   return memo[root]
