@@ -20,6 +20,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from rules.kernelize_helpers import KernelContext
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, OpChain, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
@@ -70,23 +71,6 @@ def kernel_value(x: UOp) -> UOp:
   if x.op is Ops.ASSIGN: return x.src[1]
   if x.op is Ops.CONTIGUOUS: return x.src[0]
   return x
-
-class KernelContext:
-  """What to_kernel_ast needs: which nodes are inputs, and the parameter each one became (one per buffer)."""
-  def __init__(self, point: UOp, points: set[UOp]):
-    self.point, self.points = point, points
-    self.params: list[UOp] = []
-    self.globals: dict[UOp, UOp] = {}
-  def is_input(self, x: UOp) -> bool:
-    b = x
-    while b.op is Ops.RESHAPE: b = b.src[0]
-    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
-  def param(self, x: UOp) -> UOp:
-    b = strip(x)
-    if b not in self.globals:
-      self.params.append(b)
-      self.globals[b] = uop(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), len(self.params))
-    return self.globals[b]
 
 def region(x: UOp, points: set[UOp]) -> tuple[list[UOp], list[UOp]]:
   """(nodes computed by the kernel of point x, the inputs it reads)."""
