@@ -2,7 +2,8 @@
 results a reduction has, the two costs the rule that bounds fusion by work compares.
 """
 from __future__ import annotations
-from runtime.uop import UOp
+import math
+from runtime.uop import UOp, dim_max
 
 def _count(u) -> int:
   """The number of values an index node (a loop, a Variable standing for one) or a size takes; 1 when it can't say."""
@@ -12,12 +13,8 @@ def _count(u) -> int:
 
 def trips(loops) -> int:
   """How many times the body of these nested loops runs: the product of their lengths."""
-  n = 1
-  for r in loops: n *= _count(r)
-  return n
+  return math.prod(_count(r) for r in loops)
 
 def results(r: UOp) -> int:
   """How many values the reduction r makes: the product of its output shape (a symbolic size at its largest)."""
-  n = 1
-  for d in r.shape: n *= d if d.__class__ is int else int(d.vmax)
-  return n
+  return math.prod(int(dim_max(d)) for d in r.shape)
