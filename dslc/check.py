@@ -9,9 +9,11 @@ from dslc.diagnostics import Diagnostic, did_you_mean
 from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
-from dslc.emit import BUILTINS, PRELUDE_NAMES, Consts, StepBuilder, _pat_names, is_unconditional
-from dslc.emit_result import EmitError, ResultBuilder, is_fold
-from dslc.ir import CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update
+from dslc.infer import DtypeInference, plain_names
+from dslc.ir import (CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update,
+                     is_fold, is_unconditional)
+from dslc.lang import BUILTINS, GENERATED_NAMES, PRELUDE_NAMES
+from dslc.pyinfo import Member, class_members
 
 def check_file(rf: RuleFile) -> list[Diagnostic]:
   c = Checker(rf)
@@ -32,6 +34,8 @@ class Checker:
     self.diags: list[Diagnostic] = []
     self.lines = rf.source.split("\n")
     self.imported: set[str] = set()
+    self.objects: dict[str, object] = {}   # imported name -> the object (a helper, a class)
+    self.undeclared: set[str] = set()      # rule sets reported for reading a ctx they do not declare
     self.used: set[str] = set()
     self.splices: set[str] = set()   # of the rule being checked: `rest*` names, and node captures
     self.nodes: set[str] = set()
@@ -100,6 +104,7 @@ class Checker:
         continue
       for n in names:
         if not hasattr(mod, n): self.error(f"'{module}' has no '{n}'{did_you_mean(n, [x for x in vars(mod) if not x.startswith('_')])}", span, n)
+        else: self.objects[n] = getattr(mod, n)
         self.imported.add(n)
 
   def check_ruleset_name(self, rs) -> None:
@@ -110,19 +115,46 @@ class Checker:
       self.error(f"a ruleset can't be named '{rs.name}' in this file: a guard or result uses the builtin {rs.name}()", rs.span, rs.name)
 
   def check_contexts(self) -> None:
-    """The types a `ctx NAME: ...` declaration names: node, a builtin type, None, UOp, an imported class or a declared context."""
+    """The types a `ctx NAME: ...` declaration names (node, a builtin type, None, UOp, an imported class or a declared
+    context), and the classes it says implement it (`ctx NAME(Class, ...): ...`, or NAME itself when it is an imported class):
+    each must have every member declared, methods taking the arguments declared (`stats` counts them as helper code)."""
     known = CTX_TYPES | self.imported | set(self.rf.contexts)
     for decl in self.rf.contexts.values():
       for m in decl.members.values():
         if m.type not in known:
           self.error(f"unknown type '{m.type}' for {'indexing' if m.kind == 'index' else repr(m.name)} of context '{decl.name}': "
                      f"{', '.join(sorted(CTX_TYPES))}, an imported class or a declared context{did_you_mean(m.type, known)}", m.span, m.type)
+      impls = decl.impls or ((decl.name,) if isinstance(self.objects.get(decl.name), type) else ())
+      for c in decl.impls:
+        if c not in self.imported: self.error(f"'{c}' is not imported: the classes implementing context '{decl.name}' come from a helper module "
+                                              f"(`from rules.MODULE import {c}`)", decl.span, c)
+        elif c in self.objects and not isinstance(self.objects[c], type): self.error(f"'{c}' is not a class", decl.span, c)
+      for c in impls:
+        if isinstance(cls := self.objects.get(c), type): self.check_implements(decl, c, class_members(cls))
+
+  def check_implements(self, decl, cname: str, members: dict[str, Member]) -> None:
+    for m in decl.members.values():
+      has = members.get("__getitem__" if m.kind == "index" else m.name)
+      what = "indexing" if m.kind == "index" else f"'{m.name}'"
+      head = f"context '{decl.name}' declares {what}, but"
+      if m.kind == "index":
+        if not hasattr(self.objects[cname], "__getitem__"): self.error(f"{head} class {cname} has none", m.span)
+      elif has is None: self.error(f"{head} class {cname} has no '{m.name}'{did_you_mean(m.name, members)}", m.span)
+      elif m.kind == "method" and has.kind != "method": self.error(f"{head} {cname}.{m.name} is a field, not a method", m.span)
+      elif m.kind == "method" and not (has.min_args <= len(m.params) and (has.max_args is None or len(m.params) <= has.max_args)):
+        self.error(f"context '{decl.name}' declares {m.name}({', '.join(m.params)}), but {cname}.{m.name} takes {_args_text(has)}", m.span)
 
   def check_params(self, rs: RuleSet) -> None:
     ctx_type = rs.params.get("ctx")
-    if ctx_type is not None and ctx_type not in ("UOp", "None") and ctx_type not in self.imported and ctx_type not in self.rf.contexts:
+    if ctx_type is not None and ctx_type not in ("UOp", "None") and ctx_type not in CTX_BUILTINS and ctx_type not in self.imported and \
+       ctx_type not in self.rf.contexts:
       self.error(f"unknown type '{ctx_type}' for ctx: UOp, None (no ctx), a context declared with `ctx {ctx_type}: ...`, or a class imported "
-                 f"with `from rules.MODULE import {ctx_type}`{did_you_mean(ctx_type, self.rf.contexts)}", rs.span, ctx_type)
+                 f"with `from rules.MODULE import {ctx_type}`{did_you_mean(ctx_type, self.rf.contexts)}; or a builtin type "
+                 f"({', '.join(CTX_BUILTINS)})",
+                 rs.span, ctx_type)
+    elif ctx_type in self.objects and ctx_type not in self.rf.contexts and not isinstance(self.objects[ctx_type], type):
+      self.error(f"ctx's type '{ctx_type}' is not a class: a class imported from a helper module, or a context declared with "
+                 f"`ctx {ctx_type}: ...`", rs.span, ctx_type)
     for p in rs.caps:
       t = rs.params[p]
       if t is not None and t != "UOp" and t not in self.imported and t not in BUILTINS:
@@ -200,16 +232,11 @@ class Checker:
           self.error(f"ctx is used as a node, but rule set '{rs.name}' does not declare it one: write `ruleset {rs.name}(ctx: UOp)`", ref.span, "ctx")
           break
     if isinstance(r.result, TupleResult): self.check_per_source(r.result, r)
-    # dtypes the result must infer: try building it
-    sb = StepBuilder(Consts(), root_dispatched=True)
-    try:
-      sb.build(first_variant(r.pattern))
-      rb = ResultBuilder(Consts(), r, sb.plain)
-      for b in r.bindings:
-        try: rb.expr(b.value, "_u.dtype") if not isinstance(b.value, Lit) else None
-        except EmitError as e: self.error(str(e), b.value.span)
-      rb.top()
-    except EmitError as e: self.error(str(e), r.result.span if hasattr(r.result, "span") else r.span)
+    # the dtypes the result's nodes must infer
+    inference = DtypeInference(r, plain_names(first_variant(r.pattern)))
+    for b in r.bindings:
+      if (problem := inference.first_problem(b.value)) is not None: self.error(problem, b.value.span)
+    if (problem := inference.first_problem(r.result)) is not None: self.error(problem, r.result.span if hasattr(r.result, "span") else r.span)
     self.check_attributes(r, node_names)
     # dtypes, once the rule is otherwise sound
     if len(self.diags) == errors_before:
@@ -217,38 +244,54 @@ class Checker:
 
   def check_ctx(self, r: Rule, rs: RuleSet) -> None:
     """What a rule reads of ctx against what its rule set declares: `ctx: None`, none of it; `ctx: UOp`, a node's attributes;
-    `ctx: NAME` of a `ctx NAME: ...` declaration, its members only (methods called with their number of arguments). A
-    rule set that declares nothing, or an imported class, is not checked."""
+    `ctx: dict` (a builtin type) or an imported class, its public members; `ctx: NAME` of a `ctx NAME: ...` declaration,
+    the members declared only. Methods are called with the number of arguments they take. A rule set that reads ctx
+    must declare it."""
     ctx_type = rs.params.get("ctx")
-    if ctx_type is None or (ctx_type != "None" and ctx_type != "UOp" and ctx_type not in self.rf.contexts): return
+    if ctx_type is None:
+      as_node = any(ref.name == "ctx" for v in [r.result, *(b.value for b in r.bindings)] for ref in _node_refs(v))  # check_rule says it
+      if "ctx" in _expr_names(r) and not as_node and rs.name not in self.undeclared:
+        self.undeclared.add(rs.name)
+        self.error(f"rule set '{rs.name}' reads ctx but does not say what it is: declare it, `ruleset {rs.name}(ctx: TYPE)`, TYPE one of "
+                   "UOp, a builtin type (dict, str, ...), a class imported from a helper module, a context declared by `ctx NAME: ...`",
+                   r.span, "ctx")
+      return
     if ctx_type == "None":
       if "ctx" in _expr_names(r):
         self.error(f"'ctx' is used, but rule set '{rs.name}' declares `ctx: None` (it reads no ctx): declare what it is, as "
                    f"`ruleset {rs.name}(ctx: UOp)` or a context", r.span, "ctx")
       return
-    members = self.rf.contexts[ctx_type].members if ctx_type != "UOp" else None
+    decl = self.rf.contexts.get(ctx_type)
+    if decl is not None:
+      members = {m.name: Member(m.kind, len(m.params), len(m.params)) for m in decl.members.values() if m.kind != "index"}
+      what, add = f"context '{ctx_type}' declares no", f" (add it to `ctx {ctx_type}: ...`)"
+      indexable = "[]" in decl.members
+    else:
+      cls = UOp if ctx_type == "UOp" else CTX_BUILTINS.get(ctx_type) or self.objects.get(ctx_type)
+      if not isinstance(cls, type): return  # an unknown type: check_params reported it
+      kind = "a " + ctx_type if ctx_type in CTX_BUILTINS or ctx_type == "UOp" else ctx_type
+      members, what, add = class_members(cls), f"ctx ({kind}) has no attribute", ""
+      indexable = hasattr(cls, "__getitem__")
     for e in _exprs(r):
       try: tree = ast.parse(e.text, mode="eval")
       except SyntaxError: continue
       calls = {id(n.func): len(n.args) + len(n.keywords) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+      span = e.span or r.span
       for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ctx":
-          span = e.span or r.span
-          if members is None:
-            if n.attr not in UOP_ATTRS: self.attr_error(f"ctx (a UOp) has no attribute '{n.attr}'{did_you_mean(n.attr, UOP_ATTRS)}", span, n.attr)
-            continue
           m = members.get(n.attr)
           if m is None:
-            names = [x for x in members if x != "[]"]
-            self.attr_error(f"context '{ctx_type}' declares no '{n.attr}'{did_you_mean(n.attr, names)}: it declares "
-                            f"{', '.join(names) or 'no attribute'} (add it to `ctx {ctx_type}: ...`)", span, n.attr)
-          elif m.kind == "method" and id(n) in calls and calls[id(n)] != len(m.params):
-            self.attr_error(f"ctx.{m.name} takes {len(m.params)} argument{'s' if len(m.params) != 1 else ''} "
-                            f"({', '.join(m.params)}), this call gives it {calls[id(n)]}", span, n.attr)
-          elif m.kind == "field" and id(n) in calls:
-            self.attr_error(f"ctx.{m.name} is a field of context '{ctx_type}' ({m.name}: {m.type}), not a method", span, n.attr)
-        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "ctx" and members is not None and "[]" not in members:
-          self.error(f"context '{ctx_type}' declares no indexing: add `[x] -> type` to `ctx {ctx_type}: ...`", e.span or r.span, "ctx")
+            listed = f": it declares {', '.join(members) or 'no attribute'}" if decl is not None else ""
+            self.attr_error(f"{what} '{n.attr}'{did_you_mean(n.attr, members)}{listed}{add}", span, n.attr)
+          elif m.kind == "method" and id(n) in calls and not (m.min_args <= calls[id(n)] and (m.max_args is None or calls[id(n)] <= m.max_args)):
+            names = f" ({', '.join(decl.members[n.attr].params)})" if decl is not None else ""
+            self.attr_error(f"ctx.{n.attr} takes {_args_text(m)}{names}, this call gives it {calls[id(n)]}", span, n.attr)
+          elif m.kind == "field" and id(n) in calls and decl is not None:
+            kind = f"a field of context '{ctx_type}' ({n.attr}: {decl.members[n.attr].type})" if decl is not None else "a field"
+            self.attr_error(f"ctx.{n.attr} is {kind}, not a method", span, n.attr)
+        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and n.value.id == "ctx" and not indexable:
+          if decl is not None: self.error(f"context '{ctx_type}' declares no indexing: add `[x] -> type` to `ctx {ctx_type}: ...`", span, "ctx")
+          else: self.error(f"ctx ({ctx_type}) has no indexing", span, "ctx")
 
   def attr_error(self, message: str, span: Span, attr: str) -> None:
     """An error with its caret under `attr` of the first `ctx.attr` at or after span."""
@@ -318,7 +361,7 @@ class Checker:
         self.error(f"{o.name} takes {ARITY[o]} source{'s' if ARITY[o] != 1 else ''}, this pattern gives it {n}{' or more' if p.rest else ''}", p.span)
     for s in p.src or (): self.check_pattern(s, nodes, args, r, False)
     if p.rest is not None:
-      inner = _pat_names(p.rest)
+      inner = p.rest.names()
       outer = r.pattern.names(skip=p.rest)
       for n in sorted(inner & outer): self.error(f"'{n}' inside a repeated pattern can't also be bound outside it", p.rest.span, n)
       self.check_pattern(p.rest, nodes, args, r, False)
@@ -399,8 +442,14 @@ class Checker:
 
 MAX_VARIANTS = 256
 _KINDS = {"node": "nodes", "per-source": "per-source tuples"}
-# module-level names of a generated module besides PRELUDE_NAMES (see emit.emit_module) that user names must not hide
-GENERATED_NAMES = frozenset({"len", "match_all", "Matcher", "Rule"})
+
+# the builtin types a rule set's ctx may be (`ruleset substitute(ctx: dict)`)
+CTX_BUILTINS = {t.__name__: t for t in (dict, str, list, tuple, set, frozenset, int, float, bool)}
+
+def _args_text(m: Member) -> str:
+  n = "any number of" if m.max_args is None and m.min_args == 0 else f"{m.min_args} or more" if m.max_args is None else \
+      str(m.min_args) if m.min_args == m.max_args else f"{m.min_args} to {m.max_args}"
+  return f"{n} argument{'' if n == '1' else 's'}"
 
 # the types a `ctx NAME: ...` declaration may give its members (besides imported classes and declared contexts)
 CTX_TYPES = frozenset({"node", "UOp", "bool", "int", "float", "str", "dtype", "tuple", "list", "dict", "set", "any", "None"})

@@ -1,6 +1,7 @@
 """The dslc driver: parse, check, emit, and verify the emitted Python compiles. Used by build.py and the CLI."""
 from __future__ import annotations
-import os, re, warnings
+import itertools, linecache, os, re, warnings
+from typing import Any
 from dslc.diagnostics import Diagnostic, DslError
 from dslc.emit import emit_module
 from dslc.emit_result import EmitError
@@ -39,13 +40,26 @@ def compile_rules(path: str, display_path: str | None = None, source: str | None
     raise DslError([Diagnostic(shown, span.line if span else 1, span.col if span else 1, message)], rf.source) from None
   return code
 
+_counter = itertools.count(1)
+
+def exec_module(code: str, filename: str, ns: dict[str, Any] | None = None) -> dict[str, Any]:
+  """Run a generated module's code in `ns` (a new dict by default) and return it, with the text kept in linecache under
+  `filename`: tracebacks show the generated lines, and a rule alone (RULESTATS, Rule.fn) is cut from them."""
+  if (old := linecache.cache.get(filename)) is not None and "".join(old[2]) != code:
+    filename = f"{filename} <{next(_counter)}>"  # another module's text holds this name: a name of its own, so neither is misread
+  linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+  ns = {} if ns is None else ns
+  exec(compile(code, filename, "exec"), ns)  # noqa: S102 - code dslc generated
+  return ns
+
 def _rule_at(rf: RuleFile, code: str, lineno: int | None) -> Span | None:
-  """The rule whose generated code holds line `lineno`: the nearest rule id above it (`# r1a2b3c: ...`, `def r1a2b3c_alone`)."""
+  """The rule whose generated code holds line `lineno`: the nearest rule header above it (`# rule r1a2b3c, FILE:LINE`)."""
   spans = {r.id: r.span for rs in rf.rulesets for r in rs.rules}
   lines = code.split("\n")
   for i in range(min(lineno or 0, len(lines)) - 1, -1, -1):
-    m = re.match(r"\s*(?:# (r[0-9a-f]{6}): |def (r[0-9a-f]{6})_alone\()", lines[i])
-    if m and (m.group(1) or m.group(2)) in spans: return spans[m.group(1) or m.group(2)]
+    if lines[i].lstrip().startswith("def "): return None  # the top of its function: not inside a rule's block
+    m = re.match(r"\s*# rule (\S+), ", lines[i])
+    if m and m.group(1) in spans: return spans[m.group(1)]
   return None
 
 def rel(path: str, root: str) -> str:

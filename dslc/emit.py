@@ -1,8 +1,11 @@
 """The emitter: rule IR -> Python source of a matcher module, last phase of dslc.
 
-Per rule set, one function per root op tries that op's rules in file order. Each rule is a list of steps (tests and
-bindings) in a fixed order, so consecutive rules that start with the same tests share them in one `if`. Commutative
-sources become explicit alternative orders. Every rule also gets a standalone function (RULESTATS, tests).
+Per rule set, one function per root op tries that op's rules in file order. The function opens with what every rule of it
+may use (its node's sources, when the op has a fixed number), then each rule's code in one block, under a comment with its
+`file:line` and its whole text (`# match:`, `# cond:`, `# result:`), as Go's generated rewrite rules do. A block uses only
+the opening's names and its own, so the block alone is the rule alone: runtime/rule_alone.py cuts a dispatch function down
+to one rule for RULESTATS, explain and tests, with no second copy of the rule in the module. Commutative sources become
+explicit orders, or a loop over both.
 """
 from __future__ import annotations
 import dataclasses, itertools, re
@@ -10,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, Ops
-from dslc.ir import CallResult, Cond, Pat, PyResult, Ref, Rule, RuleFile, RuleSet, TupleResult
-from dslc.parse import DTYPE_CLASSES, GROUPS
+from dslc.ir import CallResult, Pat, Rule, RuleFile, RuleSet, TupleResult, has_repeated_names, is_unconditional, root_ops
+from dslc.lang import BUILTINS, DTYPE_CLASSES, GROUPS, PRELUDE_NAMES
 from dslc.stamp import source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
@@ -22,10 +25,6 @@ _OPS_REF = re.compile(r"(?<![\w.])Ops\.([A-Z][A-Z0-9_]*)\b")
 _ASSIGN = re.compile(r"\s*(?:if \()?([A-Za-z_]\w*) :?= ")
 _ALIAS = re.compile(r"([a-z]\w*) = (_u[_0-9]*)")   # a capture bound to the variable holding its node
 
-# names a guard or result may use without binding them
-BUILTINS = frozenset({"abs", "all", "any", "bool", "dict", "enumerate", "float", "frozenset", "getattr", "int", "isinstance", "len", "list", "max",
-                      "min", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type", "zip", "True", "False", "None"})
-PRELUDE_NAMES = frozenset({"Ops", "GroupOp", "dtypes", "UOp", "uop", "exec_alu", "cast_value", "math", "inf", "nan", "ctx"})
 
 @dataclass(eq=False)
 class Step:
@@ -41,7 +40,6 @@ class Alt:
   rule: Rule
   steps: list[Step]
   result: list[str]
-  commented: bool = False
   loop_var: str = "_"   # the variable of its loops over source orders (`_k` when the result depends on the order)
 
 @dataclass
@@ -101,7 +99,7 @@ class Consts:
       sb.build(v)
       alts.append(Alt(None, sb.steps, [f"return ({''.join(sb.node_vars.get(x, x) + ', ' for x in names)})"]))  # type: ignore[arg-type]
     body = Block()
-    emit_alts(alts, body, 1, comment=False)
+    emit_alts(alts, body, 1)
     self.rest_fns.append(f"def {name}({ROOT}):\n" + body.text() + _final_return(body))
     return name
 
@@ -131,30 +129,35 @@ class StepBuilder:
       self.plain.add(n)
 
   def build(self, pat: Pat) -> None:
-    # level by level: the tests of every node of a level, then their sources unpacked (so siblings' cheap tests come first)
+    # level by level: the tests of every node of a level, then their sources unpacked (so siblings' cheap tests come first).
+    # Within a level, the op tests first, then the arg tests: the cheapest and the likeliest to fail (a dtype class test,
+    # `x:ints`, almost never fails on index math), so a node no rule can match is rejected after one or two loads
     level: list[tuple[Pat, str, bool]] = [(pat, ROOT, True)]
     while level:
+      for p, v, is_root in level:
+        if p.ops is not None and not (is_root and self.root_dispatched) and not (p.opvar is not None and p.opvar in self.bound_at):
+          self.test(f"{v}.op is {self.c.op(next(iter(p.ops)))}" if len(p.ops) == 1 else f"{v}.op in {self.c.opset(p.ops)}")
+      for p, v, _ in level:
+        if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
+        if p.arg_expr is not None: self.test(f"{v}.arg == {p.arg_expr.text}")
       tested = [self.node(p, v, is_root) for p, v, is_root in level]
       level = [child for p, v, n_written in tested for child in self.unpack(p, v, n_written)]
     for text, name in self.deferred: self.bind(text, name)
 
   def node(self, p: Pat, v: str, is_root: bool) -> tuple[Pat, str, int]:
-    """The tests of one node and the names it binds itself (its op, arg, name); returns what unpack needs."""
+    """The tests of one node (after its op and arg tests: build) and the names it binds itself (its op, arg, name); returns
+    what unpack needs."""
     c = self.c
     n_written = len(p.src or ())
-    # tests: the op, the dtype, the arg, the number of sources
+    # tests: the op variable, the dtype, the arg bound before, the number of sources
     if p.opvar is not None and p.opvar in self.bound_at: self.test(f"{v}.op is {p.opvar}")
-    elif p.ops is not None and not (is_root and self.root_dispatched):
-      self.test(f"{v}.op is {c.op(next(iter(p.ops)))}" if len(p.ops) == 1 else f"{v}.op in {c.opset(p.ops)}")
     tests = []
     if p.dtypes is not None:
       tests.append(f"{v}.dtype is {c.dtype(next(iter(p.dtypes)))}" if len(p.dtypes) == 1 else f"{v}.dtype in {c.dtset(p.dtypes)}")
     if p.dtype_classes is not None:
       tests.append(f"{v}.dtype.scalar in {c.dtset(frozenset().union(*(DTYPE_CLASSES[k] for k in p.dtype_classes)))}")
     if tests: self.test(tests[0] if len(tests) == 1 else "(" + " or ".join(tests) + ")")
-    if p.has_arg_eq: self.test(f"{v}.arg {'is' if p.arg_eq is None or p.arg_eq is True or p.arg_eq is False else '=='} {p.arg_eq!r}")
     if p.arg_name is not None and p.arg_name in self.bound_at: self.test(f"{v}.arg == {p.arg_name}")
-    if p.arg_expr is not None: self.test(f"{v}.arg == {p.arg_expr.text}")
     src = p.src or ()
     ops = frozenset({self.root_op}) if is_root and self.root_op is not None else p.ops
     arities = {ARITY.get(o) for o in ops} if ops is not None else {None}
@@ -163,7 +166,7 @@ class StepBuilder:
       if k < len(src): self.test("False")
       if k <= len(src):
         # zero repeats: the pattern's captures are None, as match_all gives them
-        for name in sorted(_pat_names(p.rest)):
+        for name in sorted(p.rest.names()):
           self.bind(f"{name} = None", name)
           self.rest_names.add(name)
           self.plain.discard(name)
@@ -204,7 +207,7 @@ class StepBuilder:
     return [(s, f"{v}_{i}", False) for i, s in enumerate(src)]
 
   def rest(self, p: Pat, v: str, n: int) -> None:
-    names = sorted(_pat_names(p))
+    names = sorted(p.names())
     fn = self.c.rest_function(p, names)
     m = f"{v}_rest"
     srcs = f"{v}.src[{n}:]" if n else f"{v}.src"
@@ -214,8 +217,6 @@ class StepBuilder:
     self.rest_names |= set(names)
     self.plain -= self.rest_names
 
-
-def _pat_names(p: Pat) -> set[str]: return p.names()
 
 def variants(p: Pat, swap_free: bool, loops: bool = False) -> list[Pat]:
   """Every concrete form of p: alternatives expanded, any-order sources as each distinct order.
@@ -288,22 +289,18 @@ def _pat_key(p: Pat, names: bool = True) -> str:
 # ---- code blocks and the decision tree ----
 
 class Block:
-  def __init__(self):
-    self.lines: list[str] = []
-    self.last_rule: Rule | None = None   # the rule whose comment came last (its other orders need no second one)
-  def comment(self, depth: int, rule: Rule | None) -> None:
-    if rule is not None and rule is not self.last_rule: self.add(depth, _rule_comment(rule, depth))
-    self.last_rule = rule
+  def __init__(self): self.lines: list[str] = []
   def add(self, depth: int, line: str) -> None: self.lines.extend(_wrap("  " * depth, line))
   def text(self) -> str: return "".join(x + "\n" for x in self.lines)
 
 def _wrap(indent: str, line: str) -> list[str]:
   full = indent + line
   if len(full) <= MAX_COLS: return [full]
-  if line.startswith("# "):  # a long comment: cut into words
-    out, cur = [], indent + "#"
-    for w in line[2:].split(" "):
-      if len(cur) + 1 + len(w) > MAX_COLS and cur != indent + "#": out.append(cur); cur = indent + "# " + w  # noqa: E702
+  if line.startswith("# "):  # a long comment: cut into words, the lines after the first indented under its text
+    head = re.match(r"# (?:\w+: +)?", line)[0]  # type: ignore[index]
+    out, cur = [], indent + line[:len(head) - 1]
+    for w in line[len(head):].split(" "):
+      if len(cur) + 1 + len(w) > MAX_COLS and cur.strip() != head.strip(): out.append(cur); cur = indent + "#" + " " * (len(head) - 1) + w  # noqa: E702
       else: cur += " " + w
     return out + [cur]
   if line.startswith("if ") and line.endswith(":") and " and " in line:  # a long condition: one test per line
@@ -311,8 +308,8 @@ def _wrap(indent: str, line: str) -> list[str]:
     return [indent + "if (" + parts[0]] + [indent + "    and " + p for p in parts[1:-1]] + [indent + "    and " + parts[-1] + "):"]
   return [full]
 
-def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, done: dict[str, str] | None = None) -> set[str]:
-  """Emit alternatives in order; consecutive ones that start with the same step share it.
+def emit_alts(alts: list[Alt], out: Block, depth: int, done: dict[str, str] | None = None) -> set[str]:
+  """Emit alternatives in order (the orders and alternatives of one rule); consecutive ones that start with the same step share it.
   `done` maps each variable assigned earlier at this depth to its assignment, so an alternative skips a repeat of it.
   Returns the names assigned here or in nested blocks: Python variables are function-wide, so after a nested block
   the caller can no longer trust what it knew of them."""
@@ -323,7 +320,6 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
     a = alts[i]
     while a.steps and a.steps[0].kind == "bind" and _already(a.steps[0].text, done): a.steps.pop(0)
     if not a.steps:
-      if comment and not a.commented: out.comment(depth, a.rule)
       for line in a.result:
         out.add(depth, line)
         # `_r = ...` and `where` names: later alternatives can't trust what they knew of these variables
@@ -336,9 +332,6 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
     j = i + 1
     while j < len(alts) and alts[j].steps and alts[j].steps[0].key() == first: j += 1
     group = alts[i:j]
-    if len(group) == 1 and comment and not a.commented:
-      out.comment(depth, a.rule)
-      a.commented = True
     kind, text = first[0], first[1]
     if kind == "loop":
       # each order of two sources in turn: swapped at the end of the first pass, swapped back at the end of the second
@@ -347,7 +340,7 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       a.steps.pop(0)
       # what was bound from x or y (or their sources) before the loop is not what they hold in the second pass
       inside = {k: v for k, v in done.items() if not _mentions(v, (x, y))}
-      inner = emit_alts([a], out, depth + 1, comment, inside)
+      inner = emit_alts([a], out, depth + 1, inside)
       out.add(depth + 1, f"{x}, {y} = {y}, {x}")
       for name in inner: done.pop(name, None)
       assigned |= inner
@@ -366,7 +359,7 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       else:
         out.add(depth, f"if {text}:")
         for g in group: g.steps = g.steps[1:]
-      inner = emit_alts(group, out, depth + 1, comment, dict(done))
+      inner = emit_alts(group, out, depth + 1, dict(done))
       for name in inner: done.pop(name, None)
       assigned |= inner
     elif len(group) == 1 and _ALIAS.fullmatch(text):
@@ -379,14 +372,14 @@ def emit_alts(alts: list[Alt], out: Block, depth: int, comment: bool = True, don
       out.add(depth, f"{', '.join(n for n, _ in pairs)} = {', '.join(v for _, v in pairs)}")
       for stmt, (name, _) in zip(run, pairs): done[name] = stmt
       assigned |= {name for name, _ in pairs}
-      assigned |= emit_alts(group, out, depth, comment, done)
+      assigned |= emit_alts(group, out, depth, done)
     else:
       out.add(depth, text)
       names = _assigned(text)
       for name in names: done[name] = text
       assigned |= set(names)
       for g in group: g.steps = g.steps[1:]
-      assigned |= emit_alts(group, out, depth, comment, done)
+      assigned |= emit_alts(group, out, depth, done)
     i = j
   return assigned
 
@@ -405,11 +398,29 @@ def _mentions(stmt: str, names: tuple[str, ...]) -> bool:
 def _assigned(stmt: str) -> list[str]: return [n.strip() for n in stmt.split(" = ", 1)[0].split(",") if n.strip()]
 def _already(stmt: str, done: dict[str, str]) -> bool: return all(done.get(n) == stmt for n in _assigned(stmt))
 
-def _rule_comment(rule: Rule | None, depth: int = 0) -> str:
-  # one line (the rule table at the end of the module has the whole text)
-  if rule is None: return ""
-  text, width = f"# {rule.id}: {rule.text}", MAX_COLS - 2 * depth
-  return text if len(text) <= width else text[:width - 4].rstrip() + " ..."
+def rule_header(rule: Rule) -> list[str]:
+  """The comment lines above a rule's code: its id and `file:line` (runtime/rule_alone.py finds a rule's block by this line),
+  then its whole text, one line per part (`# match:`, `# cond:`, `# result:`, `# where:`)."""
+  return [f"# rule {rule.id}, {rule.span.file}:{rule.span.line}"] + [f"# {k}: {' ' * (6 - len(k))}{v}" for k, v in rule_parts(rule.text)]
+
+def rule_parts(text: str) -> list[tuple[str, str]]:
+  """A rule's one-line text cut where its pattern, guard, result and `where` bindings meet (outside brackets and strings)."""
+  cuts: list[tuple[int, str, int]] = []   # (where the part starts, its name, the length of the word that opens it)
+  depth, quote, arrow = 0, "", False
+  for i, ch in enumerate(text):
+    if quote:
+      if ch == quote: quote = ""
+    elif ch in "\"'": quote = ch
+    elif ch in "([{": depth += 1
+    elif ch in ")]}": depth -= 1
+    elif depth == 0 and not arrow and text.startswith(" if ", i) and not cuts: cuts.append((i + 1, "cond", 3))
+    elif depth == 0 and not arrow and text.startswith(" -> ", i):
+      cuts.append((i + 1, "result", 3))
+      arrow = True
+    elif depth == 0 and arrow and text.startswith(" where ", i): cuts.append((i + 1, "where", 6))
+  if not arrow: return [("rule", text)]
+  bounds = [(0, "match", 0)] + cuts + [(len(text), "", 0)]
+  return [(name, text[start + skip:end].strip()) for (start, name, skip), (end, _, _) in zip(bounds, bounds[1:])]
 
 # ---- rules -> alternatives ----
 
@@ -420,12 +431,12 @@ def loops_pay(rule: Rule, consts: Consts) -> bool:
     sizes = []
     for loops in (False, True):
       body = Block()
-      emit_alts(rule_alts(rule, Consts(), dispatched=True, standalone=True, loops=loops), body, 1, comment=False)
+      emit_alts(rule_alts(rule, Consts(), dispatched=True, loops=loops), body, 1)
       sizes.append(len(body.lines))
     consts.loop_choice[rule.id] = sizes[1] < sizes[0]
   return consts.loop_choice[rule.id]
 
-def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standalone: bool, loops: bool | None = None) -> list[Alt]:
+def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, loops: bool | None = None) -> list[Alt]:
   """dispatched: the op the calling function is for (its root op test is skipped), True for "one of the rule's root ops",
   None when the function must test the root op itself. loops: try commutative orders in a loop (None: when that pays)."""
   if loops is None: loops = loops_pay(rule, consts)
@@ -434,7 +445,7 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
   unconditional = is_unconditional(rule)
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
-  for v in variants(rule.pattern, swap_free=not unconditional or _has_repeated_names(rule.pattern), loops=loops):
+  for v in variants(rule.pattern, swap_free=not unconditional or has_repeated_names(rule.pattern), loops=loops):
     # a root alternative of other ops never matches in this op's function; one of several root ops tests its own
     if isinstance(dispatched, Ops) and v.ops is not None and dispatched not in v.ops: continue
     root_tested = dispatched is not None and not (dispatched is True and rule.pattern.alternatives is not None)
@@ -477,7 +488,7 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, standal
       # an alternative (UPat.any) may bind only some of the function's captures: the others are None
       for name in rule.result.params:
         if name != "ctx" and name not in sb.node_vars and name not in sb.bound_at: final.append(Step("bind", f"{name} = None"))
-    ret = (lambda e: f"return {e}") if standalone else (lambda e: f"return ({rule.id}, {e})")
+    ret = lambda e: f"return ({rule.id}, {e})"  # noqa: E731
     if conditional and rule.returns == "per-source":
       # a helper's tuple: checked to have one entry per source when the rule fires
       consts.helpers |= {"_per_source", "_entry"}
@@ -522,29 +533,10 @@ def _swap_names(text: str, x: str, y: str) -> str:
   """A test with the variables x and y (and the sources bound from them) exchanged."""
   return re.sub(r"\b(" + re.escape(x) + "|" + re.escape(y) + r")((?:_\d+)*)\b", lambda m: (y if m[1] == x else x) + m[2], text)
 
-def _has_repeated_names(p: Pat) -> bool:
-  seen = [n for x in p.walk() for n in (x.name, x.arg_name, x.opvar) if n]
-  return len(seen) != len(set(seen))
-
-def is_unconditional(rule: Rule) -> bool:
-  """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
-  if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
-  if isinstance(rule.result, Cond) and any(isinstance(x, (PyResult, CallResult)) for x in (rule.result.then, rule.result.other)): return False
-  if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
-  return not (isinstance(rule.result, Ref) and rule.result.name in _rest_only_names(rule.pattern))
-
-def _rest_only_names(p: Pat) -> set[str]:
-  return set().union(*(x.rest.names() for x in p.walk(rest=False) if x.rest is not None))
-
 def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text
 
 # ---- the module ----
-
-def root_ops(rule: Rule) -> frozenset[Ops] | None:
-  pats = rule.pattern.alternatives or (rule.pattern,)
-  if any(p.ops is None for p in pats): return None
-  return frozenset().union(*(p.ops for p in pats))  # type: ignore[arg-type]
 
 def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None, str]:
   """The dispatch functions of one rule set; returns op -> function name (None: the any-op function)."""
@@ -556,10 +548,7 @@ def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None
   names: dict[Ops | None, str] = {}
   bodies: dict[str, list[Ops | None]] = {}   # function body -> the ops it is for (ops whose rules compile alike share one)
   for o, rules in by_op.items():
-    body = Block()
-    alts = [a for r in rules for a in rule_alts(r, consts, dispatched=o if o is not None else True,
-                                                 standalone=False)]
-    emit_alts(alts, body, 1)
+    body = dispatch_body(rules, consts, o)
     bodies.setdefault(body.text() + _final_return(body), []).append(o)
   for text, ops in bodies.items():
     fname = f"{rs.name}_{ops[0].name if ops[0] is not None else 'any'}"
@@ -568,10 +557,48 @@ def emit_ruleset(rs: RuleSet, consts: Consts, out: list[str]) -> dict[Ops | None
     out.append(f"def {fname}({ROOT}: UOp, ctx):\n{shared}{text}")
   return names
 
-def standalone_fn(rule: Rule, consts: Consts) -> str:
+def dispatch_body(rules: list[Rule], consts: Consts, op: Ops | None) -> Block:
+  """The body of the function trying `rules` on a node of `op` (None: of any op), in order: an opening that binds what
+  several rules read (the node's sources when the op has a fixed number of them, the names rules give the node or its op),
+  then one block per rule under its header, reading only the opening's names and its own."""
+  alts = [rule_alts(r, consts, dispatched=op if op is not None else True) for r in rules]
+  body, done = Block(), {}
+  n = ARITY.get(op) if op is not None else None
+  unpack = ", ".join(f"{ROOT}_{i}" for i in range(n)) + ("," if n == 1 else "") + f" = {ROOT}.src" if n else None
+  binds = [st.text for rule_alts_ in alts for a in rule_alts_ for st in a.steps if st.kind == "bind"]
+  if unpack is not None and unpack in binds:
+    body.add(1, unpack)
+    done = {name: unpack for name in _assigned(unpack)}
+  for stmt in _root_names(alts, binds):
+    body.add(1, stmt)
+    done[_assigned(stmt)[0]] = stmt
+  for r, rule_alts_ in zip(rules, alts):
+    if not rule_alts_: continue
+    for line in rule_header(r): body.add(1, line)
+    emit_alts(rule_alts_, body, 1, dict(done))
+  return body
+
+_ROOT_NAME = re.compile(rf"([a-z]\w*) = {ROOT}(\.op)?")
+
+def _root_names(alts: list[list[Alt]], binds: list[str]) -> list[str]:
+  """`u = _u`, `op = _u.op`: names several rules of a function give the node or its op, bound once at its top when no rule
+  binds the name to anything else (the where lines, `_r` and the loop variables are the other assignments a block makes)."""
+  counts: dict[str, int] = {}
+  for stmt in binds:
+    if _ROOT_NAME.fullmatch(stmt): counts[stmt] = counts.get(stmt, 0) + 1
+  others = {name for stmt in binds if not _ROOT_NAME.fullmatch(stmt) for name in _assigned(stmt)}
+  others |= {m[1] for rule_alts_ in alts for a in rule_alts_ for line in a.result if (m := _ASSIGN.match(line)) is not None}
+  others |= {a.loop_var for rule_alts_ in alts for a in rule_alts_}
+  texts: dict[str, set[str]] = {}
+  for stmt in counts: texts.setdefault(_assigned(stmt)[0], set()).add(stmt)
+  return sorted(stmt for stmt, k in counts.items() if k > 1 and len(texts[_assigned(stmt)[0]]) == 1 and _assigned(stmt)[0] not in others)
+
+def rule_code(rule: Rule) -> str:
+  """A rule's block as a dispatch function for its root ops holds it (the language server shows it)."""
   body = Block()
-  emit_alts(rule_alts(rule, consts, dispatched=True, standalone=True), body, 1, comment=False)
-  return f"def {rule.id}_alone({ROOT}: UOp, ctx):\n{body.text()}{_final_return(body)}"
+  for line in rule_header(rule): body.add(0, line)
+  emit_alts(rule_alts(rule, Consts(), dispatched=True), body, 0)
+  return body.text()
 
 def _final_return(body: Block) -> str:
   # a function that falls off its end returns None: no line for it, unless the body is empty
@@ -595,7 +622,6 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
     body.append(f"# ---- ruleset {rs.name}{': ' + rs.doc.splitlines()[0] if rs.doc else ''} ----\n")
     if rs.caps: body.append(emit_instantiated(rs, consts, imported))
     else: table[rs.name] = emit_ruleset(rs, consts, body)
-  alone = [standalone_fn(r, consts) for rs in rf.rulesets if not rs.caps for r in rs.rules]
   digest = source_digest(rf.source)
   head = [f"# Code generated by build.py from {rel_path}. DO NOT EDIT.",
           f"# Regenerate with `python build.py`. Source sha256: {digest}",
@@ -624,8 +650,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
   if consts.literals: head.append("# constants of the results, made once")
   for (dt, value), name in consts.literals.items(): head.append(f"{name} = _const({dt}, {value})")
   head.append("")
-  parts = ["\n".join(head), *consts.rest_fns, *body,
-           "# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----\n", *alone]
+  parts = ["\n".join(head), *consts.rest_fns, *body]
   # the rule table last, so editing a .rules comment moves only line numbers here
   rules_tbl = ["# ---- rule table: id, file, line, text, root ops ----"]
   rules_tbl += [_rule_entry(r) for rs in rf.rulesets if not rs.caps for r in rs.rules]
@@ -665,7 +690,7 @@ def _merged(rs: RuleSet, by_name: dict[str, RuleSet]) -> RuleSet | None:
 def _rule_entry(r: Rule) -> str:
   ops = root_ops(r)
   ops_txt = "None" if ops is None else "(" + "".join(f"Ops.{o.name}, " for o in sorted(ops)) + ")"
-  return f"{r.id} = Rule({r.id!r}, {r.span.file!r}, {r.span.line}, {r.text!r}, {ops_txt}, {r.id}_alone)"
+  return f"{r.id} = Rule({r.id!r}, {r.span.file!r}, {r.span.line}, {r.text!r}, {ops_txt})"
 
 def _matcher(rs: RuleSet, fns: dict[Ops | None, str]) -> str:
   fns_txt = ", ".join(f"Ops.{o.name}: {n}" for o, n in sorted(((o, n) for o, n in fns.items() if o is not None), key=lambda x: x[0]))
@@ -689,7 +714,6 @@ def emit_instantiated(rs: RuleSet, consts: Consts, imported: set[str]) -> str:
   inner = dataclasses.replace(rs, rules=rules)
   fns: list[str] = []
   table = emit_ruleset(inner, consts, fns)
-  fns += [standalone_fn(r, consts) for r in rules]
   lines = [f"@functools.cache\ndef {rs.name}({', '.join(rs.caps)}) -> Matcher:",
            f'  """{_doc_line(rs) or "Rule set " + rs.name} (an instance for these parameters)"""', *(f"  {x}" for x in hoisted)]
   for fn in fns: lines += [""] + [f"  {x}" if x else "" for x in fn.rstrip("\n").split("\n")]

@@ -3,10 +3,10 @@ inferred, tuples, splices, updates, comprehensions, `where` lines) and the small
 """
 from __future__ import annotations
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 from runtime.ops import GroupOp, Ops
-from dslc.ir import CallResult, Cond, Construct, Lit, PyResult, Ref, Result, Rule, Seq, Splice, TupleResult, Update
-if TYPE_CHECKING: from dslc.emit import Consts
+from dslc.infer import DtypeInference
+from dslc.ir import CallResult, Cond, Construct, Lit, PyResult, Ref, Result, Rule, Seq, Splice, TupleResult, Update, is_fold
 
 ROOT = "_u"
 
@@ -15,18 +15,21 @@ class EmitError(Exception):
     super().__init__(message)
     self.rule = rule
 
-class ResultBuilder:
-  """Python source that builds a rule's result; dtypes are inferred from the sources when not written.
+class Consts(Protocol):
+  """What results need of the emitter's module-level names (emit.Consts): constants, op aliases, helper functions."""
+  helpers: set[str]
+  def const(self, dt: str, value: str) -> str: ...
+  def op(self, o: Ops) -> str: ...
+  def fn_name(self, f: Any) -> str: ...
+
+class ResultBuilder(DtypeInference):
+  """Python source that builds a rule's result; dtypes are inferred from the sources when not written (infer.py).
   perm: the written source -> the node's source map of the pattern variant (a tuple's entries follow the node's sources)."""
   def __init__(self, consts: Consts, rule: Rule, plain: set[str], maybe_none: set[str] = frozenset(),  # type: ignore[assignment]
                perm: tuple[int, ...] | None = None):
-    self.c, self.rule, self.plain, self.maybe_none, self.perm = consts, rule, set(plain), maybe_none, perm
+    super().__init__(rule, plain)
+    self.c, self.maybe_none, self.perm = consts, maybe_none, perm
     self.local: set[str] = set()   # the names of the comprehensions being emitted: a number among them is a constant as a source
-    # `where` names: a literal is a plain value (as an arg capture), a {python} or call a value that may be a node or a number
-    self.python: set[str] = set()
-    for b in rule.bindings:
-      if isinstance(b.value, Lit): self.plain.add(b.name)
-      elif isinstance(b.value, (PyResult, CallResult)): self.python.add(b.name)
 
   def top(self) -> tuple[str, bool]:
     """(expression, may it be None or a number)"""
@@ -71,42 +74,6 @@ class ResultBuilder:
       else: texts[perm[i]] = self.expr(e, dt)
     if any(isinstance(e, PyResult) for e in r.entries): self.c.helpers.add("_entry")
     return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
-
-  def dtype_of(self, r: Result) -> str | None:
-    if isinstance(r, Ref): return None if r.name in self.plain or r.name in self.python else f"{r.name}.dtype"
-    if isinstance(r, Cond): return self.dtype_of(r.then) or self.dtype_of(r.other)
-    if isinstance(r, Construct): return self.construct_dtype(r, None)
-    if isinstance(r, Update): return r.fields["dtype"].text if "dtype" in r.fields else f"{r.name}.dtype"
-    return None
-
-  def construct_dtype(self, r: Construct, ctx_dt: str | None) -> str | None:
-    if r.dtype is not None: return r.dtype.text
-    ops = [r.op] if r.op is not None else sorted(self.rule.opvars.get(r.opvar, frozenset()))  # type: ignore[arg-type]
-    first = next((d for s in r.src if (d := self.dtype_of(s)) is not None), None)
-    if first is None and (spliced := next((x for x in r.src if isinstance(x, Splice)), None)) is not None:
-      # a fold's dtype is its first source's (_fold): a splice may be empty, and the fold says so
-      first = "None" if is_fold(r) else f"{spliced.name}[0].dtype"
-    def one(op: Ops) -> str | None:
-      if op is Ops.CONST: return ctx_dt
-      if op in GroupOp.Comparison: return "dtypes.bool"
-      if op is Ops.WHERE: return next((d for s in r.src[1:] if (d := self.dtype_of(s)) is not None), ctx_dt)
-      if op in GroupOp.ALU:
-        # a fold whose first source is a sequence: the dtype of its first element (_fold)
-        if first is None and any(isinstance(x, Seq) for x in r.src) and is_fold(r): return "None"
-        return first or ctx_dt
-      if op in (Ops.SINK, Ops.STORE, Ops.NOOP, Ops.BARRIER, Ops.END, Ops.ENDIF, Ops.IF, Ops.GROUP): return "dtypes.void"
-      if op is Ops.LOAD: return f"{first}.base" if first else None
-      if op is Ops.VECTORIZE:
-        lanes = [str(n)] if (n := sum(not isinstance(x, Splice) for x in r.src)) else []
-        lanes += [f"len({x.name})" for x in r.src if isinstance(x, Splice)]
-        return f"{first}.vec({' + '.join(lanes)})" if first else None
-      if op in (Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VCONST, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.RANGE): return None
-      return first  # movement, INDEX, ASSIGN, CONTIGUOUS, ...: the dtype of their first source
-    kinds = {one(o) for o in ops}
-    if len(kinds) == 1: return kinds.pop()
-    if None in kinds: return None
-    if kinds == {"dtypes.bool", first or ctx_dt}: return f"(dtypes.bool if {r.opvar} in GroupOp.Comparison else {first or ctx_dt})"
-    return None
 
   def expr(self, r: Result, ctx_dt: str) -> str:
     if isinstance(r, Ref):
@@ -208,11 +175,6 @@ class ResultBuilder:
     if local.search(dt): dt = "None"
     self.c.helpers.add("_comp")
     return f"_comp({op}, {dt}, {src}, {arg})"
-
-def is_fold(r: Construct) -> bool:
-  """An associative op (ADD, MUL, AND, ...) with more than two sources, any number spliced, or a comprehension: a fold."""
-  if r.op is None or r.op not in GroupOp.Associative: return False
-  return r.comp is not None or len(r.src) > 2 or any(isinstance(s, (Splice, Seq)) for s in r.src)
 
 def _result_names(r: Result) -> set[str]:
   """The names a result reads from the rule (a comprehension's own names are not among them)."""

@@ -20,10 +20,10 @@ from runtime.dtype import DTYPE_NAMES, DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
 from dslc.diagnostics import did_you_mean
-from dslc.emit import Consts, HELPERS, _has_repeated_names, is_unconditional, loops_pay, root_ops, variants
+from dslc.emit import Consts, HELPERS, loops_pay, variants
 from dslc.emit_result import ROOT, ResultBuilder
-from dslc.ir import CallResult, Pat, Rule, RuleFile
-from dslc.parse import DTYPE_CLASSES
+from dslc.ir import CallResult, Pat, Rule, RuleFile, has_repeated_names, is_unconditional, root_ops
+from dslc.lang import DTYPE_CLASSES
 from dslc.typecheck import dtype_name
 
 class ExprError(ValueError):
@@ -150,7 +150,7 @@ class Interpreter:
   def try_rule(self, r: Rule, u: UOp) -> Outcome:
     # the rule's forms and their order as the emitter makes them: commutative orders unrolled, or (where that is shorter)
     # tried in a loop nested as the generated code nests it (see matches)
-    forms = variants(r.pattern, swap_free=not is_unconditional(r) or _has_repeated_names(r.pattern), loops=loops_pay(r, self.consts))
+    forms = variants(r.pattern, swap_free=not is_unconditional(r) or has_repeated_names(r.pattern), loops=loops_pay(r, self.consts))
     reasons: list[str] = []
     for v in forms:
       if v.ops is not None and u.op not in v.ops: continue
@@ -305,9 +305,8 @@ def _ops(ops: frozenset[Ops]) -> str:
 
 def module_namespace(rf: RuleFile, code: str) -> dict[str, Any]:
   """The generated module of rf, run in a fresh namespace (so explain reads the .rules file as it is now, built or not)."""
-  ns: dict[str, Any] = {"__name__": "dslc_explain_" + re.sub(r"\W", "_", rf.path)}
-  exec(compile(code, rf.path.replace(".rules", ".py"), "exec"), ns)  # noqa: S102 -- dslc's own output for this file
-  return ns
+  from dslc.compile import exec_module
+  return exec_module(code, f"<{rf.path} as built now>", {"__name__": "dslc_explain_" + re.sub(r"\W", "_", rf.path)})
 
 def explain_on(rf: RuleFile, ns: dict[str, Any], u: UOp, ruleset: str | None = None, ctx: Any = None) -> list[str]:
   """The lines `explain --on` prints: per rule set, each rule tried on u and what happened."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from runtime.dtype import DType
-from runtime.ops import Ops
+from runtime.ops import GroupOp, Ops
 
 @dataclass(frozen=True)
 class Span:
@@ -211,6 +211,7 @@ class CtxDecl:
   name: str
   members: dict[str, CtxMember]
   span: Span
+  impls: tuple[str, ...] = ()                # `ctx NAME(A, B): ...`: the classes that implement it
 
 @dataclass(eq=False)
 class RuleFile:
@@ -220,3 +221,30 @@ class RuleFile:
   imports: list[tuple[str, list[str], Span]]  # (module, names, where)
   header: str = ""                           # the leading comment block, kept as the generated module's docstring
   contexts: dict[str, CtxDecl] = field(default_factory=dict)  # `ctx NAME: ...` declarations
+
+# ---- queries on rules, for every phase after parsing ----
+
+def root_ops(rule: Rule) -> frozenset[Ops] | None:
+  """The ops a rule's root can match (None: any op)."""
+  pats = rule.pattern.alternatives or (rule.pattern,)
+  if any(p.ops is None for p in pats): return None
+  return frozenset().union(*(p.ops for p in pats))  # type: ignore[arg-type]
+
+def is_unconditional(rule: Rule) -> bool:
+  """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
+  if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  if isinstance(rule.result, Cond) and any(isinstance(x, (PyResult, CallResult)) for x in (rule.result.then, rule.result.other)): return False
+  if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
+  # a name bound only inside a repeated pattern is None when it repeats zero times
+  rest_only = set().union(*(x.rest.names() for x in rule.pattern.walk(rest=False) if x.rest is not None))
+  return not (isinstance(rule.result, Ref) and rule.result.name in rest_only)
+
+def has_repeated_names(p: Pat) -> bool:
+  """A name bound twice in the pattern (the same node, op or arg twice: a constraint between two places)."""
+  seen = [n for x in p.walk() for n in (x.name, x.arg_name, x.opvar) if n]
+  return len(seen) != len(set(seen))
+
+def is_fold(r: Construct) -> bool:
+  """An associative op (ADD, MUL, AND, ...) with more than two sources, any number spliced, or a comprehension: a fold."""
+  if r.op is None or r.op not in GroupOp.Associative: return False
+  return r.comp is not None or len(r.src) > 2 or any(isinstance(s, (Splice, Seq)) for s in r.src)

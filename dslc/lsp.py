@@ -84,7 +84,7 @@ def hover_text(path: str, source: str, line: int, col: int, stats_path: str | No
     return f"```python\n{sig}\n```\n{ast.get_docstring(node) or ''}".rstrip()
   at = rule_at(path, source, line + 1)
   if at is None: return None
-  from dslc.emit import Consts, standalone_fn
+  from dslc.emit import rule_code
   r = at.rule
   parts = [f"**rule {r.id}** in ruleset `{at.ruleset}`, {r.span.file}:{r.span.line}", f"```rules\n{r.text}\n```"]
   s = stats_for(load_stats(stats_path), r.span.file, r.id)
@@ -92,7 +92,7 @@ def hover_text(path: str, source: str, line: int, col: int, stats_path: str | No
   else:
     rate = f", {s['hits'] / s['attempts']:.0%} of attempts" if s.get("attempts") else ""
     parts.append(f"RULESTATS (last run): {s.get('attempts', 0)} attempts, {s.get('hits', 0)} hits{rate}, {s.get('time_ns', 0) / 1e6:.3f} ms")
-  try: code = standalone_fn(r, Consts())
+  try: code = rule_code(r)
   except Exception as e: code = f"# no code: {type(e).__name__}: {e}"
   parts.append(f"generated code:\n```python\n{code.rstrip()}\n```")
   return "\n\n".join(parts)

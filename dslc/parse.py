@@ -14,7 +14,8 @@ from runtime.ops import Ops
 from dslc.diagnostics import Diagnostic
 from dslc.expr import ExprBuilder, SourceError, conjuncts, literal_value, pos
 from dslc.ir import Binding, CtxDecl, CtxMember, Expr, Pat, Rule, RuleFile, RuleSet, Span
-from dslc.parse_patterns import DTYPE_CLASSES, GROUPS, NamedPattern, PatternReader, pattern_depth, resolve_ops
+from dslc.lang import GENERATED_NAMES, PRELUDE_NAMES
+from dslc.parse_patterns import NamedPattern, PatternReader, pattern_depth, resolve_ops
 from dslc.parse_results import ResultReader
 from dslc.split import MAX_DEPTH, split_items
 
@@ -176,11 +177,13 @@ class FileParser(PatternReader, ResultReader):
 
   def ctx_decl(self, t: Tree) -> None:
     """`ctx NAME: f(x) -> type, field: type, [x] -> type`."""
-    name = str(t.children[0])
-    if name in self.contexts: raise SourceError(f"context '{name}' is already declared at line {self.contexts[name].span.line}", *pos(t.children[0]))
-    decl = CtxDecl(name, {}, self.span(t))
+    head = t.children[0]
+    name = str(head).rstrip("(")
+    impls = [c for c in t.children[1:] if isinstance(c, Token)]
+    if name in self.contexts: raise SourceError(f"context '{name}' is already declared at line {self.contexts[name].span.line}", *pos(head))
+    decl = CtxDecl(name, {}, self.span(t), tuple(str(c) for c in impls))
     self.contexts[name] = decl
-    for m in t.children[1:]:
+    for m in t.children[1 + len(impls):]:
       names = [x for x in m.children if isinstance(x, Token)]
       typ = m.children[-1].children
       kind = m.data.removeprefix("ctx_")
@@ -217,8 +220,7 @@ class FileParser(PatternReader, ResultReader):
     if any(v == var for v, _, _ in self.scopes): raise SourceError(f"'{var}' is already a for variable here", *pos(t))
     # the variable is a local of generated functions (`op = _u.op`), as captures are: it must not hide a name they use
     self.check_capture_name(var, t.children[0])
-    from dslc.emit import PRELUDE_NAMES  # here: emit imports this module
-    if var in PRELUDE_NAMES | {"len", "match_all"} or any(var in names for _, names, _ in self.imports):
+    if var in PRELUDE_NAMES | GENERATED_NAMES or any(var in names for _, names, _ in self.imports):
       raise SourceError(f"'{var}' can't be a for variable: the generated code uses that name", *pos(t.children[0]))
 
   def rule(self, t: Tree, text: str) -> None:
@@ -356,4 +358,4 @@ def parse_rules(path: str, source: str | None = None, display_path: str | None =
   rf = fp.parse()
   return rf, fp.diags
 
-__all__ = ["parse_rules", "grammar", "resolve_ops", "DTYPE_CLASSES", "GROUPS"]
+__all__ = ["parse_rules", "grammar", "resolve_ops"]

@@ -6,16 +6,12 @@ import copy, keyword
 from dataclasses import dataclass
 from typing import Any
 from lark import Token, Tree
-from runtime.dtype import DTYPE_NAMES, DType, dtypes
+from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import GroupOp, Ops
 from dslc.diagnostics import did_you_mean
 from dslc.expr import ExprBuilder, SourceError, literal_node_value, literal_value, pos
 from dslc.ir import Pat
-
-DTYPE_CLASSES = {"ints": frozenset(d for d in dtypes.all() if dtypes.is_int(d)), "uints": frozenset(d for d in dtypes.all() if dtypes.is_unsigned(d)),
-                 "sints": frozenset(d for d in dtypes.all() if dtypes.is_int(d) and not dtypes.is_unsigned(d)),
-                 "floats": frozenset(d for d in dtypes.all() if dtypes.is_float(d)), "bools": frozenset({dtypes.bool})}
-GROUPS: dict[str, frozenset[Ops]] = {k: v for k, v in vars(GroupOp).items() if isinstance(v, frozenset)}
+from dslc.lang import DTYPE_CLASSES, GROUPS
 
 def resolve_ops(name: str, line: int, col: int) -> frozenset[Ops]:
   if name in Ops.__members__: return frozenset({Ops[name]})

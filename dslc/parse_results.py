@@ -8,7 +8,8 @@ from runtime.ops import Ops
 from dslc.expr import ExprBuilder, SourceError, comp_targets, literal_node_value, pos
 from dslc.ir import Comprehension, Cond, Construct, Expr, Lit, PyResult, Ref, Result, Seq, Splice, TupleResult, Update
 from dslc.diagnostics import did_you_mean
-from dslc.parse_patterns import GROUPS, resolve_ops
+from dslc.lang import GROUPS
+from dslc.parse_patterns import resolve_ops
 
 UPDATE_FIELDS = ("op", "dtype", "arg", "src", "tag")
 

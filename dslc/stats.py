@@ -3,8 +3,10 @@
 Per .rules file: its rule sets, rules, rule lines (the lines of its rules and `let` patterns, comments and blank lines
 left out) and helper lines: the code lines (no blank, comment or docstring lines) of what it imports from the hand-written
 modules under rules/ (`from rules.X_helpers import f`), with every function, class or table of that module those reach
-in turn (a helper's own private helpers count as its lines). A line of a helper shared by two files counts in both; what a
-helper calls outside its module (runtime/, tensor/) is not counted, nor are rule sets imported from generated modules.
+in turn (a helper's own private helpers count as its lines). A rule set's ctx class is among those: `check` makes a rule
+set that reads ctx declare it, as a class imported from a helper module or a context naming the imported classes that
+implement it. A line of a helper shared by two files counts in both; what a helper calls outside its module (runtime/,
+tensor/) is not counted, nor are rule sets imported from generated modules.
 """
 from __future__ import annotations
 import ast, glob, os

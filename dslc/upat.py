@@ -165,7 +165,10 @@ class PatternMatcher(Matcher):
     if diags: raise DslError([dataclasses.replace(d, line_text=linecache.getline(d.file, d.line).rstrip("\n") or None) for d in diags])
     code = emit_module(rf, "<PatternMatcher>", fns)
     ns: dict[str, Any] = {v: k for k, v in fns.items()}
-    exec(compile(code, f"<PatternMatcher {name}>", "exec"), ns)  # noqa: S102 - our own generated code
+    filename = f"<PatternMatcher {name} #{PatternMatcher._count}>"
+    # the source stays readable (tracebacks; Rule.alone cuts one rule out of it, runtime/rule_alone.py)
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    exec(compile(code, filename, "exec"), ns)  # noqa: S102 - our own generated code
     m: Matcher = ns[name]
     super().__init__(name, {}, m.rules)
     self.table = m.table

@@ -25,37 +25,27 @@ CONTIGUOUS = Ops.CONTIGUOUS
 def recompute_REDUCE_AXIS(_u: UOp, ctx):
   _u_0, = _u.src
   r = _u
-  if any(r.src[0].shape[a] != 1 for a in r.arg[1]):
-    # rb82028: Looping(r) if len(ctx.at.get(r, ())) > 1 -> (CONTIGUOUS:r.dtype r)
-    if len(ctx.at.get(r, ())) > 1: return (rb82028, _uop(CONTIGUOUS, r.dtype, (r,), None))
-    if len(ctx.at.get(r, ())) == 1:
-      # r62ba20: Looping(r) if len(ctx.at.get(r, ())) == 1 and any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)
-      if any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r]): return (r62ba20, _uop(CONTIGUOUS, r.dtype, (r,), None))
-      # r3eee20: Looping(r) if len(ctx.at.get(r, ())) == 1 and any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)
-      if any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r]): return (r3eee20, _uop(CONTIGUOUS, r.dtype, (r,), None))
-
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rb82028_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  r = _u
-  if any(r.src[0].shape[a] != 1 for a in r.arg[1]) and len(ctx.at.get(r, ())) > 1: return _uop(CONTIGUOUS, r.dtype, (r,), None)
-
-def r62ba20_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  r = _u
+  # rule rb82028, rules/boundaries.rules:19
+  # match:  Looping(r)
+  # cond:   len(ctx.at.get(r, ())) > 1
+  # result: (CONTIGUOUS:r.dtype r)
+  if any(r.src[0].shape[a] != 1 for a in r.arg[1]) and len(ctx.at.get(r, ())) > 1: return (rb82028, _uop(CONTIGUOUS, r.dtype, (r,), None))
+  # rule r62ba20, rules/boundaries.rules:21
+  # match:  Looping(r)
+  # cond:   len(ctx.at.get(r, ())) == 1 and any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r])
+  # result: (CONTIGUOUS:r.dtype r)
   if any(r.src[0].shape[a] != 1 for a in r.arg[1]) and len(ctx.at.get(r, ())) == 1 and any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r]):
-    return _uop(CONTIGUOUS, r.dtype, (r,), None)
-
-def r3eee20_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  r = _u
+    return (r62ba20, _uop(CONTIGUOUS, r.dtype, (r,), None))
+  # rule r3eee20, rules/boundaries.rules:26
+  # match:  Looping(r)
+  # cond:   len(ctx.at.get(r, ())) == 1 and any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r])
+  # result: (CONTIGUOUS:r.dtype r)
   if any(r.src[0].shape[a] != 1 for a in r.arg[1]) and len(ctx.at.get(r, ())) == 1 and any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r]):
-    return _uop(CONTIGUOUS, r.dtype, (r,), None)
+    return (r3eee20, _uop(CONTIGUOUS, r.dtype, (r,), None))
 
 # ---- rule table: id, file, line, text, root ops ----
-rb82028 = Rule('rb82028', 'rules/boundaries.rules', 19, 'Looping(r) if len(ctx.at.get(r, ())) > 1 -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ), rb82028_alone)
-r62ba20 = Rule('r62ba20', 'rules/boundaries.rules', 21, 'Looping(r) if len(ctx.at.get(r, ())) == 1 and any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ), r62ba20_alone)
-r3eee20 = Rule('r3eee20', 'rules/boundaries.rules', 26, 'Looping(r) if len(ctx.at.get(r, ())) == 1 and any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ), r3eee20_alone)
+rb82028 = Rule('rb82028', 'rules/boundaries.rules', 19, 'Looping(r) if len(ctx.at.get(r, ())) > 1 -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ))
+r62ba20 = Rule('r62ba20', 'rules/boundaries.rules', 21, 'Looping(r) if len(ctx.at.get(r, ())) == 1 and any(ctx.around[a] != ctx.used[a] for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ))
+r3eee20 = Rule('r3eee20', 'rules/boundaries.rules', 26, 'Looping(r) if len(ctx.at.get(r, ())) == 1 and any(recomputed(r, ctx.around[a]) for _, a in ctx.at[r]) -> (CONTIGUOUS:r.dtype r)', (Ops.REDUCE_AXIS, ))
 
 recompute = Matcher('recompute', {Ops.REDUCE_AXIS: recompute_REDUCE_AXIS}, [rb82028, r62ba20, r3eee20])

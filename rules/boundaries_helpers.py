@@ -2,7 +2,8 @@
 results a reduction has, the two costs the rule that bounds fusion by work compares.
 """
 from __future__ import annotations
-from runtime.uop import UOp
+import math
+from runtime.uop import UOp, dim_max
 
 def _count(u) -> int:
   """The number of values an index node (a loop, a Variable standing for one) or a size takes; 1 when it can't say."""
@@ -12,15 +13,11 @@ def _count(u) -> int:
 
 def trips(loops) -> int:
   """How many times the body of these nested loops runs: the product of their lengths."""
-  n = 1
-  for r in loops: n *= _count(r)
-  return n
+  return math.prod(_count(r) for r in loops)
 
 def results(r: UOp) -> int:
   """How many values the reduction r makes: the product of its output shape (a symbolic size at its largest)."""
-  n = 1
-  for d in r.shape: n *= d if d.__class__ is int else int(d.vmax)
-  return n
+  return math.prod(int(dim_max(d)) for d in r.shape)
 
 # a short reduction (a pooling window's) fused into loops that run it at most this many times per result stays fused: max-pool's
 # backward counts each window's maxima at every pixel of it (a 2x2 window 4 times), cheaper than a kernel and a buffer
@@ -32,8 +29,5 @@ def recomputed(r: UOp, loops) -> bool:
   often than r has results, and either r is longer than SHORT_REDUCTION or each result would run over FEW_RECOMPUTES times."""
   n, k = trips(loops), results(r)
   if n <= k: return False
-  length = 1
-  for a in r.arg[1]:
-    d = r.src[0].shape[a]
-    length *= d if d.__class__ is int else int(d.vmax)
+  length = math.prod(int(dim_max(r.src[0].shape[a])) for a in r.arg[1])
   return length > SHORT_REDUCTION or n > FEW_RECOMPUTES * k

@@ -39,7 +39,25 @@ _K3 = _const(dtypes.float64, nan)
 
 def decompositions_EXP2(_u: UOp, ctx):
   _u_0, = _u.src
-  # rd9852d: (EXP2 x:float32) if x.dtype.count == 1 -> (MUL (MUL p s1) s2) where lo = (MAX x -151.0) where c = (NEG (MAX (NEG lo) -129.0)) where t ...
+  # rule rd9852d, rules/decompositions.rules:27
+  # match:  (EXP2 x:float32)
+  # cond:   x.dtype.count == 1
+  # result: (MUL (MUL p s1) s2)
+  # where:  lo = (MAX x -151.0)
+  # where:  c = (NEG (MAX (NEG lo) -129.0))
+  # where:  t = (ADD c 12582912.0)
+  # where:  n = (SUB t 12582912.0)
+  # where:  f = (SUB c n)
+  # where:  h5 = (ADD (MUL f 0.0001535390765639022) 0.0013398864539340138)
+  # where:  h4 = (ADD (MUL f h5) 0.009618435055017471)
+  # where:  h3 = (ADD (MUL f h4) 0.055503323674201965)
+  # where:  h2 = (ADD (MUL f h3) 0.24022647738456726)
+  # where:  h1 = (ADD (MUL f h2) 0.6931471824645996)
+  # where:  p = (ADD (MUL f h1) 1.0)
+  # where:  k = (SUB (BITCAST:int32 t) 0x4B400000)
+  # where:  k1 = (SHR k 1)
+  # where:  s1 = (BITCAST:float32 (SHL (ADD k1 127) 23))
+  # where:  s2 = (BITCAST:float32 (SHL (ADD (SUB k k1) 127) 23))
   if _u_0.dtype is DT_float32:
     x = _u_0
     if x.dtype.count == 1:
@@ -59,7 +77,25 @@ def decompositions_EXP2(_u: UOp, ctx):
       s1 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k1.dtype, (_uop(ADD, k1.dtype, (k1, _const(k1.dtype, 127)), None), _const(k1.dtype, 23)), None),), None)
       s2 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (_uop(SUB, k.dtype, (k, k1), None), _const(k.dtype, 127)), None), _const(k.dtype, 23)), None),), None)
       return (rd9852d, _uop(MUL, p.dtype, (_uop(MUL, p.dtype, (p, s1), None), s2), None))
-  # rc7d859: (EXP2 x:float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE (CMPLT ...
+  # rule rc7d859, rules/decompositions.rules:49
+  # match:  (EXP2 x:float16|bfloat16)
+  # cond:   x.dtype.count == 1
+  # result: (CAST:x.dtype (MUL p scale))
+  # where:  xd = (CAST:float64 x)
+  # where:  lo = (WHERE (CMPLT xd -151.0) -151.0 xd)
+  # where:  c = (WHERE (CMPLT 129.0 lo) 129.0 lo)
+  # where:  t = (ADD c 6755399441055744.0)
+  # where:  n = (SUB t 6755399441055744.0)
+  # where:  f = (SUB c n)
+  # where:  h6 = (ADD (MUL f 1.5196150556215794e-05) 0.00015466757287913932)
+  # where:  h5 = (ADD (MUL f h6) 0.0013333935087548414)
+  # where:  h4 = (ADD (MUL f h5) 0.009618038128802528)
+  # where:  h3 = (ADD (MUL f h4) 0.05550410365943525)
+  # where:  h2 = (ADD (MUL f h3) 0.2402265106658624)
+  # where:  h1 = (ADD (MUL f h2) 0.6931471807045498)
+  # where:  p = (ADD (MUL f h1) 1.0)
+  # where:  k = (SUB (BITCAST:int64 t) 0x4338000000000000)
+  # where:  scale = (BITCAST:float64 (SHL (ADD k 1023) 52))
   if _u_0.dtype in DTS_0:
     x = _u_0
     if x.dtype.count == 1:
@@ -81,8 +117,27 @@ def decompositions_EXP2(_u: UOp, ctx):
       return (rc7d859, _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None))
 
 def decompositions_LOG2(_u: UOp, ctx):
-  # r08b694: (LOG2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype r) where xd = (CAST:float64 x) where bits = (BITCAST:int64 x ...
   _u_0, = _u.src
+  # rule r08b694, rules/decompositions.rules:71
+  # match:  (LOG2 x:float32|float16|bfloat16)
+  # cond:   x.dtype.count == 1
+  # result: (CAST:x.dtype r)
+  # where:  xd = (CAST:float64 x)
+  # where:  bits = (BITCAST:int64 xd)
+  # where:  k = (SHR (SUB bits 0x3FE6A09E667F3BCD) 52)
+  # where:  m = (BITCAST:float64 (SUB bits (SHL k 52)))
+  # where:  s = (FDIV (SUB m 1.0) (ADD m 1.0))
+  # where:  z = (MUL s s)
+  # where:  q3 = (ADD (MUL z 0.34073300727518996) 0.41167230625994633)
+  # where:  q2 = (ADD (MUL z q3) 0.5770835989649967)
+  # where:  q1 = (ADD (MUL z q2) 0.9617966731894037)
+  # where:  q = (ADD (MUL z q1) 2.885390081790482)
+  # where:  kd = (SUB (BITCAST:float64 (ADD k 0x4338000000000000)) 6755399441055744.0)
+  # where:  y = (ADD kd (MUL s q))
+  # where:  r1 = (WHERE (CMPEQ xd inf) xd y)
+  # where:  r2 = (WHERE (CMPEQ xd 0.0) -inf r1)
+  # where:  r3 = (WHERE (CMPLT xd 0.0) (CONST:float64 [nan]) r2)
+  # where:  r = (WHERE (CMPNE xd xd) xd r3)
   if _u_0.dtype in DTS_1:
     x = _u_0
     if x.dtype.count == 1:
@@ -104,78 +159,9 @@ def decompositions_LOG2(_u: UOp, ctx):
       r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
       return (r08b694, _uop(CAST, x.dtype, (r,), None))
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rd9852d_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.dtype is DT_float32:
-    x = _u_0
-    if x.dtype.count == 1:
-      lo = _uop(MAX, x.dtype, (x, _const(x.dtype, -151.0)), None)
-      c = _uop(NEG, lo.dtype, (_uop(MAX, lo.dtype, (_uop(NEG, lo.dtype, (lo,), None), _const(lo.dtype, -129.0)), None),), None)
-      t = _uop(ADD, c.dtype, (c, _const(c.dtype, 12582912.0)), None)
-      n = _uop(SUB, t.dtype, (t, _const(t.dtype, 12582912.0)), None)
-      f = _uop(SUB, c.dtype, (c, n), None)
-      h5 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, _const(f.dtype, 0.0001535390765639022)), None), _const(f.dtype, 0.0013398864539340138)), None)
-      h4 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h5), None), _const(f.dtype, 0.009618435055017471)), None)
-      h3 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h4), None), _const(f.dtype, 0.055503323674201965)), None)
-      h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.24022647738456726)), None)
-      h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471824645996)), None)
-      p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int32, (_uop(BITCAST, dtypes.int32, (t,), None), _K0), None)
-      k1 = _uop(SHR, k.dtype, (k, _const(k.dtype, 1)), None)
-      s1 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k1.dtype, (_uop(ADD, k1.dtype, (k1, _const(k1.dtype, 127)), None), _const(k1.dtype, 23)), None),), None)
-      s2 = _uop(BITCAST, dtypes.float32, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (_uop(SUB, k.dtype, (k, k1), None), _const(k.dtype, 127)), None), _const(k.dtype, 23)), None),), None)
-      return _uop(MUL, p.dtype, (_uop(MUL, p.dtype, (p, s1), None), s2), None)
-
-def rc7d859_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.dtype in DTS_0:
-    x = _u_0
-    if x.dtype.count == 1:
-      xd = _uop(CAST, dtypes.float64, (x,), None)
-      lo = _uop(WHERE, xd.dtype, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, -151.0)), None), _const(xd.dtype, -151.0), xd), None)
-      c = _uop(WHERE, lo.dtype, (_uop(CMPLT, dtypes.bool, (_const(lo.dtype, 129.0), lo), None), _const(lo.dtype, 129.0), lo), None)
-      t = _uop(ADD, c.dtype, (c, _const(c.dtype, 6755399441055744.0)), None)
-      n = _uop(SUB, t.dtype, (t, _const(t.dtype, 6755399441055744.0)), None)
-      f = _uop(SUB, c.dtype, (c, n), None)
-      h6 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, _const(f.dtype, 1.5196150556215794e-05)), None), _const(f.dtype, 0.00015466757287913932)), None)
-      h5 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h6), None), _const(f.dtype, 0.0013333935087548414)), None)
-      h4 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h5), None), _const(f.dtype, 0.009618038128802528)), None)
-      h3 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h4), None), _const(f.dtype, 0.05550410365943525)), None)
-      h2 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h3), None), _const(f.dtype, 0.2402265106658624)), None)
-      h1 = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h2), None), _const(f.dtype, 0.6931471807045498)), None)
-      p = _uop(ADD, f.dtype, (_uop(MUL, f.dtype, (f, h1), None), _const(f.dtype, 1.0)), None)
-      k = _uop(SUB, dtypes.int64, (_uop(BITCAST, dtypes.int64, (t,), None), _K1), None)
-      scale = _uop(BITCAST, dtypes.float64, (_uop(SHL, k.dtype, (_uop(ADD, k.dtype, (k, _const(k.dtype, 1023)), None), _const(k.dtype, 52)), None),), None)
-      return _uop(CAST, x.dtype, (_uop(MUL, p.dtype, (p, scale), None),), None)
-
-def r08b694_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.dtype in DTS_1:
-    x = _u_0
-    if x.dtype.count == 1:
-      xd = _uop(CAST, dtypes.float64, (x,), None)
-      bits = _uop(BITCAST, dtypes.int64, (xd,), None)
-      k = _uop(SHR, bits.dtype, (_uop(SUB, bits.dtype, (bits, _const(bits.dtype, 4604544271217802189)), None), _const(bits.dtype, 52)), None)
-      m = _uop(BITCAST, dtypes.float64, (_uop(SUB, bits.dtype, (bits, _uop(SHL, k.dtype, (k, _const(k.dtype, 52)), None)), None),), None)
-      s = _uop(FDIV, m.dtype, (_uop(SUB, m.dtype, (m, _const(m.dtype, 1.0)), None), _uop(ADD, m.dtype, (m, _const(m.dtype, 1.0)), None)), None)
-      z = _uop(MUL, s.dtype, (s, s), None)
-      q3 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, _const(z.dtype, 0.34073300727518996)), None), _const(z.dtype, 0.41167230625994633)), None)
-      q2 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q3), None), _const(z.dtype, 0.5770835989649967)), None)
-      q1 = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q2), None), _const(z.dtype, 0.9617966731894037)), None)
-      q = _uop(ADD, z.dtype, (_uop(MUL, z.dtype, (z, q1), None), _const(z.dtype, 2.885390081790482)), None)
-      kd = _uop(SUB, dtypes.float64, (_uop(BITCAST, dtypes.float64, (_uop(ADD, k.dtype, (k, _const(k.dtype, 4843621399236968448)), None),), None), _K2), None)
-      y = _uop(ADD, kd.dtype, (kd, _uop(MUL, s.dtype, (s, q), None)), None)
-      r1 = _uop(WHERE, xd.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, inf)), None), xd, y), None)
-      r2 = _uop(WHERE, r1.dtype, (_uop(CMPEQ, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _const(r1.dtype, -inf), r1), None)
-      r3 = _uop(WHERE, dtypes.float64, (_uop(CMPLT, dtypes.bool, (xd, _const(xd.dtype, 0.0)), None), _K3, r2), None)
-      r = _uop(WHERE, xd.dtype, (_uop(CMPNE, dtypes.bool, (xd, xd), None), xd, r3), None)
-      return _uop(CAST, x.dtype, (r,), None)
-
 # ---- rule table: id, file, line, text, root ops ----
-rd9852d = Rule('rd9852d', 'rules/decompositions.rules', 27, '(EXP2 x:float32) if x.dtype.count == 1 -> (MUL (MUL p s1) s2) where lo = (MAX x -151.0) where c = (NEG (MAX (NEG lo) -129.0)) where t = (ADD c 12582912.0) where n = (SUB t 12582912.0) where f = (SUB c n) where h5 = (ADD (MUL f 0.0001535390765639022) 0.0013398864539340138) where h4 = (ADD (MUL f h5) 0.009618435055017471) where h3 = (ADD (MUL f h4) 0.055503323674201965) where h2 = (ADD (MUL f h3) 0.24022647738456726) where h1 = (ADD (MUL f h2) 0.6931471824645996) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int32 t) 0x4B400000) where k1 = (SHR k 1) where s1 = (BITCAST:float32 (SHL (ADD k1 127) 23)) where s2 = (BITCAST:float32 (SHL (ADD (SUB k k1) 127) 23))', (Ops.EXP2, ), rd9852d_alone)
-rc7d859 = Rule('rc7d859', 'rules/decompositions.rules', 49, '(EXP2 x:float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE (CMPLT xd -151.0) -151.0 xd) where c = (WHERE (CMPLT 129.0 lo) 129.0 lo) where t = (ADD c 6755399441055744.0) where n = (SUB t 6755399441055744.0) where f = (SUB c n) where h6 = (ADD (MUL f 1.5196150556215794e-05) 0.00015466757287913932) where h5 = (ADD (MUL f h6) 0.0013333935087548414) where h4 = (ADD (MUL f h5) 0.009618038128802528) where h3 = (ADD (MUL f h4) 0.05550410365943525) where h2 = (ADD (MUL f h3) 0.2402265106658624) where h1 = (ADD (MUL f h2) 0.6931471807045498) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int64 t) 0x4338000000000000) where scale = (BITCAST:float64 (SHL (ADD k 1023) 52))', (Ops.EXP2, ), rc7d859_alone)
-r08b694 = Rule('r08b694', 'rules/decompositions.rules', 71, '(LOG2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype r) where xd = (CAST:float64 x) where bits = (BITCAST:int64 xd) where k = (SHR (SUB bits 0x3FE6A09E667F3BCD) 52) where m = (BITCAST:float64 (SUB bits (SHL k 52))) where s = (FDIV (SUB m 1.0) (ADD m 1.0)) where z = (MUL s s) where q3 = (ADD (MUL z 0.34073300727518996) 0.41167230625994633) where q2 = (ADD (MUL z q3) 0.5770835989649967) where q1 = (ADD (MUL z q2) 0.9617966731894037) where q = (ADD (MUL z q1) 2.885390081790482) where kd = (SUB (BITCAST:float64 (ADD k 0x4338000000000000)) 6755399441055744.0) where y = (ADD kd (MUL s q)) where r1 = (WHERE (CMPEQ xd inf) xd y) where r2 = (WHERE (CMPEQ xd 0.0) -inf r1) where r3 = (WHERE (CMPLT xd 0.0) (CONST:float64 [nan]) r2) where r = (WHERE (CMPNE xd xd) xd r3)', (Ops.LOG2, ), r08b694_alone)
+rd9852d = Rule('rd9852d', 'rules/decompositions.rules', 27, '(EXP2 x:float32) if x.dtype.count == 1 -> (MUL (MUL p s1) s2) where lo = (MAX x -151.0) where c = (NEG (MAX (NEG lo) -129.0)) where t = (ADD c 12582912.0) where n = (SUB t 12582912.0) where f = (SUB c n) where h5 = (ADD (MUL f 0.0001535390765639022) 0.0013398864539340138) where h4 = (ADD (MUL f h5) 0.009618435055017471) where h3 = (ADD (MUL f h4) 0.055503323674201965) where h2 = (ADD (MUL f h3) 0.24022647738456726) where h1 = (ADD (MUL f h2) 0.6931471824645996) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int32 t) 0x4B400000) where k1 = (SHR k 1) where s1 = (BITCAST:float32 (SHL (ADD k1 127) 23)) where s2 = (BITCAST:float32 (SHL (ADD (SUB k k1) 127) 23))', (Ops.EXP2, ))
+rc7d859 = Rule('rc7d859', 'rules/decompositions.rules', 49, '(EXP2 x:float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype (MUL p scale)) where xd = (CAST:float64 x) where lo = (WHERE (CMPLT xd -151.0) -151.0 xd) where c = (WHERE (CMPLT 129.0 lo) 129.0 lo) where t = (ADD c 6755399441055744.0) where n = (SUB t 6755399441055744.0) where f = (SUB c n) where h6 = (ADD (MUL f 1.5196150556215794e-05) 0.00015466757287913932) where h5 = (ADD (MUL f h6) 0.0013333935087548414) where h4 = (ADD (MUL f h5) 0.009618038128802528) where h3 = (ADD (MUL f h4) 0.05550410365943525) where h2 = (ADD (MUL f h3) 0.2402265106658624) where h1 = (ADD (MUL f h2) 0.6931471807045498) where p = (ADD (MUL f h1) 1.0) where k = (SUB (BITCAST:int64 t) 0x4338000000000000) where scale = (BITCAST:float64 (SHL (ADD k 1023) 52))', (Ops.EXP2, ))
+r08b694 = Rule('r08b694', 'rules/decompositions.rules', 71, '(LOG2 x:float32|float16|bfloat16) if x.dtype.count == 1 -> (CAST:x.dtype r) where xd = (CAST:float64 x) where bits = (BITCAST:int64 xd) where k = (SHR (SUB bits 0x3FE6A09E667F3BCD) 52) where m = (BITCAST:float64 (SUB bits (SHL k 52))) where s = (FDIV (SUB m 1.0) (ADD m 1.0)) where z = (MUL s s) where q3 = (ADD (MUL z 0.34073300727518996) 0.41167230625994633) where q2 = (ADD (MUL z q3) 0.5770835989649967) where q1 = (ADD (MUL z q2) 0.9617966731894037) where q = (ADD (MUL z q1) 2.885390081790482) where kd = (SUB (BITCAST:float64 (ADD k 0x4338000000000000)) 6755399441055744.0) where y = (ADD kd (MUL s q)) where r1 = (WHERE (CMPEQ xd inf) xd y) where r2 = (WHERE (CMPEQ xd 0.0) -inf r1) where r3 = (WHERE (CMPLT xd 0.0) (CONST:float64 [nan]) r2) where r = (WHERE (CMPNE xd xd) xd r3)', (Ops.LOG2, ))
 
 decompositions = Matcher('decompositions', {Ops.EXP2: decompositions_EXP2, Ops.LOG2: decompositions_LOG2}, [rd9852d, rc7d859, r08b694])

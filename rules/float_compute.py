@@ -21,9 +21,16 @@ CAST, CONST = Ops.CAST, Ops.CONST
 
 def float_compute_EXP2(_u: UOp, ctx):
   # also for LOG2, SIN, SQRT, RECIPROCAL, NEG, TRUNC: their rules compile to the same code
-  # rd1e3f5: u@(op x _...) if u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW -> f if op in GroupOp.Comparison e ...
-  op = _u.op
   _u_0, = _u.src
+  # rule rd1e3f5, rules/float_compute.rules:16
+  # match:  u@(op x _...)
+  # cond:   u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW
+  # result: f if op in GroupOp.Comparison else u{op: CAST, src: (f,), arg: None, tag: WIDE}
+  # where:  wide = [{s.src[0]} if s.op is Ops.CAST and s.tag == WIDE and op not in GroupOp.Comparison else s if s.dtype.scalar not in NARROW else
+  #         (CONST:float32 [float(s.arg)]) if s.op is Ops.CONST and s.dtype.count == 1 else (CAST:dtypes.float32.vec(s.dtype.count) s) for s in u.src]
+  # where:  wide_dtype = {u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count)}
+  # where:  f = (op:wide_dtype [u.arg] wide*)
+  op = _u.op
   u, x = _u, _u_0
   if (u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW):
     wide = [((s.src[0]) if s.op is CAST and s.tag == WIDE and op not in GroupOp.Comparison else (s if s.dtype.scalar not in NARROW else (_const(dtypes.float32, float(s.arg)) if s.op is CONST and s.dtype.count == 1 else _uop(CAST, dtypes.float32.vec(s.dtype.count), (s,), None)))) for s in u.src]
@@ -34,9 +41,16 @@ def float_compute_EXP2(_u: UOp, ctx):
 
 def float_compute_ADD(_u: UOp, ctx):
   # also for SUB, MUL, FDIV, IDIV, MOD, MAX, POW, CMPLT, CMPNE, CMPEQ, XOR, OR, AND, SHL, SHR, THREEFRY: their rules compile to the same code
-  # rd1e3f5: u@(op x _...) if u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW -> f if op in GroupOp.Comparison e ...
-  op = _u.op
   _u_0, _u_1 = _u.src
+  # rule rd1e3f5, rules/float_compute.rules:16
+  # match:  u@(op x _...)
+  # cond:   u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW
+  # result: f if op in GroupOp.Comparison else u{op: CAST, src: (f,), arg: None, tag: WIDE}
+  # where:  wide = [{s.src[0]} if s.op is Ops.CAST and s.tag == WIDE and op not in GroupOp.Comparison else s if s.dtype.scalar not in NARROW else
+  #         (CONST:float32 [float(s.arg)]) if s.op is Ops.CONST and s.dtype.count == 1 else (CAST:dtypes.float32.vec(s.dtype.count) s) for s in u.src]
+  # where:  wide_dtype = {u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count)}
+  # where:  f = (op:wide_dtype [u.arg] wide*)
+  op = _u.op
   u, x = _u, _u_0
   if (u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW):
     wide = [((s.src[0]) if s.op is CAST and s.tag == WIDE and op not in GroupOp.Comparison else (s if s.dtype.scalar not in NARROW else (_const(dtypes.float32, float(s.arg)) if s.op is CONST and s.dtype.count == 1 else _uop(CAST, dtypes.float32.vec(s.dtype.count), (s,), None)))) for s in u.src]
@@ -47,9 +61,16 @@ def float_compute_ADD(_u: UOp, ctx):
 
 def float_compute_WHERE(_u: UOp, ctx):
   # also for MULACC: their rules compile to the same code
-  # rd1e3f5: u@(op x _...) if u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW -> f if op in GroupOp.Comparison e ...
-  op = _u.op
   _u_0, _u_1, _u_2 = _u.src
+  # rule rd1e3f5, rules/float_compute.rules:16
+  # match:  u@(op x _...)
+  # cond:   u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW
+  # result: f if op in GroupOp.Comparison else u{op: CAST, src: (f,), arg: None, tag: WIDE}
+  # where:  wide = [{s.src[0]} if s.op is Ops.CAST and s.tag == WIDE and op not in GroupOp.Comparison else s if s.dtype.scalar not in NARROW else
+  #         (CONST:float32 [float(s.arg)]) if s.op is Ops.CONST and s.dtype.count == 1 else (CAST:dtypes.float32.vec(s.dtype.count) s) for s in u.src]
+  # where:  wide_dtype = {u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count)}
+  # where:  f = (op:wide_dtype [u.arg] wide*)
+  op = _u.op
   u, x = _u, _u_0
   if (u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW):
     wide = [((s.src[0]) if s.op is CAST and s.tag == WIDE and op not in GroupOp.Comparison else (s if s.dtype.scalar not in NARROW else (_const(dtypes.float32, float(s.arg)) if s.op is CONST and s.dtype.count == 1 else _uop(CAST, dtypes.float32.vec(s.dtype.count), (s,), None)))) for s in u.src]
@@ -61,35 +82,18 @@ def float_compute_WHERE(_u: UOp, ctx):
 # ---- ruleset unmark: The marks float_compute leaves on its casts, removed (a later pass sees plain CASTs). ----
 
 def unmark_CAST(_u: UOp, ctx):
-  # r7c3e3f: u@(CAST _) if u.tag == WIDE -> u{tag: None}
+  _u_0, = _u.src
+  # rule r7c3e3f, rules/float_compute.rules:27
+  # match:  u@(CAST _)
+  # cond:   u.tag == WIDE
+  # result: u{tag: None}
   u = _u
   if u.tag == WIDE:
-    _u_0, = _u.src
     return (r7c3e3f, _uop(u.op, u.dtype, u.src, u.arg, None))
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rd1e3f5_alone(_u: UOp, ctx):
-  if len(_u.src) >= 1:
-    op = _u.op
-    _u_0 = _u.src[0]
-    u, x = _u, _u_0
-    if (u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW):
-      wide = [((s.src[0]) if s.op is CAST and s.tag == WIDE and op not in GroupOp.Comparison else (s if s.dtype.scalar not in NARROW else (_const(dtypes.float32, float(s.arg)) if s.op is CONST and s.dtype.count == 1 else _uop(CAST, dtypes.float32.vec(s.dtype.count), (s,), None)))) for s in u.src]
-      wide_dtype = (u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count))
-      if wide_dtype is not None:
-        f = _uop(op, wide_dtype, (*wide,), u.arg)
-        return (f if op in GroupOp.Comparison else _uop(CAST, u.dtype, (f,), None, WIDE))
-
-def r7c3e3f_alone(_u: UOp, ctx):
-  u = _u
-  if u.tag == WIDE:
-    _u_0, = _u.src
-    return _uop(u.op, u.dtype, u.src, u.arg, None)
-
 # ---- rule table: id, file, line, text, root ops ----
-rd1e3f5 = Rule('rd1e3f5', 'rules/float_compute.rules', 16, 'u@(op x _...) if u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW -> f if op in GroupOp.Comparison else u{op: CAST, src: (f,), arg: None, tag: WIDE} where wide = [{s.src[0]} if s.op is Ops.CAST and s.tag == WIDE and op not in GroupOp.Comparison else s if s.dtype.scalar not in NARROW else (CONST:float32 [float(s.arg)]) if s.op is Ops.CONST and s.dtype.count == 1 else (CAST:dtypes.float32.vec(s.dtype.count) s) for s in u.src] where wide_dtype = {u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count)} where f = (op:wide_dtype [u.arg] wide*)', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), rd1e3f5_alone)
-r7c3e3f = Rule('r7c3e3f', 'rules/float_compute.rules', 27, 'u@(CAST _) if u.tag == WIDE -> u{tag: None}', (Ops.CAST, ), r7c3e3f_alone)
+rd1e3f5 = Rule('rd1e3f5', 'rules/float_compute.rules', 16, 'u@(op x _...) if u.dtype.scalar in NARROW or op in GroupOp.Comparison and x.dtype.scalar in NARROW -> f if op in GroupOp.Comparison else u{op: CAST, src: (f,), arg: None, tag: WIDE} where wide = [{s.src[0]} if s.op is Ops.CAST and s.tag == WIDE and op not in GroupOp.Comparison else s if s.dtype.scalar not in NARROW else (CONST:float32 [float(s.arg)]) if s.op is Ops.CONST and s.dtype.count == 1 else (CAST:dtypes.float32.vec(s.dtype.count) s) for s in u.src] where wide_dtype = {u.dtype if op in GroupOp.Comparison else dtypes.float32.vec(u.dtype.count)} where f = (op:wide_dtype [u.arg] wide*)', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ))
+r7c3e3f = Rule('r7c3e3f', 'rules/float_compute.rules', 27, 'u@(CAST _) if u.tag == WIDE -> u{tag: None}', (Ops.CAST, ))
 
 float_compute = Matcher('float_compute', {Ops.EXP2: float_compute_EXP2, Ops.LOG2: float_compute_EXP2, Ops.SIN: float_compute_EXP2, Ops.SQRT: float_compute_EXP2, Ops.RECIPROCAL: float_compute_EXP2, Ops.NEG: float_compute_EXP2, Ops.TRUNC: float_compute_EXP2, Ops.ADD: float_compute_ADD, Ops.SUB: float_compute_ADD, Ops.MUL: float_compute_ADD, Ops.FDIV: float_compute_ADD, Ops.IDIV: float_compute_ADD, Ops.MOD: float_compute_ADD, Ops.MAX: float_compute_ADD, Ops.POW: float_compute_ADD, Ops.CMPLT: float_compute_ADD, Ops.CMPNE: float_compute_ADD, Ops.CMPEQ: float_compute_ADD, Ops.XOR: float_compute_ADD, Ops.OR: float_compute_ADD, Ops.AND: float_compute_ADD, Ops.SHL: float_compute_ADD, Ops.SHR: float_compute_ADD, Ops.THREEFRY: float_compute_ADD, Ops.WHERE: float_compute_WHERE, Ops.MULACC: float_compute_WHERE}, [rd1e3f5])
 unmark = Matcher('unmark', {Ops.CAST: unmark_CAST}, [r7c3e3f])

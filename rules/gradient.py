@@ -41,546 +41,417 @@ DTS_0 = frozenset({dtypes.bfloat16, dtypes.float16, dtypes.float32, dtypes.float
 # ---- ruleset gradient: d(loss)/d(source) for each source of a node, given ctx = d(loss)/d(node). ----
 
 def gradient_COPY(_u: UOp, ctx):
-  # r5f1982: (COPY x _) -> ((COPY:x.dtype ctx device_of(x)) _)
   _u_0, _u_1 = _u.src
+  # rule r5f1982, rules/gradient.rules:68
+  # match:  (COPY x _)
+  # result: ((COPY:x.dtype ctx device_of(x)) _)
   x = _u_0
   return (r5f1982, (_uop(COPY, x.dtype, (ctx, _as_src(device_of(x), x.dtype)), None), None))
 
 def gradient_ASSIGN(_u: UOp, ctx):
-  # r301651: (ASSIGN _ v) if v.op is not Ops.KERNEL -> (_ ctx)
   _u_0, _u_1 = _u.src
+  # rule r301651, rules/gradient.rules:72
+  # match:  (ASSIGN _ v)
+  # cond:   v.op is not Ops.KERNEL
+  # result: (_ ctx)
   v = _u_1
   if v.op is not KERNEL: return (r301651, (None, ctx))
 
 def gradient_CONTIGUOUS(_u: UOp, ctx):
-  # r0e8229: (CONTIGUOUS x) -> (ctx)
   _u_0, = _u.src
+  # rule r0e8229, rules/gradient.rules:66
+  # match:  (CONTIGUOUS x)
+  # result: (ctx)
   return (r0e8229, (ctx,))
 
 def gradient_CONTIGUOUS_BACKWARD(_u: UOp, ctx):
-  # rfeb4f4: (CONTIGUOUS_BACKWARD x) -> ((CONTIGUOUS ctx))
   _u_0, = _u.src
+  # rule rfeb4f4, rules/gradient.rules:67
+  # match:  (CONTIGUOUS_BACKWARD x)
+  # result: ((CONTIGUOUS ctx))
   return (rfeb4f4, (_uop(CONTIGUOUS, ctx.dtype, (ctx,), None),))
 
 def gradient_DETACH(_u: UOp, ctx):
-  # r64353a: (DETACH _) -> (_)
   _u_0, = _u.src
+  # rule r64353a, rules/gradient.rules:70
+  # match:  (DETACH _)
+  # result: (_)
   return (r64353a, (None,))
 
 def gradient_RESHAPE(_u: UOp, ctx):
-  # rd869d1: (RESHAPE x) -> ((RESHAPE:x.dtype [x.shape] ctx))
   _u_0, = _u.src
+  # rule rd869d1, rules/gradient.rules:95
+  # match:  (RESHAPE x)
+  # result: ((RESHAPE:x.dtype [x.shape] ctx))
   x = _u_0
   return (rd869d1, (_uop(RESHAPE, x.dtype, (ctx,), x.shape),))
 
 def gradient_PERMUTE(_u: UOp, ctx):
-  # r30cb31: (PERMUTE [order] x) -> ((PERMUTE:x.dtype [inverse_permutation(order)] ctx))
-  order = _u.arg
   _u_0, = _u.src
+  # rule r30cb31, rules/gradient.rules:100
+  # match:  (PERMUTE [order] x)
+  # result: ((PERMUTE:x.dtype [inverse_permutation(order)] ctx))
+  order = _u.arg
   x = _u_0
   return (r30cb31, (_uop(PERMUTE, x.dtype, (ctx,), inverse_permutation(order)),))
 
 def gradient_EXPAND(_u: UOp, ctx):
   _u_0, = _u.src
-  # r504bb9: u@(EXPAND x) if u.shape != x.shape -> ((REDUCE_AXIS:x.dtype [(Ops.ADD, expanded_axes(x, u))] ctx))
+  # rule r504bb9, rules/gradient.rules:97
+  # match:  u@(EXPAND x)
+  # cond:   u.shape != x.shape
+  # result: ((REDUCE_AXIS:x.dtype [(Ops.ADD, expanded_axes(x, u))] ctx))
   u, x = _u, _u_0
   if u.shape != x.shape: return (r504bb9, (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),))
-  # rc0fac3: (EXPAND x) -> (ctx)
+  # rule rc0fac3, rules/gradient.rules:98
+  # match:  (EXPAND x)
+  # result: (ctx)
   return (rc0fac3, (ctx,))
 
 def gradient_PAD(_u: UOp, ctx):
-  # r77071b: (PAD [pads] x) -> ((SHRINK:x.dtype [unpad(x, pads)] ctx))
-  pads = _u.arg
   _u_0, = _u.src
+  # rule r77071b, rules/gradient.rules:102
+  # match:  (PAD [pads] x)
+  # result: ((SHRINK:x.dtype [unpad(x, pads)] ctx))
+  pads = _u.arg
   x = _u_0
   return (r77071b, (_uop(SHRINK, x.dtype, (ctx,), unpad(x, pads)),))
 
 def gradient_SHRINK(_u: UOp, ctx):
-  # rd22afd: (SHRINK [region] x) -> ((PAD:x.dtype [unshrink(x, region)] ctx))
-  region = _u.arg
   _u_0, = _u.src
+  # rule rd22afd, rules/gradient.rules:104
+  # match:  (SHRINK [region] x)
+  # result: ((PAD:x.dtype [unshrink(x, region)] ctx))
+  region = _u.arg
   x = _u_0
   return (rd22afd, (_uop(PAD, x.dtype, (ctx,), unshrink(x, region)),))
 
 def gradient_FLIP(_u: UOp, ctx):
-  # rd0986b: (FLIP [axes] x) -> ((FLIP:x.dtype [axes] ctx))
-  axes = _u.arg
   _u_0, = _u.src
+  # rule rd0986b, rules/gradient.rules:106
+  # match:  (FLIP [axes] x)
+  # result: ((FLIP:x.dtype [axes] ctx))
+  axes = _u.arg
   x = _u_0
   return (rd0986b, (_uop(FLIP, x.dtype, (ctx,), axes),))
 
 def gradient_REDUCE_AXIS(_u: UOp, ctx):
+  _u_0, = _u.src
   u = _u
-  # r075da3: u@(REDUCE_AXIS x) if u.arg[0] is Ops.ADD -> ((EXPAND:x.dtype [x.shape] ctx))
+  # rule r075da3, rules/gradient.rules:111
+  # match:  u@(REDUCE_AXIS x)
+  # cond:   u.arg[0] is Ops.ADD
+  # result: ((EXPAND:x.dtype [x.shape] ctx))
   if u.arg[0] is ADD:
-    _u_0, = _u.src
     x = _u_0
     return (r075da3, (_uop(EXPAND, x.dtype, (ctx,), x.shape),))
-  # rd72b35: u@(REDUCE_AXIS x) if u.arg[0] is Ops.MAX -> ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[ ...
+  # rule rd72b35, rules/gradient.rules:113
+  # match:  u@(REDUCE_AXIS x)
+  # cond:   u.arg[0] is Ops.MAX
+  # result: ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[1])] is_max(x, u)))) (EXPAND:x.dtype [x.shape]
+  #         ctx)))
   if u.arg[0] is MAX:
-    _u_0, = _u.src
     x = _u_0
     return (rd72b35, (_uop(MUL, x.dtype, (_uop(FDIV, x.dtype, (_as_src(is_max(x, u), x.dtype), _uop(EXPAND, x.dtype, (_uop(REDUCE_AXIS, x.dtype, (_as_src(is_max(x, u), x.dtype),), (ADD, u.arg[1])),), x.shape)), None), _uop(EXPAND, x.dtype, (ctx,), x.shape)), None),))
-  # r982667: u@(REDUCE_AXIS _) if u.arg[0] is Ops.MUL -> prod_gradient(ctx, u)
+  # rule r982667, rules/gradient.rules:116
+  # match:  u@(REDUCE_AXIS _)
+  # cond:   u.arg[0] is Ops.MUL
+  # result: prod_gradient(ctx, u)
   if u.arg[0] is MUL:
-    _u_0, = _u.src
     if (_r := prod_gradient(ctx, u)) is not None: return (r982667, _per_source(_r, _u, r982667))
 
 def gradient_GATHER(_u: UOp, ctx):
-  # rb69120: (GATHER x idx) -> (gather_gradient(ctx, x, idx) _)
   _u_0, _u_1 = _u.src
+  # rule rb69120, rules/gradient.rules:126
+  # match:  (GATHER x idx)
+  # result: (gather_gradient(ctx, x, idx) _)
   idx, x = _u_1, _u_0
   return (rb69120, (_entry(gather_gradient(ctx, x, idx), _u.src[0].dtype), None))
 
 def gradient_CONV(_u: UOp, ctx):
-  # r0e5a68: u@(CONV _ _ _) -> (_ conv_input_gradient(ctx, u) conv_weight_gradient(ctx, u))
   _u_0, _u_1, _u_2 = _u.src
+  # rule r0e5a68, rules/gradient.rules:121
+  # match:  u@(CONV _ _ _)
+  # result: (_ conv_input_gradient(ctx, u) conv_weight_gradient(ctx, u))
   u = _u
   return (r0e5a68, (None, _entry(conv_input_gradient(ctx, u), _u.src[1].dtype), _entry(conv_weight_gradient(ctx, u), _u.src[2].dtype)))
 
 def gradient_CAST(_u: UOp, ctx):
-  # rff6598: (CAST:floats x:floats) -> ((CAST:x.dtype ctx))
-  if _u.dtype.scalar in DTS_0:
-    _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0: x = _u_0; return (rff6598, (_uop(CAST, x.dtype, (ctx,), None),))
-  # r878c02: (CAST _) -> (_)
   _u_0, = _u.src
+  # rule rff6598, rules/gradient.rules:61
+  # match:  (CAST:floats x:floats)
+  # result: ((CAST:x.dtype ctx))
+  if _u.dtype.scalar in DTS_0:
+    if _u_0.dtype.scalar in DTS_0: x = _u_0; return (rff6598, (_uop(CAST, x.dtype, (ctx,), None),))
+  # rule r878c02, rules/gradient.rules:62
+  # match:  (CAST _)
+  # result: (_)
   return (r878c02, (None,))
 
 def gradient_BITCAST(_u: UOp, ctx):
-  # r98231a: (BITCAST _) -> (_)
   _u_0, = _u.src
+  # rule r98231a, rules/gradient.rules:64
+  # match:  (BITCAST _)
+  # result: (_)
   return (r98231a, (None,))
 
 def gradient_EXP2(_u: UOp, ctx):
-  # r24bc89: u@(EXP2 x) -> ((MUL (MUL ctx u) full_like(u, 0.6931471805599453)))
   _u_0, = _u.src
+  # rule r24bc89, rules/gradient.rules:41
+  # match:  u@(EXP2 x)
+  # result: ((MUL (MUL ctx u) full_like(u, 0.6931471805599453)))
   u = _u
   return (r24bc89, (_uop(MUL, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), _as_src(full_like(u, 0.6931471805599453), ctx.dtype)), None),))
 
 def gradient_LOG2(_u: UOp, ctx):
-  # r43aa23: (LOG2 x) -> ((FDIV ctx (MUL x full_like(x, 0.6931471805599453))))
   _u_0, = _u.src
+  # rule r43aa23, rules/gradient.rules:43
+  # match:  (LOG2 x)
+  # result: ((FDIV ctx (MUL x full_like(x, 0.6931471805599453))))
   x = _u_0
   return (r43aa23, (_uop(FDIV, ctx.dtype, (ctx, _uop(MUL, x.dtype, (x, _as_src(full_like(x, 0.6931471805599453), x.dtype)), None)), None),))
 
 def gradient_SIN(_u: UOp, ctx):
-  # r28baef: (SIN x) -> ((MUL ctx (SIN (SUB full_like(x, 1.5707963267948966) x))))
   _u_0, = _u.src
+  # rule r28baef, rules/gradient.rules:45
+  # match:  (SIN x)
+  # result: ((MUL ctx (SIN (SUB full_like(x, 1.5707963267948966) x))))
   x = _u_0
   return (r28baef, (_uop(MUL, ctx.dtype, (ctx, _uop(SIN, x.dtype, (_uop(SUB, x.dtype, (_as_src(full_like(x, 1.5707963267948966), x.dtype), x), None),), None)), None),))
 
 def gradient_SQRT(_u: UOp, ctx):
-  # rd2287a: u@(SQRT x) -> ((FDIV ctx (MUL u full_like(u, 2))))
   _u_0, = _u.src
+  # rule rd2287a, rules/gradient.rules:47
+  # match:  u@(SQRT x)
+  # result: ((FDIV ctx (MUL u full_like(u, 2))))
   u = _u
   return (rd2287a, (_uop(FDIV, ctx.dtype, (ctx, _uop(MUL, u.dtype, (u, _as_src(full_like(u, 2), u.dtype)), None)), None),))
 
 def gradient_RECIPROCAL(_u: UOp, ctx):
-  # r9d1ec2: u@(RECIPROCAL x) -> ((NEG (MUL (MUL ctx u) u)))
   _u_0, = _u.src
+  # rule r9d1ec2, rules/gradient.rules:49
+  # match:  u@(RECIPROCAL x)
+  # result: ((NEG (MUL (MUL ctx u) u)))
   u = _u
   return (r9d1ec2, (_uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), u), None),), None),))
 
 def gradient_NEG(_u: UOp, ctx):
-  # r241513: (NEG x) -> ((NEG ctx))
   _u_0, = _u.src
+  # rule r241513, rules/gradient.rules:23
+  # match:  (NEG x)
+  # result: ((NEG ctx))
   return (r241513, (_uop(NEG, ctx.dtype, (ctx,), None),))
 
 def gradient_TRUNC(_u: UOp, ctx):
-  # r3b8164: (TRUNC x) -> (full_like(x, 0))
   _u_0, = _u.src
+  # rule r3b8164, rules/gradient.rules:36
+  # match:  (TRUNC x)
+  # result: (full_like(x, 0))
   x = _u_0
   return (r3b8164, (_entry(full_like(x, 0), _u.src[0].dtype),))
 
 def gradient_ADD(_u: UOp, ctx):
-  # rd80747: (ADD x y) -> (ctx ctx)
   _u_0, _u_1 = _u.src
+  # rule rd80747, rules/gradient.rules:17
+  # match:  (ADD x y)
+  # result: (ctx ctx)
   return (rd80747, (ctx, ctx))
 
 def gradient_SUB(_u: UOp, ctx):
-  # r58df52: (SUB x y) -> (ctx (NEG ctx))
   _u_0, _u_1 = _u.src
+  # rule r58df52, rules/gradient.rules:19
+  # match:  (SUB x y)
+  # result: (ctx (NEG ctx))
   return (r58df52, (ctx, _uop(NEG, ctx.dtype, (ctx,), None)))
 
 def gradient_MUL(_u: UOp, ctx):
-  # rfd73b1: (MUL x y) -> ((MUL ctx y) (MUL ctx x))
   _u_0, _u_1 = _u.src
+  # rule rfd73b1, rules/gradient.rules:21
+  # match:  (MUL x y)
+  # result: ((MUL ctx y) (MUL ctx x))
   x, y = _u_0, _u_1
   return (rfd73b1, (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None)))
 
 def gradient_FDIV(_u: UOp, ctx):
-  # r4e92ee: u@(FDIV x y) -> ((FDIV ctx y) (NEG (FDIV (MUL ctx u) y)))
   _u_0, _u_1 = _u.src
+  # rule r4e92ee, rules/gradient.rules:25
+  # match:  u@(FDIV x y)
+  # result: ((FDIV ctx y) (NEG (FDIV (MUL ctx u) y)))
   u, y = _u, _u_1
   return (r4e92ee, (_uop(FDIV, ctx.dtype, (ctx, y), None), _uop(NEG, ctx.dtype, (_uop(FDIV, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), y), None),), None)))
 
 def gradient_IDIV(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r0fa1c6: (IDIV x:floats y) -> (full_like(x, 0) full_like(y, 0))
+  # rule r0fa1c6, rules/gradient.rules:34
+  # match:  (IDIV x:floats y)
+  # result: (full_like(x, 0) full_like(y, 0))
   if _u_0.dtype.scalar in DTS_0:
     x, y = _u_0, _u_1
     return (r0fa1c6, (_entry(full_like(x, 0), _u.src[0].dtype), _entry(full_like(y, 0), _u.src[1].dtype)))
-  # r067b72: (IDIV _ _) -> (_ _)
+  # rule r067b72, rules/gradient.rules:87
+  # match:  (IDIV _ _)
+  # result: (_ _)
   return (r067b72, (None, None))
 
 def gradient_MOD(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r34bcd8: (MOD x:floats y) -> (ctx (NEG (MUL ctx (TRUNC (FDIV x y)))))
+  # rule r34bcd8, rules/gradient.rules:32
+  # match:  (MOD x:floats y)
+  # result: (ctx (NEG (MUL ctx (TRUNC (FDIV x y)))))
   if _u_0.dtype.scalar in DTS_0:
     x, y = _u_0, _u_1
     return (r34bcd8, (ctx, _uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, _uop(TRUNC, x.dtype, (_uop(FDIV, x.dtype, (x, y), None),), None)), None),), None)))
-  # r57a908: (MOD _ _) -> (_ _)
+  # rule r57a908, rules/gradient.rules:88
+  # match:  (MOD _ _)
+  # result: (_ _)
   return (r57a908, (None, None))
 
 def gradient_MAX(_u: UOp, ctx):
-  # rb3b7e7: (MAX x y) -> ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHE ...
   _u_0, _u_1 = _u.src
+  # rule rb3b7e7, rules/gradient.rules:29
+  # match:  (MAX x y)
+  # result: ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHERE (CMPEQ x y)
+  #         (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))))
   x, y = _u_0, _u_1
   return (rb3b7e7, (_uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (y, x), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None), _uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (x, y), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None)))
 
 def gradient_POW(_u: UOp, ctx):
-  # r0579ad: u@(POW b e) -> ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE ( ...
   _u_0, _u_1 = _u.src
+  # rule r0579ad, rules/gradient.rules:51
+  # match:  u@(POW b e)
+  # result: ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE (CMPEQ b full_like(b,
+  #         0)) (WHERE (CMPLT e full_like(e, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))) full_like(b, 0)) (MUL u (MUL (LOG2 b)
+  #         full_like(b, 0.6931471805599453))))))
   b, e, u = _u_0, _u_1, _u
   return (r0579ad, (_uop(MUL, ctx.dtype, (ctx, _uop(WHERE, e.dtype, (_uop(CMPEQ, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _as_src(full_like(e, 0), e.dtype), _uop(MUL, e.dtype, (e, _uop(POW, b.dtype, (b, _uop(SUB, e.dtype, (e, _as_src(full_like(e, 1), e.dtype)), None)), None)), None)), None)), None), _uop(MUL, ctx.dtype, (ctx, _uop(WHERE, u.dtype, (_uop(CMPEQ, dtypes.bool, (b, _as_src(full_like(b, 0), b.dtype)), None), _uop(WHERE, u.dtype, (_uop(CMPLT, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None), _as_src(full_like(b, 0), u.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None)), None)), None)))
 
 def gradient_CMPLT(_u: UOp, ctx):
-  # r350e4a: (CMPLT _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r350e4a, rules/gradient.rules:77
+  # match:  (CMPLT _ _)
+  # result: (_ _)
   return (r350e4a, (None, None))
 
 def gradient_CMPNE(_u: UOp, ctx):
-  # r94b69e: (CMPNE _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r94b69e, rules/gradient.rules:78
+  # match:  (CMPNE _ _)
+  # result: (_ _)
   return (r94b69e, (None, None))
 
 def gradient_CMPEQ(_u: UOp, ctx):
-  # r416da7: (CMPEQ _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r416da7, rules/gradient.rules:79
+  # match:  (CMPEQ _ _)
+  # result: (_ _)
   return (r416da7, (None, None))
 
 def gradient_XOR(_u: UOp, ctx):
-  # r3f82e9: (XOR _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r3f82e9, rules/gradient.rules:83
+  # match:  (XOR _ _)
+  # result: (_ _)
   return (r3f82e9, (None, None))
 
 def gradient_OR(_u: UOp, ctx):
-  # re1eea1: (OR _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule re1eea1, rules/gradient.rules:82
+  # match:  (OR _ _)
+  # result: (_ _)
   return (re1eea1, (None, None))
 
 def gradient_AND(_u: UOp, ctx):
-  # r630aab: (AND _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r630aab, rules/gradient.rules:81
+  # match:  (AND _ _)
+  # result: (_ _)
   return (r630aab, (None, None))
 
 def gradient_SHL(_u: UOp, ctx):
-  # r35a6ab: (SHL _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r35a6ab, rules/gradient.rules:84
+  # match:  (SHL _ _)
+  # result: (_ _)
   return (r35a6ab, (None, None))
 
 def gradient_SHR(_u: UOp, ctx):
-  # rd10ed1: (SHR _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule rd10ed1, rules/gradient.rules:85
+  # match:  (SHR _ _)
+  # result: (_ _)
   return (rd10ed1, (None, None))
 
 def gradient_THREEFRY(_u: UOp, ctx):
-  # r55187a: (THREEFRY _ _) -> (_ _)
   _u_0, _u_1 = _u.src
+  # rule r55187a, rules/gradient.rules:90
+  # match:  (THREEFRY _ _)
+  # result: (_ _)
   return (r55187a, (None, None))
 
 def gradient_WHERE(_u: UOp, ctx):
-  # raca8cd: (WHERE c x y) -> (_ (WHERE c ctx full_like(ctx, 0)) (WHERE c full_like(ctx, 0) ctx))
   _u_0, _u_1, _u_2 = _u.src
+  # rule raca8cd, rules/gradient.rules:59
+  # match:  (WHERE c x y)
+  # result: (_ (WHERE c ctx full_like(ctx, 0)) (WHERE c full_like(ctx, 0) ctx))
   c = _u_0
   return (raca8cd, (None, _uop(WHERE, ctx.dtype, (c, ctx, _as_src(full_like(ctx, 0), ctx.dtype)), None), _uop(WHERE, ctx.dtype, (c, _as_src(full_like(ctx, 0), ctx.dtype), ctx), None)))
 
 def gradient_MULACC(_u: UOp, ctx):
-  # r120f82: (MULACC x y z) -> ((MUL ctx y) (MUL ctx x) ctx)
   _u_0, _u_1, _u_2 = _u.src
+  # rule r120f82, rules/gradient.rules:27
+  # match:  (MULACC x y z)
+  # result: ((MUL ctx y) (MUL ctx x) ctx)
   x, y = _u_0, _u_1
   return (r120f82, (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None), ctx))
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def rd80747_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (ctx, ctx)
-
-def r58df52_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (ctx, _uop(NEG, ctx.dtype, (ctx,), None))
-
-def rfd73b1_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  x, y = _u_0, _u_1
-  return (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None))
-
-def r241513_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (_uop(NEG, ctx.dtype, (ctx,), None),)
-
-def r4e92ee_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  u, y = _u, _u_1
-  return (_uop(FDIV, ctx.dtype, (ctx, y), None), _uop(NEG, ctx.dtype, (_uop(FDIV, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), y), None),), None))
-
-def r120f82_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  x, y = _u_0, _u_1
-  return (_uop(MUL, ctx.dtype, (ctx, y), None), _uop(MUL, ctx.dtype, (ctx, x), None), ctx)
-
-def rb3b7e7_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  x, y = _u_0, _u_1
-  return (_uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (y, x), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None), _uop(WHERE, ctx.dtype, (_uop(CMPLT, dtypes.bool, (x, y), None), ctx, _uop(WHERE, ctx.dtype, (_uop(CMPEQ, dtypes.bool, (x, y), None), _uop(MUL, ctx.dtype, (ctx, _as_src(full_like(ctx, 0.5), ctx.dtype)), None), _as_src(full_like(ctx, 0), ctx.dtype)), None)), None))
-
-def r34bcd8_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0:
-    x, y = _u_0, _u_1
-    return (ctx, _uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, _uop(TRUNC, x.dtype, (_uop(FDIV, x.dtype, (x, y), None),), None)), None),), None))
-
-def r0fa1c6_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0: x, y = _u_0, _u_1; return (_entry(full_like(x, 0), _u.src[0].dtype), _entry(full_like(y, 0), _u.src[1].dtype))
-
-def r3b8164_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return (_entry(full_like(x, 0), _u.src[0].dtype),)
-
-def r24bc89_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u = _u
-  return (_uop(MUL, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), _as_src(full_like(u, 0.6931471805599453), ctx.dtype)), None),)
-
-def r43aa23_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(FDIV, ctx.dtype, (ctx, _uop(MUL, x.dtype, (x, _as_src(full_like(x, 0.6931471805599453), x.dtype)), None)), None),)
-
-def r28baef_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(MUL, ctx.dtype, (ctx, _uop(SIN, x.dtype, (_uop(SUB, x.dtype, (_as_src(full_like(x, 1.5707963267948966), x.dtype), x), None),), None)), None),)
-
-def rd2287a_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u = _u
-  return (_uop(FDIV, ctx.dtype, (ctx, _uop(MUL, u.dtype, (u, _as_src(full_like(u, 2), u.dtype)), None)), None),)
-
-def r9d1ec2_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u = _u
-  return (_uop(NEG, ctx.dtype, (_uop(MUL, ctx.dtype, (_uop(MUL, ctx.dtype, (ctx, u), None), u), None),), None),)
-
-def r0579ad_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  b, e, u = _u_0, _u_1, _u
-  return (_uop(MUL, ctx.dtype, (ctx, _uop(WHERE, e.dtype, (_uop(CMPEQ, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _as_src(full_like(e, 0), e.dtype), _uop(MUL, e.dtype, (e, _uop(POW, b.dtype, (b, _uop(SUB, e.dtype, (e, _as_src(full_like(e, 1), e.dtype)), None)), None)), None)), None)), None), _uop(MUL, ctx.dtype, (ctx, _uop(WHERE, u.dtype, (_uop(CMPEQ, dtypes.bool, (b, _as_src(full_like(b, 0), b.dtype)), None), _uop(WHERE, u.dtype, (_uop(CMPLT, dtypes.bool, (e, _as_src(full_like(e, 0), e.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None), _as_src(full_like(b, 0), u.dtype)), None), _uop(MUL, u.dtype, (u, _uop(MUL, b.dtype, (_uop(LOG2, b.dtype, (b,), None), _as_src(full_like(b, 0.6931471805599453), b.dtype)), None)), None)), None)), None))
-
-def raca8cd_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  c = _u_0
-  return (None, _uop(WHERE, ctx.dtype, (c, ctx, _as_src(full_like(ctx, 0), ctx.dtype)), None), _uop(WHERE, ctx.dtype, (c, _as_src(full_like(ctx, 0), ctx.dtype), ctx), None))
-
-def rff6598_alone(_u: UOp, ctx):
-  if _u.dtype.scalar in DTS_0:
-    _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0: x = _u_0; return (_uop(CAST, x.dtype, (ctx,), None),)
-
-def r878c02_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (None,)
-
-def r98231a_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (None,)
-
-def r0e8229_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (ctx,)
-
-def rfeb4f4_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (_uop(CONTIGUOUS, ctx.dtype, (ctx,), None),)
-
-def r5f1982_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  x = _u_0
-  return (_uop(COPY, x.dtype, (ctx, _as_src(device_of(x), x.dtype)), None), None)
-
-def r64353a_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (None,)
-
-def r301651_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  v = _u_1
-  if v.op is not KERNEL: return (None, ctx)
-
-def r350e4a_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r94b69e_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r416da7_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r630aab_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def re1eea1_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r3f82e9_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r35a6ab_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def rd10ed1_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r067b72_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r57a908_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def r55187a_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  return (None, None)
-
-def rd869d1_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(RESHAPE, x.dtype, (ctx,), x.shape),)
-
-def r504bb9_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u, x = _u, _u_0
-  if u.shape != x.shape: return (_uop(REDUCE_AXIS, x.dtype, (ctx,), (ADD, expanded_axes(x, u))),)
-
-def rc0fac3_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  return (ctx,)
-
-def r30cb31_alone(_u: UOp, ctx):
-  order = _u.arg
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(PERMUTE, x.dtype, (ctx,), inverse_permutation(order)),)
-
-def r77071b_alone(_u: UOp, ctx):
-  pads = _u.arg
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(SHRINK, x.dtype, (ctx,), unpad(x, pads)),)
-
-def rd22afd_alone(_u: UOp, ctx):
-  region = _u.arg
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(PAD, x.dtype, (ctx,), unshrink(x, region)),)
-
-def rd0986b_alone(_u: UOp, ctx):
-  axes = _u.arg
-  _u_0, = _u.src
-  x = _u_0
-  return (_uop(FLIP, x.dtype, (ctx,), axes),)
-
-def r075da3_alone(_u: UOp, ctx):
-  u = _u
-  if u.arg[0] is ADD:
-    _u_0, = _u.src
-    x = _u_0
-    return (_uop(EXPAND, x.dtype, (ctx,), x.shape),)
-
-def rd72b35_alone(_u: UOp, ctx):
-  u = _u
-  if u.arg[0] is MAX:
-    _u_0, = _u.src
-    x = _u_0
-    return (_uop(MUL, x.dtype, (_uop(FDIV, x.dtype, (_as_src(is_max(x, u), x.dtype), _uop(EXPAND, x.dtype, (_uop(REDUCE_AXIS, x.dtype, (_as_src(is_max(x, u), x.dtype),), (ADD, u.arg[1])),), x.shape)), None), _uop(EXPAND, x.dtype, (ctx,), x.shape)), None),)
-
-def r982667_alone(_u: UOp, ctx):
-  u = _u
-  if u.arg[0] is MUL:
-    _u_0, = _u.src
-    if (_r := prod_gradient(ctx, u)) is not None: return _per_source(_r, _u, r982667)
-
-def r0e5a68_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  u = _u
-  return (None, _entry(conv_input_gradient(ctx, u), _u.src[1].dtype), _entry(conv_weight_gradient(ctx, u), _u.src[2].dtype))
-
-def rb69120_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  idx, x = _u_1, _u_0
-  return (_entry(gather_gradient(ctx, x, idx), _u.src[0].dtype), None)
-
 # ---- rule table: id, file, line, text, root ops ----
-rd80747 = Rule('rd80747', 'rules/gradient.rules', 17, '(ADD x y) -> (ctx ctx)', (Ops.ADD, ), rd80747_alone)
-r58df52 = Rule('r58df52', 'rules/gradient.rules', 19, '(SUB x y) -> (ctx (NEG ctx))', (Ops.SUB, ), r58df52_alone)
-rfd73b1 = Rule('rfd73b1', 'rules/gradient.rules', 21, '(MUL x y) -> ((MUL ctx y) (MUL ctx x))', (Ops.MUL, ), rfd73b1_alone)
-r241513 = Rule('r241513', 'rules/gradient.rules', 23, '(NEG x) -> ((NEG ctx))', (Ops.NEG, ), r241513_alone)
-r4e92ee = Rule('r4e92ee', 'rules/gradient.rules', 25, 'u@(FDIV x y) -> ((FDIV ctx y) (NEG (FDIV (MUL ctx u) y)))', (Ops.FDIV, ), r4e92ee_alone)
-r120f82 = Rule('r120f82', 'rules/gradient.rules', 27, '(MULACC x y z) -> ((MUL ctx y) (MUL ctx x) ctx)', (Ops.MULACC, ), r120f82_alone)
-rb3b7e7 = Rule('rb3b7e7', 'rules/gradient.rules', 29, '(MAX x y) -> ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))))', (Ops.MAX, ), rb3b7e7_alone)
-r34bcd8 = Rule('r34bcd8', 'rules/gradient.rules', 32, '(MOD x:floats y) -> (ctx (NEG (MUL ctx (TRUNC (FDIV x y)))))', (Ops.MOD, ), r34bcd8_alone)
-r0fa1c6 = Rule('r0fa1c6', 'rules/gradient.rules', 34, '(IDIV x:floats y) -> (full_like(x, 0) full_like(y, 0))', (Ops.IDIV, ), r0fa1c6_alone)
-r3b8164 = Rule('r3b8164', 'rules/gradient.rules', 36, '(TRUNC x) -> (full_like(x, 0))', (Ops.TRUNC, ), r3b8164_alone)
-r24bc89 = Rule('r24bc89', 'rules/gradient.rules', 41, 'u@(EXP2 x) -> ((MUL (MUL ctx u) full_like(u, 0.6931471805599453)))', (Ops.EXP2, ), r24bc89_alone)
-r43aa23 = Rule('r43aa23', 'rules/gradient.rules', 43, '(LOG2 x) -> ((FDIV ctx (MUL x full_like(x, 0.6931471805599453))))', (Ops.LOG2, ), r43aa23_alone)
-r28baef = Rule('r28baef', 'rules/gradient.rules', 45, '(SIN x) -> ((MUL ctx (SIN (SUB full_like(x, 1.5707963267948966) x))))', (Ops.SIN, ), r28baef_alone)
-rd2287a = Rule('rd2287a', 'rules/gradient.rules', 47, 'u@(SQRT x) -> ((FDIV ctx (MUL u full_like(u, 2))))', (Ops.SQRT, ), rd2287a_alone)
-r9d1ec2 = Rule('r9d1ec2', 'rules/gradient.rules', 49, 'u@(RECIPROCAL x) -> ((NEG (MUL (MUL ctx u) u)))', (Ops.RECIPROCAL, ), r9d1ec2_alone)
-r0579ad = Rule('r0579ad', 'rules/gradient.rules', 51, 'u@(POW b e) -> ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE (CMPEQ b full_like(b, 0)) (WHERE (CMPLT e full_like(e, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))) full_like(b, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))))))', (Ops.POW, ), r0579ad_alone)
-raca8cd = Rule('raca8cd', 'rules/gradient.rules', 59, '(WHERE c x y) -> (_ (WHERE c ctx full_like(ctx, 0)) (WHERE c full_like(ctx, 0) ctx))', (Ops.WHERE, ), raca8cd_alone)
-rff6598 = Rule('rff6598', 'rules/gradient.rules', 61, '(CAST:floats x:floats) -> ((CAST:x.dtype ctx))', (Ops.CAST, ), rff6598_alone)
-r878c02 = Rule('r878c02', 'rules/gradient.rules', 62, '(CAST _) -> (_)', (Ops.CAST, ), r878c02_alone)
-r98231a = Rule('r98231a', 'rules/gradient.rules', 64, '(BITCAST _) -> (_)', (Ops.BITCAST, ), r98231a_alone)
-r0e8229 = Rule('r0e8229', 'rules/gradient.rules', 66, '(CONTIGUOUS x) -> (ctx)', (Ops.CONTIGUOUS, ), r0e8229_alone)
-rfeb4f4 = Rule('rfeb4f4', 'rules/gradient.rules', 67, '(CONTIGUOUS_BACKWARD x) -> ((CONTIGUOUS ctx))', (Ops.CONTIGUOUS_BACKWARD, ), rfeb4f4_alone)
-r5f1982 = Rule('r5f1982', 'rules/gradient.rules', 68, '(COPY x _) -> ((COPY:x.dtype ctx device_of(x)) _)', (Ops.COPY, ), r5f1982_alone)
-r64353a = Rule('r64353a', 'rules/gradient.rules', 70, '(DETACH _) -> (_)', (Ops.DETACH, ), r64353a_alone)
-r301651 = Rule('r301651', 'rules/gradient.rules', 72, '(ASSIGN _ v) if v.op is not Ops.KERNEL -> (_ ctx)', (Ops.ASSIGN, ), r301651_alone)
-r350e4a = Rule('r350e4a', 'rules/gradient.rules', 77, '(CMPLT _ _) -> (_ _)', (Ops.CMPLT, ), r350e4a_alone)
-r94b69e = Rule('r94b69e', 'rules/gradient.rules', 78, '(CMPNE _ _) -> (_ _)', (Ops.CMPNE, ), r94b69e_alone)
-r416da7 = Rule('r416da7', 'rules/gradient.rules', 79, '(CMPEQ _ _) -> (_ _)', (Ops.CMPEQ, ), r416da7_alone)
-r630aab = Rule('r630aab', 'rules/gradient.rules', 81, '(AND _ _) -> (_ _)', (Ops.AND, ), r630aab_alone)
-re1eea1 = Rule('re1eea1', 'rules/gradient.rules', 82, '(OR _ _) -> (_ _)', (Ops.OR, ), re1eea1_alone)
-r3f82e9 = Rule('r3f82e9', 'rules/gradient.rules', 83, '(XOR _ _) -> (_ _)', (Ops.XOR, ), r3f82e9_alone)
-r35a6ab = Rule('r35a6ab', 'rules/gradient.rules', 84, '(SHL _ _) -> (_ _)', (Ops.SHL, ), r35a6ab_alone)
-rd10ed1 = Rule('rd10ed1', 'rules/gradient.rules', 85, '(SHR _ _) -> (_ _)', (Ops.SHR, ), rd10ed1_alone)
-r067b72 = Rule('r067b72', 'rules/gradient.rules', 87, '(IDIV _ _) -> (_ _)', (Ops.IDIV, ), r067b72_alone)
-r57a908 = Rule('r57a908', 'rules/gradient.rules', 88, '(MOD _ _) -> (_ _)', (Ops.MOD, ), r57a908_alone)
-r55187a = Rule('r55187a', 'rules/gradient.rules', 90, '(THREEFRY _ _) -> (_ _)', (Ops.THREEFRY, ), r55187a_alone)
-rd869d1 = Rule('rd869d1', 'rules/gradient.rules', 95, '(RESHAPE x) -> ((RESHAPE:x.dtype [x.shape] ctx))', (Ops.RESHAPE, ), rd869d1_alone)
-r504bb9 = Rule('r504bb9', 'rules/gradient.rules', 97, 'u@(EXPAND x) if u.shape != x.shape -> ((REDUCE_AXIS:x.dtype [(Ops.ADD, expanded_axes(x, u))] ctx))', (Ops.EXPAND, ), r504bb9_alone)
-rc0fac3 = Rule('rc0fac3', 'rules/gradient.rules', 98, '(EXPAND x) -> (ctx)', (Ops.EXPAND, ), rc0fac3_alone)
-r30cb31 = Rule('r30cb31', 'rules/gradient.rules', 100, '(PERMUTE [order] x) -> ((PERMUTE:x.dtype [inverse_permutation(order)] ctx))', (Ops.PERMUTE, ), r30cb31_alone)
-r77071b = Rule('r77071b', 'rules/gradient.rules', 102, '(PAD [pads] x) -> ((SHRINK:x.dtype [unpad(x, pads)] ctx))', (Ops.PAD, ), r77071b_alone)
-rd22afd = Rule('rd22afd', 'rules/gradient.rules', 104, '(SHRINK [region] x) -> ((PAD:x.dtype [unshrink(x, region)] ctx))', (Ops.SHRINK, ), rd22afd_alone)
-rd0986b = Rule('rd0986b', 'rules/gradient.rules', 106, '(FLIP [axes] x) -> ((FLIP:x.dtype [axes] ctx))', (Ops.FLIP, ), rd0986b_alone)
-r075da3 = Rule('r075da3', 'rules/gradient.rules', 111, 'u@(REDUCE_AXIS x) if u.arg[0] is Ops.ADD -> ((EXPAND:x.dtype [x.shape] ctx))', (Ops.REDUCE_AXIS, ), r075da3_alone)
-rd72b35 = Rule('rd72b35', 'rules/gradient.rules', 113, 'u@(REDUCE_AXIS x) if u.arg[0] is Ops.MAX -> ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[1])] is_max(x, u)))) (EXPAND:x.dtype [x.shape] ctx)))', (Ops.REDUCE_AXIS, ), rd72b35_alone)
-r982667 = Rule('r982667', 'rules/gradient.rules', 116, 'u@(REDUCE_AXIS _) if u.arg[0] is Ops.MUL -> prod_gradient(ctx, u)', (Ops.REDUCE_AXIS, ), r982667_alone)
-r0e5a68 = Rule('r0e5a68', 'rules/gradient.rules', 121, 'u@(CONV _ _ _) -> (_ conv_input_gradient(ctx, u) conv_weight_gradient(ctx, u))', (Ops.CONV, ), r0e5a68_alone)
-rb69120 = Rule('rb69120', 'rules/gradient.rules', 126, '(GATHER x idx) -> (gather_gradient(ctx, x, idx) _)', (Ops.GATHER, ), rb69120_alone)
+rd80747 = Rule('rd80747', 'rules/gradient.rules', 17, '(ADD x y) -> (ctx ctx)', (Ops.ADD, ))
+r58df52 = Rule('r58df52', 'rules/gradient.rules', 19, '(SUB x y) -> (ctx (NEG ctx))', (Ops.SUB, ))
+rfd73b1 = Rule('rfd73b1', 'rules/gradient.rules', 21, '(MUL x y) -> ((MUL ctx y) (MUL ctx x))', (Ops.MUL, ))
+r241513 = Rule('r241513', 'rules/gradient.rules', 23, '(NEG x) -> ((NEG ctx))', (Ops.NEG, ))
+r4e92ee = Rule('r4e92ee', 'rules/gradient.rules', 25, 'u@(FDIV x y) -> ((FDIV ctx y) (NEG (FDIV (MUL ctx u) y)))', (Ops.FDIV, ))
+r120f82 = Rule('r120f82', 'rules/gradient.rules', 27, '(MULACC x y z) -> ((MUL ctx y) (MUL ctx x) ctx)', (Ops.MULACC, ))
+rb3b7e7 = Rule('rb3b7e7', 'rules/gradient.rules', 29, '(MAX x y) -> ((WHERE (CMPLT y x) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))) (WHERE (CMPLT x y) ctx (WHERE (CMPEQ x y) (MUL ctx full_like(ctx, 0.5)) full_like(ctx, 0))))', (Ops.MAX, ))
+r34bcd8 = Rule('r34bcd8', 'rules/gradient.rules', 32, '(MOD x:floats y) -> (ctx (NEG (MUL ctx (TRUNC (FDIV x y)))))', (Ops.MOD, ))
+r0fa1c6 = Rule('r0fa1c6', 'rules/gradient.rules', 34, '(IDIV x:floats y) -> (full_like(x, 0) full_like(y, 0))', (Ops.IDIV, ))
+r3b8164 = Rule('r3b8164', 'rules/gradient.rules', 36, '(TRUNC x) -> (full_like(x, 0))', (Ops.TRUNC, ))
+r24bc89 = Rule('r24bc89', 'rules/gradient.rules', 41, 'u@(EXP2 x) -> ((MUL (MUL ctx u) full_like(u, 0.6931471805599453)))', (Ops.EXP2, ))
+r43aa23 = Rule('r43aa23', 'rules/gradient.rules', 43, '(LOG2 x) -> ((FDIV ctx (MUL x full_like(x, 0.6931471805599453))))', (Ops.LOG2, ))
+r28baef = Rule('r28baef', 'rules/gradient.rules', 45, '(SIN x) -> ((MUL ctx (SIN (SUB full_like(x, 1.5707963267948966) x))))', (Ops.SIN, ))
+rd2287a = Rule('rd2287a', 'rules/gradient.rules', 47, 'u@(SQRT x) -> ((FDIV ctx (MUL u full_like(u, 2))))', (Ops.SQRT, ))
+r9d1ec2 = Rule('r9d1ec2', 'rules/gradient.rules', 49, 'u@(RECIPROCAL x) -> ((NEG (MUL (MUL ctx u) u)))', (Ops.RECIPROCAL, ))
+r0579ad = Rule('r0579ad', 'rules/gradient.rules', 51, 'u@(POW b e) -> ((MUL ctx (WHERE (CMPEQ e full_like(e, 0)) full_like(e, 0) (MUL e (POW b (SUB e full_like(e, 1)))))) (MUL ctx (WHERE (CMPEQ b full_like(b, 0)) (WHERE (CMPLT e full_like(e, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))) full_like(b, 0)) (MUL u (MUL (LOG2 b) full_like(b, 0.6931471805599453))))))', (Ops.POW, ))
+raca8cd = Rule('raca8cd', 'rules/gradient.rules', 59, '(WHERE c x y) -> (_ (WHERE c ctx full_like(ctx, 0)) (WHERE c full_like(ctx, 0) ctx))', (Ops.WHERE, ))
+rff6598 = Rule('rff6598', 'rules/gradient.rules', 61, '(CAST:floats x:floats) -> ((CAST:x.dtype ctx))', (Ops.CAST, ))
+r878c02 = Rule('r878c02', 'rules/gradient.rules', 62, '(CAST _) -> (_)', (Ops.CAST, ))
+r98231a = Rule('r98231a', 'rules/gradient.rules', 64, '(BITCAST _) -> (_)', (Ops.BITCAST, ))
+r0e8229 = Rule('r0e8229', 'rules/gradient.rules', 66, '(CONTIGUOUS x) -> (ctx)', (Ops.CONTIGUOUS, ))
+rfeb4f4 = Rule('rfeb4f4', 'rules/gradient.rules', 67, '(CONTIGUOUS_BACKWARD x) -> ((CONTIGUOUS ctx))', (Ops.CONTIGUOUS_BACKWARD, ))
+r5f1982 = Rule('r5f1982', 'rules/gradient.rules', 68, '(COPY x _) -> ((COPY:x.dtype ctx device_of(x)) _)', (Ops.COPY, ))
+r64353a = Rule('r64353a', 'rules/gradient.rules', 70, '(DETACH _) -> (_)', (Ops.DETACH, ))
+r301651 = Rule('r301651', 'rules/gradient.rules', 72, '(ASSIGN _ v) if v.op is not Ops.KERNEL -> (_ ctx)', (Ops.ASSIGN, ))
+r350e4a = Rule('r350e4a', 'rules/gradient.rules', 77, '(CMPLT _ _) -> (_ _)', (Ops.CMPLT, ))
+r94b69e = Rule('r94b69e', 'rules/gradient.rules', 78, '(CMPNE _ _) -> (_ _)', (Ops.CMPNE, ))
+r416da7 = Rule('r416da7', 'rules/gradient.rules', 79, '(CMPEQ _ _) -> (_ _)', (Ops.CMPEQ, ))
+r630aab = Rule('r630aab', 'rules/gradient.rules', 81, '(AND _ _) -> (_ _)', (Ops.AND, ))
+re1eea1 = Rule('re1eea1', 'rules/gradient.rules', 82, '(OR _ _) -> (_ _)', (Ops.OR, ))
+r3f82e9 = Rule('r3f82e9', 'rules/gradient.rules', 83, '(XOR _ _) -> (_ _)', (Ops.XOR, ))
+r35a6ab = Rule('r35a6ab', 'rules/gradient.rules', 84, '(SHL _ _) -> (_ _)', (Ops.SHL, ))
+rd10ed1 = Rule('rd10ed1', 'rules/gradient.rules', 85, '(SHR _ _) -> (_ _)', (Ops.SHR, ))
+r067b72 = Rule('r067b72', 'rules/gradient.rules', 87, '(IDIV _ _) -> (_ _)', (Ops.IDIV, ))
+r57a908 = Rule('r57a908', 'rules/gradient.rules', 88, '(MOD _ _) -> (_ _)', (Ops.MOD, ))
+r55187a = Rule('r55187a', 'rules/gradient.rules', 90, '(THREEFRY _ _) -> (_ _)', (Ops.THREEFRY, ))
+rd869d1 = Rule('rd869d1', 'rules/gradient.rules', 95, '(RESHAPE x) -> ((RESHAPE:x.dtype [x.shape] ctx))', (Ops.RESHAPE, ))
+r504bb9 = Rule('r504bb9', 'rules/gradient.rules', 97, 'u@(EXPAND x) if u.shape != x.shape -> ((REDUCE_AXIS:x.dtype [(Ops.ADD, expanded_axes(x, u))] ctx))', (Ops.EXPAND, ))
+rc0fac3 = Rule('rc0fac3', 'rules/gradient.rules', 98, '(EXPAND x) -> (ctx)', (Ops.EXPAND, ))
+r30cb31 = Rule('r30cb31', 'rules/gradient.rules', 100, '(PERMUTE [order] x) -> ((PERMUTE:x.dtype [inverse_permutation(order)] ctx))', (Ops.PERMUTE, ))
+r77071b = Rule('r77071b', 'rules/gradient.rules', 102, '(PAD [pads] x) -> ((SHRINK:x.dtype [unpad(x, pads)] ctx))', (Ops.PAD, ))
+rd22afd = Rule('rd22afd', 'rules/gradient.rules', 104, '(SHRINK [region] x) -> ((PAD:x.dtype [unshrink(x, region)] ctx))', (Ops.SHRINK, ))
+rd0986b = Rule('rd0986b', 'rules/gradient.rules', 106, '(FLIP [axes] x) -> ((FLIP:x.dtype [axes] ctx))', (Ops.FLIP, ))
+r075da3 = Rule('r075da3', 'rules/gradient.rules', 111, 'u@(REDUCE_AXIS x) if u.arg[0] is Ops.ADD -> ((EXPAND:x.dtype [x.shape] ctx))', (Ops.REDUCE_AXIS, ))
+rd72b35 = Rule('rd72b35', 'rules/gradient.rules', 113, 'u@(REDUCE_AXIS x) if u.arg[0] is Ops.MAX -> ((MUL (FDIV is_max(x, u) (EXPAND:x.dtype [x.shape] (REDUCE_AXIS:x.dtype [(Ops.ADD, u.arg[1])] is_max(x, u)))) (EXPAND:x.dtype [x.shape] ctx)))', (Ops.REDUCE_AXIS, ))
+r982667 = Rule('r982667', 'rules/gradient.rules', 116, 'u@(REDUCE_AXIS _) if u.arg[0] is Ops.MUL -> prod_gradient(ctx, u)', (Ops.REDUCE_AXIS, ))
+r0e5a68 = Rule('r0e5a68', 'rules/gradient.rules', 121, 'u@(CONV _ _ _) -> (_ conv_input_gradient(ctx, u) conv_weight_gradient(ctx, u))', (Ops.CONV, ))
+rb69120 = Rule('rb69120', 'rules/gradient.rules', 126, '(GATHER x idx) -> (gather_gradient(ctx, x, idx) _)', (Ops.GATHER, ))
 
 gradient = Matcher('gradient', {Ops.COPY: gradient_COPY, Ops.ASSIGN: gradient_ASSIGN, Ops.CONTIGUOUS: gradient_CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD: gradient_CONTIGUOUS_BACKWARD, Ops.DETACH: gradient_DETACH, Ops.RESHAPE: gradient_RESHAPE, Ops.PERMUTE: gradient_PERMUTE, Ops.EXPAND: gradient_EXPAND, Ops.PAD: gradient_PAD, Ops.SHRINK: gradient_SHRINK, Ops.FLIP: gradient_FLIP, Ops.REDUCE_AXIS: gradient_REDUCE_AXIS, Ops.GATHER: gradient_GATHER, Ops.CONV: gradient_CONV, Ops.CAST: gradient_CAST, Ops.BITCAST: gradient_BITCAST, Ops.EXP2: gradient_EXP2, Ops.LOG2: gradient_LOG2, Ops.SIN: gradient_SIN, Ops.SQRT: gradient_SQRT, Ops.RECIPROCAL: gradient_RECIPROCAL, Ops.NEG: gradient_NEG, Ops.TRUNC: gradient_TRUNC, Ops.ADD: gradient_ADD, Ops.SUB: gradient_SUB, Ops.MUL: gradient_MUL, Ops.FDIV: gradient_FDIV, Ops.IDIV: gradient_IDIV, Ops.MOD: gradient_MOD, Ops.MAX: gradient_MAX, Ops.POW: gradient_POW, Ops.CMPLT: gradient_CMPLT, Ops.CMPNE: gradient_CMPNE, Ops.CMPEQ: gradient_CMPEQ, Ops.XOR: gradient_XOR, Ops.OR: gradient_OR, Ops.AND: gradient_AND, Ops.SHL: gradient_SHL, Ops.SHR: gradient_SHR, Ops.THREEFRY: gradient_THREEFRY, Ops.WHERE: gradient_WHERE, Ops.MULACC: gradient_MULACC}, [rd80747, r58df52, rfd73b1, r241513, r4e92ee, r120f82, rb3b7e7, r34bcd8, r0fa1c6, r3b8164, r24bc89, r43aa23, r28baef, rd2287a, r9d1ec2, r0579ad, raca8cd, rff6598, r878c02, r98231a, r0e8229, rfeb4f4, r5f1982, r64353a, r301651, r350e4a, r94b69e, r416da7, r630aab, re1eea1, r3f82e9, r35a6ab, rd10ed1, r067b72, r57a908, r55187a, rd869d1, r504bb9, rc0fac3, r30cb31, r77071b, rd22afd, rd0986b, r075da3, rd72b35, r982667, r0e5a68, rb69120])

@@ -2,9 +2,29 @@
 from __future__ import annotations
 from runtime.dtype import dtypes
 from runtime.ops import Ops
-from runtime.uop import UOp, uop
+from runtime.uop import UOp, dim_vars, unbind_dim, uop
 
-def kernel_input(ctx, x: UOp) -> UOp:
+class KernelContext:
+  """The ctx of to_kernel_ast, made by the scheduler for the kernel of realize point `point`: which nodes are its inputs
+  (below their RESHAPEs: a buffer, another kernel's output, another realize point), and the parameter each one became
+  (DEFINE_GLOBAL i, one per buffer, numbered in the order met; params[i - 1] is the buffer of parameter i)."""
+  def __init__(self, point: UOp, points: set[UOp]):
+    self.point, self.points, self.params, self.globals = point, points, [], {}
+  def is_input(self, x: UOp) -> bool:
+    b = below_reshapes(x)
+    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
+  def param(self, x: UOp) -> UOp:
+    if (b := below_reshapes(x)) not in self.globals:
+      self.params.append(b)
+      self.globals[b] = uop(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), len(self.params))
+    return self.globals[b]
+
+def below_reshapes(u: UOp) -> UOp:
+  """u below any RESHAPEs: a reshape of stored data is the same memory (the scheduler's walk uses it too)."""
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u
+
+def kernel_input(ctx: KernelContext, x: UOp) -> UOp:
   """The parameter standing for input x: DEFINE_GLOBAL i (a pointer to a 1-D buffer), reshaped to x's shape."""
   g = ctx.param(x)
   return g if x.shape == g.shape else uop(Ops.RESHAPE, g.dtype.base, (g,), x.shape)
@@ -22,45 +42,28 @@ def reduced_factor(c: UOp, u: UOp) -> UOp:
 PARAM_PREFIX = "cvar"
 
 class Params:
-  """The context of the parametrize rule set: each tensor constant of a kernel AST becomes DEFINE_VAR cvar<i> (the same
-  constant node, the same parameter), and values[i] is what the kernel computed with."""
+  """The ctx of parametrize: each tensor constant of a kernel AST becomes DEFINE_VAR cvar<i> (the same constant node, the
+  same parameter) and values[i] is what the kernel computed with; bound holds the bound Variables' values by name
+  (x * Variable("n", 1, 64).bind(8): {"n": 8}), which the program reads as arguments."""
   def __init__(self):
     self.values: list = []
-    self.bound: dict[str, int] = {}  # the bound Variables (x * Variable("n", 1, 64).bind(8)): name -> value
-  def unbind(self, b: UOp) -> UOp:
-    """A bound Variable is its variable in the kernel (one program for every value); its value is kept for this run."""
-    v = b.src[0]
-    if param_index(v) is not None: raise ValueError(f"the Variable name {v.arg[0]!r} is reserved for kernel parameters; rename it")
-    self.bound[v.arg[0]] = b.src[1].arg
-    return v
-  def has_bound_size(self, u: UOp) -> bool:
-    """A movement op with a symbolic size: reshape/expand sizes, or a shrink/pad pair (begin, end) that is an expression."""
-    for d in u.arg:  # plain loops: this runs on every movement op of every kernel parametrized
-      if d.__class__ is tuple:
-        for x in d:
-          if x.__class__ is UOp and _has_bind(x): return True
-      elif d.__class__ is UOp and _has_bind(d): return True
-    return False
-  def unbind_size(self, d):
-    """A size (an int, a bound Variable or an int expression of them) with its Variables unbound (values kept for this run)."""
-    if d.__class__ is not UOp: return d
-    if d.op is Ops.BIND: return self.unbind(d)
-    binds = [b for b in d.toposort(gate=lambda x: x.op is not Ops.BIND) if b.op is Ops.BIND]
-    return d.substitute({b: self.unbind(b) for b in binds}) if binds else d
-  def unbind_sizes(self, u: UOp) -> UOp:
-    """A movement op whose sizes hold bound Variables, with the Variables unbound (their values kept for this run)."""
-    return u.replace(arg=tuple(tuple(self.unbind_size(x) for x in d) if d.__class__ is tuple else self.unbind_size(d) for d in u.arg))
+    self.bound: dict[str, int] = {}
   def param(self, c: UOp) -> UOp:
-    lo, hi = (dtypes.min(c.dtype), dtypes.max(c.dtype))
     self.values.append(c.arg)
-    return uop(Ops.DEFINE_VAR, c.dtype, (), (f"{PARAM_PREFIX}{len(self.values) - 1}", lo, hi))
-
-def _has_bind(d: UOp) -> bool:
-  return d.op is Ops.BIND or (d.op is not Ops.DEFINE_VAR and any(x.op is Ops.BIND for x in d.toposort(gate=lambda x: x.op is not Ops.BIND)))
+    return uop(Ops.DEFINE_VAR, c.dtype, (), (f"{PARAM_PREFIX}{len(self.values) - 1}", dtypes.min(c.dtype), dtypes.max(c.dtype)))
+  def unbind(self, d):
+    """A bound Variable, or a size that is an expression of them, with its Variables unbound (one program for every value);
+    their values are kept for this run."""
+    for b in dim_vars(d):
+      if b.op is Ops.BIND:
+        name = b.src[0].arg[0]
+        if param_index(b.src[0]) is not None: raise ValueError(f"the Variable name {name!r} is reserved for kernel parameters; rename it")
+        self.bound[name] = b.src[1].arg
+    return unbind_dim(d)
 
 def param_index(var: UOp) -> int | None:
   """i for the parameter cvar<i>, None for any other variable."""
   name = var.arg[0]
   return int(name[len(PARAM_PREFIX):]) if name.startswith(PARAM_PREFIX) and name[len(PARAM_PREFIX):].isdigit() else None
 
-__all__ = ["kernel_input", "dtypes", "Params", "param_index"]
+__all__ = ["kernel_input", "dtypes", "KernelContext", "below_reshapes", "Params", "param_index"]

@@ -10,6 +10,21 @@ from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
+class CodegenContext:
+  """The ctx of rules/rangeify.rules and rules/lower.rules, made by tensor/codegen for each kernel: counters for fresh RANGE and
+  accumulator ids, the kernel's index type, and the memos the rules keep."""
+  def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
+    self.next_range, self.next_reg, self.index = first_range, 0, index
+    self.scopes: dict = {}
+    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (the memo of rules/rangeify.rules)
+    self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
+  def new_range(self) -> int:
+    self.next_range += 1
+    return self.next_range - 1
+  def new_reg(self) -> int:
+    self.next_reg += 1
+    return self.next_reg - 1
+
 def ix(v, dt: DType) -> UOp:
   """A size or an offset (an int, or a Variable's expression) as an index of type dt."""
   if v.__class__ is int: return uop(Ops.CONST, dt, (), v)

@@ -27,171 +27,225 @@ _ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources
 inf, nan = math.inf, math.nan
 
 RANGE, CAST, NEG, ADD, MUL, IDIV, MOD, MAX, CMPLT, CMPNE, CMPEQ, OR, AND, WHERE, CONST = Ops.RANGE, Ops.CAST, Ops.NEG, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.OR, Ops.AND, Ops.WHERE, Ops.CONST
-DTS_0 = frozenset({dtypes.int16, dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.uint8})
-OPS_1 = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.AND})
+OPS_0 = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.AND})
+DTS_1 = frozenset({dtypes.int16, dtypes.int32, dtypes.int64, dtypes.int8, dtypes.uint16, dtypes.uint32, dtypes.uint64, dtypes.uint8})
 OPS_2 = frozenset({Ops.ADD, Ops.MUL})
 DTS_3 = frozenset({dtypes.int16, dtypes.int32, dtypes.int64, dtypes.int8})
 DT_bool = dtypes.bool
 
-def _rest_0(_u):
-  if _u.op is CONST: return ()
-
 # ---- ruleset symbolic: The full symbolic simplifier; UOp.simplify() runs it. ----
 
 def symbolic_INDEX(_u: UOp, ctx):
-  # rd5a68d: u@(INDEX _ i:ints v@(CMPLT|CMPNE|AND)) -> index_given(u, i, v)
+  # rule rd5a68d, rules/symbolic.rules:261
+  # match:  u@(INDEX _ i:ints v@(CMPLT|CMPNE|AND))
+  # result: index_given(u, i, v)
   if len(_u.src) == 3:
     _u_0, _u_1, _u_2 = _u.src
-    if _u_1.dtype.scalar in DTS_0 and _u_2.op in OPS_1:
+    if _u_2.op in OPS_0 and _u_1.dtype.scalar in DTS_1:
       i, u, v = _u_1, _u, _u_2
       if (_r := index_given(u, i, v)) is not None: return (rd5a68d, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def symbolic_CAST(_u: UOp, ctx):
-  # rd04e57: u@(CAST c@(CONST)) if u.dtype.count == 1 -> {cast_value(c.arg, u.dtype)}
+  _u_0, = _u.src
   u = _u
+  # rule rd04e57, rules/symbolic.rules:25
+  # match:  u@(CAST c@(CONST))
+  # cond:   u.dtype.count == 1
+  # result: {cast_value(c.arg, u.dtype)}
   if u.dtype.count == 1:
-    _u_0, = _u.src
     if _u_0.op is CONST:
       c = _u_0
       if (_r := (cast_value(c.arg, u.dtype))) is not None: return (rd04e57, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r2a390c: u@(CAST x) if u.dtype is x.dtype -> x
-  _u_0, = _u.src
+  # rule r2a390c, rules/symbolic.rules:81
+  # match:  u@(CAST x)
+  # cond:   u.dtype is x.dtype
+  # result: x
   x = _u_0
   if u.dtype is x.dtype: return (r2a390c, x)
-  # re55dd3: u@(CAST x:ints) if u.dtype is dtypes.bool -> (CMPNE x 0)
+  # rule re55dd3, rules/symbolic.rules:269
+  # match:  u@(CAST x:ints)
+  # cond:   u.dtype is dtypes.bool
+  # result: (CMPNE x 0)
   if u.dtype is dtypes.bool:
-    if _u_0.dtype.scalar in DTS_0: return (re55dd3, _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, 0)), None))
-  # r091d97: u@(CAST a@(CAST x:ints)) if u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype] - ...
+    if _u_0.dtype.scalar in DTS_1: x = _u_0; return (re55dd3, _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, 0)), None))
+  # rule r091d97, rules/symbolic.rules:271
+  # match:  u@(CAST a@(CAST x:ints))
+  # cond:   u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype]
+  # result: {x.cast(u.dtype)}
   if _u_0.op is CAST:
     _u_0_0, = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0:
+    if _u_0_0.dtype.scalar in DTS_1:
       a, x = _u_0, _u_0_0
       if u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype]:
         if (_r := (x.cast(u.dtype))) is not None: return (r091d97, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def symbolic_EXP2(_u: UOp, ctx):
   # also for LOG2, SIN, SQRT, RECIPROCAL: their rules compile to the same code
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, = _u.src
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def symbolic_NEG(_u: UOp, ctx):
   _u_0, = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r319a25: (NEG (NEG x)) -> x
+  # rule r319a25, rules/symbolic.rules:77
+  # match:  (NEG (NEG x))
+  # result: x
   if _u_0.op is NEG:
     _u_0_0, = _u_0.src
     x = _u_0_0
     return (r319a25, x)
-  # r947369: (NEG x:ints) -> (MUL x -1)
-  if _u_0.dtype.scalar in DTS_0: x = _u_0; return (r947369, _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None))
+  # rule r947369, rules/symbolic.rules:92
+  # match:  (NEG x:ints)
+  # result: (MUL x -1)
+  if _u_0.dtype.scalar in DTS_1: x = _u_0; return (r947369, _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None))
 
 def symbolic_TRUNC(_u: UOp, ctx):
   _u_0, = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r6f5d1d: (TRUNC x:ints|bool) -> x
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0): x = _u_0; return (r6f5d1d, x)
+  # rule r6f5d1d, rules/symbolic.rules:79
+  # match:  (TRUNC x:ints|bool)
+  # result: x
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1): x = _u_0; return (r6f5d1d, x)
 
 def symbolic_ADD(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
+  op = _u.op
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
-  op = _u.op
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # r81d25e: (ADD! x:bool y) -> (OR x y)
+  # rule r81d25e, rules/symbolic.rules:36
+  # match:  (ADD! x:bool y)
+  # result: (OR x y)
   if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return (r81d25e, _uop(OR, x.dtype, (x, y), None))
-  # radf22d: (ADD! x:ints 0) -> x
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return (radf22d, x)
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule radf22d, rules/symbolic.rules:42
+  # match:  (ADD! x:ints 0)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 0 and _u_0.dtype.scalar in DTS_1: x = _u_0; return (radf22d, x)
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # r0abdf4: (ADD! x:ints (ADD y z)) -> (ADD (ADD x y) z)
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is ADD:
+  # rule r0abdf4, rules/symbolic.rules:105
+  # match:  (ADD! x:ints (ADD y z))
+  # result: (ADD (ADD x y) z)
+  if _u_1.op is ADD and _u_0.dtype.scalar in DTS_1:
     _u_1_0, _u_1_1 = _u_1.src
     x, y, z = _u_0, _u_1_0, _u_1_1
     return (r0abdf4, _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), z), None))
-  # r0beb85: (ADD (ADD! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)
+  # rule r0beb85, rules/symbolic.rules:107
+  # match:  (ADD (ADD! x:ints c@(CONST)) y)
+  # cond:   y.op is not Ops.CONST
+  # result: (ADD (ADD x y) c)
   if _u_0.op is ADD or _u_1.op is ADD:
     for _ in _ORDERS:
       if _u_0.op is ADD:
         y = _u_1
         if y.op is not CONST:
           _u_0_0, _u_0_1 = _u_0.src
-          if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+          if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
             c, x = _u_0_1, _u_0_0
             return (r0beb85, _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
       _u_0, _u_1 = _u_1, _u_0
-  # rec1c15: (ADD x:ints x) -> (MUL x 2)
-  if _u_0.dtype.scalar in DTS_0 and _u_1 is _u_0: x = _u_0; return (rec1c15, _uop(MUL, x.dtype, (x, _const(x.dtype, 2)), None))
-  # r317c4b: (ADD! (MUL! x:ints c1@(CONST)) (MUL! x c2@(CONST))) -> (MUL x (CONST [c1.arg + c2.arg]))
+  # rule rec1c15, rules/symbolic.rules:115
+  # match:  (ADD x:ints x)
+  # result: (MUL x 2)
+  if _u_0.dtype.scalar in DTS_1 and _u_1 is _u_0: x = _u_0; return (rec1c15, _uop(MUL, x.dtype, (x, _const(x.dtype, 2)), None))
+  # rule r317c4b, rules/symbolic.rules:117
+  # match:  (ADD! (MUL! x:ints c1@(CONST)) (MUL! x c2@(CONST)))
+  # result: (MUL x (CONST [c1.arg + c2.arg]))
   if _u_0.op is MUL and _u_1.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
+    if _u_0_1.op is CONST and _u_1_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_0 is _u_0_0:
       c1, c2, x = _u_0_1, _u_1_1, _u_0_0
       return (r317c4b, _uop(MUL, x.dtype, (x, _const(x.dtype, c1.arg + c2.arg)), None))
-  # rfcfe4b: (ADD! (MUL! x:ints c@(CONST)) (MUL! y c)) -> (MUL (ADD x y) c)
+  # rule rfcfe4b, rules/symbolic.rules:119
+  # match:  (ADD! (MUL! x:ints c@(CONST)) (MUL! y c))
+  # result: (MUL (ADD x y) c)
   if _u_0.op is MUL and _u_1.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_1 is _u_0_1:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_1 is _u_0_1:
       c, x, y = _u_0_1, _u_0_0, _u_1_0
       return (rfcfe4b, _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None))
-  # r3008c7: (ADD (MUL! x:ints c@(CONST)) x) -> (MUL x (CONST [c.arg + 1]))
+  # rule r3008c7, rules/symbolic.rules:121
+  # match:  (ADD (MUL! x:ints c@(CONST)) x)
+  # result: (MUL x (CONST [c.arg + 1]))
   if _u_0.op is MUL or _u_1.op is MUL:
     for _ in _ORDERS:
       if _u_0.op is MUL:
         _u_0_0, _u_0_1 = _u_0.src
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
+        if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_0_0 is _u_1:
           c, x = _u_0_1, _u_1
           return (r3008c7, _uop(MUL, x.dtype, (x, _const(x.dtype, c.arg + 1)), None))
       _u_0, _u_1 = _u_1, _u_0
-  # ra68da6: (ADD (MOD x:ints c) (MUL (IDIV x c) c)) -> x
+  # rule ra68da6, rules/symbolic.rules:123
+  # match:  (ADD (MOD x:ints c) (MUL (IDIV x c) c))
+  # result: x
   if (_u_0.op is MOD and _u_1.op is MUL) or (_u_1.op is MOD and _u_0.op is MUL):
     for _ in _ORDERS:
       if _u_0.op is MOD and _u_1.op is MUL:
         _u_0_0, _u_0_1 = _u_0.src
         _u_1_0, _u_1_1 = _u_1.src
-        if ((_u_0_0.dtype.scalar in DTS_0
-            and _u_1_0.op is IDIV
-            and _u_1_1 is _u_0_1) or (_u_0_0.dtype.scalar in DTS_0
-            and _u_1_1.op is IDIV
+        if ((_u_1_0.op is IDIV
+            and _u_0_0.dtype.scalar in DTS_1
+            and _u_1_1 is _u_0_1) or (_u_1_1.op is IDIV
+            and _u_0_0.dtype.scalar in DTS_1
             and _u_1_0 is _u_0_1)):
           for _ in _ORDERS:
-            if _u_0_0.dtype.scalar in DTS_0 and _u_1_0.op is IDIV and _u_1_1 is _u_0_1:
+            if _u_1_0.op is IDIV and _u_0_0.dtype.scalar in DTS_1 and _u_1_1 is _u_0_1:
               _u_1_0_0, _u_1_0_1 = _u_1_0.src
               if _u_1_0_0 is _u_0_0 and _u_1_0_1 is _u_0_1: x = _u_0_0; return (ra68da6, x)
             _u_1_0, _u_1_1 = _u_1_1, _u_1_0
       _u_0, _u_1 = _u_1, _u_0
-  # r01fe48: (ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)
-  if (_u_0.op is ADD and _u_1.dtype.scalar in DTS_0) or (_u_1.op is ADD and _u_0.dtype.scalar in DTS_0):
+  # rule r01fe48, rules/symbolic.rules:125
+  # match:  (ADD s@(ADD) y:ints)
+  # cond:   y.op is not Ops.CONST
+  # result: add_term(s, y)
+  if (_u_0.op is ADD and _u_1.dtype.scalar in DTS_1) or (_u_1.op is ADD and _u_0.dtype.scalar in DTS_1):
     for _ in _ORDERS:
-      if _u_0.op is ADD and _u_1.dtype.scalar in DTS_0:
+      if _u_0.op is ADD and _u_1.dtype.scalar in DTS_1:
         y = _u_1
         if y.op is not CONST:
           s = _u_0
           if (_r := add_term(s, y)) is not None: return (r01fe48, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
       _u_0, _u_1 = _u_1, _u_0
-  # r23f892: (ADD m@(MUL! (ADD) (CONST)) term:ints) if term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL -> add_term(m, term)
-  if (_u_0.op is MUL and _u_1.dtype.scalar in DTS_0) or (_u_1.op is MUL and _u_0.dtype.scalar in DTS_0):
+  # rule r23f892, rules/symbolic.rules:127
+  # match:  (ADD m@(MUL! (ADD) (CONST)) term:ints)
+  # cond:   term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL
+  # result: add_term(m, term)
+  if (_u_0.op is MUL and _u_1.dtype.scalar in DTS_1) or (_u_1.op is MUL and _u_0.dtype.scalar in DTS_1):
     for _ in _ORDERS:
-      if _u_0.op is MUL and _u_1.dtype.scalar in DTS_0:
+      if _u_0.op is MUL and _u_1.dtype.scalar in DTS_1:
         term = _u_1
         if (term.op is MOD or term.op is IDIV or term.op is MUL):
           _u_0_0, _u_0_1 = _u_0.src
@@ -199,8 +253,10 @@ def symbolic_ADD(_u: UOp, ctx):
             m = _u_0
             if (_r := add_term(m, term)) is not None: return (r23f892, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
       _u_0, _u_1 = _u_1, _u_0
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -208,64 +264,90 @@ def symbolic_ADD(_u: UOp, ctx):
 
 def symbolic_SUB(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3afd6c: (SUB x:ints y) -> (ADD x (MUL y -1))
-  if _u_0.dtype.scalar in DTS_0:
+  # rule r3afd6c, rules/symbolic.rules:94
+  # match:  (SUB x:ints y)
+  # result: (ADD x (MUL y -1))
+  if _u_0.dtype.scalar in DTS_1:
     x, y = _u_0, _u_1
     return (r3afd6c, _uop(ADD, x.dtype, (x, _uop(MUL, y.dtype, (y, _const(y.dtype, -1)), None)), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
 
 def symbolic_MUL(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
+  op = _u.op
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
-  op = _u.op
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # r35ddff: (MUL! x:bool y) -> (AND x y)
+  # rule r35ddff, rules/symbolic.rules:37
+  # match:  (MUL! x:bool y)
+  # result: (AND x y)
   if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return (r35ddff, _uop(AND, x.dtype, (x, y), None))
-  # r5f808f: (MUL! x 1) -> x
+  # rule r5f808f, rules/symbolic.rules:44
+  # match:  (MUL! x 1)
+  # result: x
   if _u_1.op is CONST and _u_1.arg == 1: x = _u_0; return (r5f808f, x)
-  # rdf4c93: (MUL! x:ints 0) -> 0
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: return (rdf4c93, _const(_u.dtype, 0))
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule rdf4c93, rules/symbolic.rules:46
+  # match:  (MUL! x:ints 0)
+  # result: 0
+  if _u_1.op is CONST and _u_1.arg == 0 and _u_0.dtype.scalar in DTS_1: return (rdf4c93, _const(_u.dtype, 0))
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # ra75129: (MUL (MUL! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)
+  # rule ra75129, rules/symbolic.rules:109
+  # match:  (MUL (MUL! x:ints c@(CONST)) y)
+  # cond:   y.op is not Ops.CONST
+  # result: (MUL (MUL x y) c)
   if _u_0.op is MUL or _u_1.op is MUL:
     for _ in _ORDERS:
       if _u_0.op is MUL:
         y = _u_1
         if y.op is not CONST:
           _u_0_0, _u_0_1 = _u_0.src
-          if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+          if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
             c, x = _u_0_1, _u_0_0
             return (ra75129, _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None))
       _u_0, _u_1 = _u_1, _u_0
-  # r467178: (MUL! (ADD! x:ints c1@(CONST)) c2@(CONST)) -> (ADD (MUL x c2) (CONST [c1.arg * c2.arg]))
+  # rule r467178, rules/symbolic.rules:111
+  # match:  (MUL! (ADD! x:ints c1@(CONST)) c2@(CONST))
+  # result: (ADD (MUL x c2) (CONST [c1.arg * c2.arg]))
   if _u_0.op is ADD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r467178, _uop(ADD, x.dtype, (_uop(MUL, x.dtype, (x, c2), None), _const(x.dtype, c1.arg * c2.arg)), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -273,14 +355,18 @@ def symbolic_MUL(_u: UOp, ctx):
 
 def symbolic_FDIV(_u: UOp, ctx):
   # also for POW, THREEFRY: their rules compile to the same code
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -288,101 +374,149 @@ def symbolic_FDIV(_u: UOp, ctx):
 
 def symbolic_IDIV(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if _u_0.dtype.scalar in DTS_0:
-    if _u_1.op is CONST:
-      # raf53ca: (IDIV x:ints 1) -> x
-      if _u_1.arg == 1: x = _u_0; return (raf53ca, x)
-      # raa408a: (IDIV x:ints -1) -> (MUL x -1)
-      if _u_1.arg == -1: x = _u_0; return (raa408a, _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None))
-    # rfc5cd9: (IDIV x:ints x) if x.vmin > 0 or x.vmax < 0 -> 1
-    if _u_1 is _u_0:
-      x = _u_0
-      if (x.vmin > 0 or x.vmax < 0): return (rfc5cd9, _const(_u.dtype, 1))
-  # r3dbc76: (IDIV 0 x:ints) -> 0
-  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_0: return (r3dbc76, _const(_u.dtype, 0))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
   u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule raf53ca, rules/symbolic.rules:48
+  # match:  (IDIV x:ints 1)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 1 and _u_0.dtype.scalar in DTS_1: x = _u_0; return (raf53ca, x)
+  # rule raa408a, rules/symbolic.rules:49
+  # match:  (IDIV x:ints -1)
+  # result: (MUL x -1)
+  if _u_1.op is CONST and _u_1.arg == -1 and _u_0.dtype.scalar in DTS_1:
+    x = _u_0
+    return (raa408a, _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None))
+  # rule rfc5cd9, rules/symbolic.rules:53
+  # match:  (IDIV x:ints x)
+  # cond:   x.vmin > 0 or x.vmax < 0
+  # result: 1
+  if _u_0.dtype.scalar in DTS_1 and _u_1 is _u_0:
+    x = _u_0
+    if (x.vmin > 0 or x.vmax < 0): return (rfc5cd9, _const(_u.dtype, 1))
+  # rule r3dbc76, rules/symbolic.rules:56
+  # match:  (IDIV 0 x:ints)
+  # result: 0
+  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_1: return (r3dbc76, _const(_u.dtype, 0))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r003651: (IDIV x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MUL (IDIV x (CONST [-c.arg])) -1)
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r003651, rules/symbolic.rules:131
+  # match:  (IDIV x:ints c@(CONST))
+  # cond:   c.arg < 0 and c.arg != int_min[c.dtype]
+  # result: (MUL (IDIV x (CONST [-c.arg])) -1)
+  if _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c = _u_1
     if c.arg < 0 and c.arg != int_min[c.dtype]:
       x = _u_0
       return (r003651, _uop(MUL, x.dtype, (_uop(IDIV, x.dtype, (x, _const(x.dtype, -c.arg)), None), _const(x.dtype, -1)), None))
-  # r65c2ca: (IDIV (RANGE e) e) -> 0
+  # rule r65c2ca, rules/symbolic.rules:139
+  # match:  (IDIV (RANGE e) e)
+  # result: 0
   if _u_0.op is RANGE and len(_u_0.src) == 1:
     _u_0_0, = _u_0.src
     if _u_0_0 is _u_1: return (r65c2ca, _const(_u.dtype, 0))
-  # r57aab5: (IDIV s@(MUL x:ints y) y) if (y.vmin > 0 or y.vmax < 0) and exact(s) -> x
+  # rule r57aab5, rules/symbolic.rules:141
+  # match:  (IDIV s@(MUL x:ints y) y)
+  # cond:   (y.vmin > 0 or y.vmax < 0) and exact(s)
+  # result: x
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
-    if (_u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1) or (_u_0_1.dtype.scalar in DTS_0 and _u_0_0 is _u_1):
+    if (_u_0_0.dtype.scalar in DTS_1 and _u_0_1 is _u_1) or (_u_0_1.dtype.scalar in DTS_1 and _u_0_0 is _u_1):
       for _ in _ORDERS:
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1:
+        if _u_0_0.dtype.scalar in DTS_1 and _u_0_1 is _u_1:
           y = _u_1
           if (y.vmin > 0 or y.vmax < 0):
             s = _u_0
             if exact(s): x = _u_0_0; return (r57aab5, x)
         _u_0_0, _u_0_1 = _u_0_1, _u_0_0
-  # r8929ff: (IDIV (IDIV x:ints c1@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and c1.arg * c2.arg <= int_max[x.dtype] -> (IDIV x (CONST [c1 ...
+  # rule r8929ff, rules/symbolic.rules:144
+  # match:  (IDIV (IDIV x:ints c1@(CONST)) c2@(CONST))
+  # cond:   c1.arg > 0 and c2.arg > 0 and c1.arg * c2.arg <= int_max[x.dtype]
+  # result: (IDIV x (CONST [c1.arg * c2.arg]))
   if _u_0.op is IDIV and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2 = _u_0_1, _u_1
       if c1.arg > 0 and c2.arg > 0:
         x = _u_0_0
         if c1.arg * c2.arg <= int_max[x.dtype]: return (r8929ff, _uop(IDIV, x.dtype, (x, _const(x.dtype, c1.arg * c2.arg)), None))
-  # r6bce81: (IDIV (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD (IDIV x c) (CONST [m.arg // c.arg]))
+  # rule r6bce81, rules/symbolic.rules:148
+  # match:  (IDIV (MOD x:ints m@(CONST)) c@(CONST))
+  # cond:   c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0
+  # result: (MOD (IDIV x c) (CONST [m.arg // c.arg]))
   if _u_0.op is MOD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c, m = _u_1, _u_0_1
       if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0:
         x = _u_0_0
         return (r6bce81, _uop(MOD, x.dtype, (_uop(IDIV, x.dtype, (x, c), None), _const(x.dtype, m.arg // c.arg)), None))
-  # r5bffe0: (IDIV (ADD! (IDIV x:ints c1@(CONST)) k@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + ...
+  # rule r5bffe0, rules/symbolic.rules:150
+  # match:  (IDIV (ADD! (IDIV x:ints c1@(CONST)) k@(CONST)) c2@(CONST))
+  # cond:   c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + k.arg * c1.arg <= int_max[x.dtype] and c1.arg * c2.arg <=
+  #         int_max[x.dtype]
+  # result: (IDIV (ADD x (CONST [k.arg * c1.arg])) (CONST [c1.arg * c2.arg]))
   if _u_0.op is ADD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
     if _u_0_0.op is IDIV and _u_0_1.op is CONST:
       _u_0_0_0, _u_0_0_1 = _u_0_0.src
-      if _u_0_0_0.dtype.scalar in DTS_0 and _u_0_0_1.op is CONST:
+      if _u_0_0_1.op is CONST and _u_0_0_0.dtype.scalar in DTS_1:
         c1, c2, x = _u_0_0_1, _u_1, _u_0_0_0
         if c1.arg * c2.arg <= int_max[x.dtype]:
           k = _u_0_1
           if c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + k.arg * c1.arg <= int_max[x.dtype]:
             return (r5bffe0, _uop(IDIV, x.dtype, (_uop(ADD, x.dtype, (x, _const(x.dtype, k.arg * c1.arg)), None), _const(x.dtype, c1.arg * c2.arg)), None))
-  # rb43328: u@(IDIV|MOD x:ints c@(CONST)) if c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin ...
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule rb43328, rules/symbolic.rules:156
+  # match:  u@(IDIV|MOD x:ints c@(CONST))
+  # cond:   c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0 and exact(x)
+  # result: divmod_linear(u, x, c.arg)
+  if _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
       if (_r := divmod_linear(u, x, c.arg)) is not None: return (rb43328, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3e4dfd: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r3e4dfd, rules/symbolic.rules:160
+  # match:  u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: divmod_factor(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := divmod_factor(u, x, c.arg)) is not None: return (r3e4dfd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r35d968: u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_split(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r35d968, rules/symbolic.rules:164
+  # match:  u@(IDIV x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: div_split(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := div_split(u, x, c.arg)) is not None: return (r35d968, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r764844: u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_nest(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r764844, rules/symbolic.rules:166
+  # match:  u@(IDIV x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: div_nest(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := div_nest(u, x, c.arg)) is not None: return (r764844, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r4d813c: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_common_factor(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r4d813c, rules/symbolic.rules:168
+  # match:  u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: divmod_common_factor(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := divmod_common_factor(u, x, c.arg)) is not None: return (r4d813c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -390,81 +524,122 @@ def symbolic_IDIV(_u: UOp, ctx):
 
 def symbolic_MOD(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if _u_0.dtype.scalar in DTS_0:
-    if _u_1.op is CONST:
-      # rf1115d: (MOD x:ints 1) -> 0
-      if _u_1.arg == 1: return (rf1115d, _const(_u.dtype, 0))
-      # r726355: (MOD x:ints -1) -> 0
-      if _u_1.arg == -1: return (r726355, _const(_u.dtype, 0))
-    # rb43bdd: (MOD x:ints x) -> 0
-    if _u_1 is _u_0: return (rb43bdd, _const(_u.dtype, 0))
-  # r931f26: (MOD 0 x:ints) -> 0
-  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_0: return (r931f26, _const(_u.dtype, 0))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
   u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule rf1115d, rules/symbolic.rules:50
+  # match:  (MOD x:ints 1)
+  # result: 0
+  if _u_1.op is CONST and _u_1.arg == 1 and _u_0.dtype.scalar in DTS_1: return (rf1115d, _const(_u.dtype, 0))
+  # rule r726355, rules/symbolic.rules:51
+  # match:  (MOD x:ints -1)
+  # result: 0
+  if _u_1.op is CONST and _u_1.arg == -1 and _u_0.dtype.scalar in DTS_1: return (r726355, _const(_u.dtype, 0))
+  # rule rb43bdd, rules/symbolic.rules:54
+  # match:  (MOD x:ints x)
+  # result: 0
+  if _u_0.dtype.scalar in DTS_1 and _u_1 is _u_0: return (rb43bdd, _const(_u.dtype, 0))
+  # rule r931f26, rules/symbolic.rules:57
+  # match:  (MOD 0 x:ints)
+  # result: 0
+  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_1: return (r931f26, _const(_u.dtype, 0))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r124c2b: (MOD x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MOD x (CONST [-c.arg]))
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r124c2b, rules/symbolic.rules:132
+  # match:  (MOD x:ints c@(CONST))
+  # cond:   c.arg < 0 and c.arg != int_min[c.dtype]
+  # result: (MOD x (CONST [-c.arg]))
+  if _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c = _u_1
     if c.arg < 0 and c.arg != int_min[c.dtype]: x = _u_0; return (r124c2b, _uop(MOD, x.dtype, (x, _const(x.dtype, -c.arg)), None))
-  # r38ec36: (MOD x:ints c@(CONST)) if c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg -> x
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r38ec36, rules/symbolic.rules:134
+  # match:  (MOD x:ints c@(CONST))
+  # cond:   c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg
+  # result: x
+  if _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg: return (r38ec36, x)
-  # r3f29af: (MOD x:ints y) if x.vmin >= 0 and y.vmin > x.vmax -> x
-  if _u_0.dtype.scalar in DTS_0:
+  # rule r3f29af, rules/symbolic.rules:136
+  # match:  (MOD x:ints y)
+  # cond:   x.vmin >= 0 and y.vmin > x.vmax
+  # result: x
+  if _u_0.dtype.scalar in DTS_1:
     x = _u_0
     if x.vmin >= 0:
       y = _u_1
       if y.vmin > x.vmax: return (r3f29af, x)
-  # ra4db6f: (MOD r@(RANGE e) e) -> r
+  # rule ra4db6f, rules/symbolic.rules:138
+  # match:  (MOD r@(RANGE e) e)
+  # result: r
   if _u_0.op is RANGE and len(_u_0.src) == 1:
     _u_0_0, = _u_0.src
     if _u_0_0 is _u_1: r = _u_0; return (ra4db6f, r)
-  # r8f4737: (MOD s@(MUL x:ints y) y) if exact(s) -> 0
+  # rule r8f4737, rules/symbolic.rules:142
+  # match:  (MOD s@(MUL x:ints y) y)
+  # cond:   exact(s)
+  # result: 0
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1:
+    if _u_0_0.dtype.scalar in DTS_1 and _u_0_1 is _u_1:
       s = _u_0
       if exact(s): return (r8f4737, _const(_u.dtype, 0))
   if _u_0.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0 is _u_1 and _u_0_1.dtype.scalar in DTS_0:
+    if _u_0_0 is _u_1 and _u_0_1.dtype.scalar in DTS_1:
       s = _u_0
       if exact(s): return (r8f4737, _const(_u.dtype, 0))
-  # rb320c5: (MOD (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD x c)
+  # rule rb320c5, rules/symbolic.rules:146
+  # match:  (MOD (MOD x:ints m@(CONST)) c@(CONST))
+  # cond:   c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0
+  # result: (MOD x c)
   if _u_0.op is MOD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c, m = _u_1, _u_0_1
       if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0: x = _u_0_0; return (rb320c5, _uop(MOD, x.dtype, (x, c), None))
-  # rb43328: u@(IDIV|MOD x:ints c@(CONST)) if c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin ...
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule rb43328, rules/symbolic.rules:156
+  # match:  u@(IDIV|MOD x:ints c@(CONST))
+  # cond:   c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0 and exact(x)
+  # result: divmod_linear(u, x, c.arg)
+  if _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
       if (_r := divmod_linear(u, x, c.arg)) is not None: return (rb43328, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r3e4dfd: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r3e4dfd, rules/symbolic.rules:160
+  # match:  u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: divmod_factor(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := divmod_factor(u, x, c.arg)) is not None: return (r3e4dfd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r045bab: u@(MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> mod_reduce(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r045bab, rules/symbolic.rules:162
+  # match:  u@(MOD x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: mod_reduce(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := mod_reduce(u, x, c.arg)) is not None: return (r045bab, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r4d813c: u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_common_factor(u, x, c.arg)
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r4d813c, rules/symbolic.rules:168
+  # match:  u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST))
+  # cond:   c.arg > 0 and x.vmin >= 0 and exact(x)
+  # result: divmod_common_factor(u, x, c.arg)
+  if _u_0.op in OPS_2 and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     c, x = _u_1, _u_0
     if c.arg > 0 and x.vmin >= 0 and exact(x):
       if (_r := divmod_common_factor(u, x, c.arg)) is not None: return (r4d813c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -472,65 +647,91 @@ def symbolic_MOD(_u: UOp, ctx):
 
 def symbolic_MAX(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  if _u_0.op is CONST:
-    # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
-    if _u_1.op is CONST:
-      u = _u
-      if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # re3f4d0: (MAX! c@(CONST) x:ints|bool) if x.op is not Ops.CONST -> (MAX x c)
-    if (_u_1.dtype is DT_bool or _u_1.dtype.scalar in DTS_0):
-      x = _u_1
-      if x.op is not CONST: c = _u_0; return (re3f4d0, _uop(MAX, x.dtype, (x, c), None))
-  # r1a33cf: (MAX! x:bool y) -> (OR x y)
-  if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return (r1a33cf, _uop(OR, x.dtype, (x, y), None))
-  # re1a8da: (op x:ints|bool x) -> x
   op = _u.op
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
   u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule re3f4d0, rules/symbolic.rules:33
+  # match:  (MAX! c@(CONST) x:ints|bool)
+  # cond:   x.op is not Ops.CONST
+  # result: (MAX x c)
+  if _u_0.op is CONST and (_u_1.dtype is DT_bool or _u_1.dtype.scalar in DTS_1):
+    x = _u_1
+    if x.op is not CONST: c = _u_0; return (re3f4d0, _uop(MAX, x.dtype, (x, c), None))
+  # rule r1a33cf, rules/symbolic.rules:38
+  # match:  (MAX! x:bool y)
+  # result: (OR x y)
+  if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return (r1a33cf, _uop(OR, x.dtype, (x, y), None))
+  # rule re1a8da, rules/symbolic.rules:60
+  # match:  (op x:ints|bool x)
+  # result: x
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # r5ee131: (MAX x:ints y) if x.vmin >= y.vmax -> x
-  if _u_0.dtype.scalar in DTS_0:
+  # rule r5ee131, rules/symbolic.rules:227
+  # match:  (MAX x:ints y)
+  # cond:   x.vmin >= y.vmax
+  # result: x
+  if _u_0.dtype.scalar in DTS_1:
     x, y = _u_0, _u_1
     if x.vmin >= y.vmax: return (r5ee131, x)
-  if _u_1.dtype.scalar in DTS_0:
+  if _u_1.dtype.scalar in DTS_1:
     x, y = _u_1, _u_0
     if x.vmin >= y.vmax: return (r5ee131, x)
-  # re0c318: (MAX! s@(MUL! x:ints c@(CONST)) t@(MUL! y c)) if c.arg > 0 and exact(s) and exact(t) -> (MUL (MAX x y) c)
+  # rule re0c318, rules/symbolic.rules:229
+  # match:  (MAX! s@(MUL! x:ints c@(CONST)) t@(MUL! y c))
+  # cond:   c.arg > 0 and exact(s) and exact(t)
+  # result: (MUL (MAX x y) c)
   if _u_0.op is MUL and _u_1.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_1 is _u_0_1:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_1 is _u_0_1:
       c, s = _u_0_1, _u_0
       if c.arg > 0 and exact(s):
         t = _u_1
         if exact(t): x, y = _u_0_0, _u_1_0; return (re0c318, _uop(MUL, x.dtype, (_uop(MAX, x.dtype, (x, y), None), c), None))
-  # r75174f: (MAX! s@(ADD! x:ints c1@(CONST)) t@(ADD! x c2@(CONST))) if exact(s) and exact(t) -> (ADD x (CONST [max(c1.arg, c2.arg)]))
+  # rule r75174f, rules/symbolic.rules:231
+  # match:  (MAX! s@(ADD! x:ints c1@(CONST)) t@(ADD! x c2@(CONST)))
+  # cond:   exact(s) and exact(t)
+  # result: (ADD x (CONST [max(c1.arg, c2.arg)]))
   if _u_0.op is ADD and _u_1.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
+    if _u_0_1.op is CONST and _u_1_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_0 is _u_0_0:
       s = _u_0
       if exact(s):
         t = _u_1
         if exact(t): c1, c2, x = _u_0_1, _u_1_1, _u_0_0; return (r75174f, _uop(ADD, x.dtype, (x, _const(x.dtype, max(c1.arg, c2.arg))), None))
-  # rd8ab65: (MAX s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (ADD x (CONST [max(c.arg, 0)]))
+  # rule rd8ab65, rules/symbolic.rules:233
+  # match:  (MAX s@(ADD! x:ints c@(CONST)) x)
+  # cond:   exact(s)
+  # result: (ADD x (CONST [max(c.arg, 0)]))
   if _u_0.op is ADD or _u_1.op is ADD:
     for _ in _ORDERS:
       if _u_0.op is ADD:
         _u_0_0, _u_0_1 = _u_0.src
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
+        if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_0_0 is _u_1:
           s = _u_0
           if exact(s): c, x = _u_0_1, _u_1; return (rd8ab65, _uop(ADD, x.dtype, (x, _const(x.dtype, max(c.arg, 0))), None))
       _u_0, _u_1 = _u_1, _u_0
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -538,386 +739,551 @@ def symbolic_MAX(_u: UOp, ctx):
 
 def symbolic_CMPLT(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r0ebe00: (CMPLT x x) -> False
-  if _u_1 is _u_0: return (r0ebe00, _const(_u.dtype, False))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
   u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule r0ebe00, rules/symbolic.rules:85
+  # match:  (CMPLT x x)
+  # result: False
+  if _u_1 is _u_0: return (r0ebe00, _const(_u.dtype, False))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # rb79956: (CMPLT s@(ADD! x:ints c0@(CONST)) c1@(CONST)) if int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype] and exact(s) -> (CMPLT x (CO ...
+  # rule rb79956, rules/symbolic.rules:172
+  # match:  (CMPLT s@(ADD! x:ints c0@(CONST)) c1@(CONST))
+  # cond:   int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype] and exact(s)
+  # result: (CMPLT x (CONST [c1.arg - c0.arg]))
   if _u_0.op is ADD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0, c1, x = _u_0_1, _u_1, _u_0_0
       if int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype]:
         s = _u_0
         if exact(s): return (rb79956, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c1.arg - c0.arg)), None))
-  # rc283c1: (CMPLT c0@(CONST) s@(ADD! x:ints c1@(CONST))) if int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype] and exact(s) -> (CMPLT (CONS ...
+  # rule rc283c1, rules/symbolic.rules:174
+  # match:  (CMPLT c0@(CONST) s@(ADD! x:ints c1@(CONST)))
+  # cond:   int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype] and exact(s)
+  # result: (CMPLT (CONST [c0.arg - c1.arg]) x)
   if _u_0.op is CONST and _u_1.op is ADD:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
+    if _u_1_1.op is CONST and _u_1_0.dtype.scalar in DTS_1:
       c0, c1, x = _u_0, _u_1_1, _u_1_0
       if int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype]:
         s = _u_1
         if exact(s): return (rc283c1, _uop(CMPLT, dtypes.bool, (_const(x.dtype, c0.arg - c1.arg), x), None))
-  # r2d28ab: (CMPLT s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) -> (CMPLT x (CONST [-(-c1.arg // c0.arg)]))
+  # rule r2d28ab, rules/symbolic.rules:176
+  # match:  (CMPLT s@(MUL! x:ints c0@(CONST)) c1@(CONST))
+  # cond:   c0.arg > 0 and exact(s)
+  # result: (CMPLT x (CONST [-(-c1.arg // c0.arg)]))
   if _u_0.op is MUL and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0 = _u_0_1
       if c0.arg > 0:
         s = _u_0
         if exact(s): c1, x = _u_1, _u_0_0; return (r2d28ab, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, -(-c1.arg // c0.arg))), None))
-  # r5bbd80: (CMPLT c0@(CONST) s@(MUL! x:ints c1@(CONST))) if c1.arg > 0 and exact(s) -> (CMPLT (CONST [c0.arg // c1.arg]) x)
+  # rule r5bbd80, rules/symbolic.rules:178
+  # match:  (CMPLT c0@(CONST) s@(MUL! x:ints c1@(CONST)))
+  # cond:   c1.arg > 0 and exact(s)
+  # result: (CMPLT (CONST [c0.arg // c1.arg]) x)
   if _u_0.op is CONST and _u_1.op is MUL:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
+    if _u_1_1.op is CONST and _u_1_0.dtype.scalar in DTS_1:
       c1 = _u_1_1
       if c1.arg > 0:
         s = _u_1
         if exact(s): c0, x = _u_0, _u_1_0; return (r5bbd80, _uop(CMPLT, dtypes.bool, (_const(x.dtype, c0.arg // c1.arg), x), None))
-  # r52a721: (CMPLT s@(MUL! x:ints -1) t@(MUL! y -1)) if exact(s) and exact(t) -> (CMPLT y x)
+  # rule r52a721, rules/symbolic.rules:180
+  # match:  (CMPLT s@(MUL! x:ints -1) t@(MUL! y -1))
+  # cond:   exact(s) and exact(t)
+  # result: (CMPLT y x)
   if _u_0.op is MUL and _u_1.op is MUL:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_0_1.arg == -1 and _u_1_1.op is CONST and _u_1_1.arg == -1:
+    if _u_0_1.op is CONST and _u_1_1.op is CONST and _u_0_1.arg == -1 and _u_1_1.arg == -1 and _u_0_0.dtype.scalar in DTS_1:
       s = _u_0
       if exact(s):
         t = _u_1
         if exact(t): x, y = _u_0_0, _u_1_0; return (r52a721, _uop(CMPLT, dtypes.bool, (y, x), None))
-  # r39d031: (CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg > 0 and c.arg * d.arg <= int_max[x.dtype] -> (CMPLT x (CONST [c.arg ...
+  # rule r39d031, rules/symbolic.rules:182
+  # match:  (CMPLT (IDIV x:ints d@(CONST)) c@(CONST))
+  # cond:   d.arg > 0 and c.arg > 0 and c.arg * d.arg <= int_max[x.dtype]
+  # result: (CMPLT x (CONST [c.arg * d.arg]))
   if _u_0.op is IDIV and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c, d = _u_1, _u_0_1
       if d.arg > 0 and c.arg > 0:
         x = _u_0_0
         if c.arg * d.arg <= int_max[x.dtype]: return (r39d031, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c.arg * d.arg)), None))
-  # r3ea3d4: (CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg <= 0 and (c.arg - 1) * d.arg + 1 >= int_min[x.dtype] -> (CMPLT x (CO ...
+  # rule r3ea3d4, rules/symbolic.rules:183
+  # match:  (CMPLT (IDIV x:ints d@(CONST)) c@(CONST))
+  # cond:   d.arg > 0 and c.arg <= 0 and (c.arg - 1) * d.arg + 1 >= int_min[x.dtype]
+  # result: (CMPLT x (CONST [(c.arg - 1) * d.arg + 1]))
   if _u_0.op is IDIV and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c, d = _u_1, _u_0_1
       if d.arg > 0 and c.arg <= 0:
         x = _u_0_0
         if (c.arg - 1) * d.arg + 1 >= int_min[x.dtype]:
           return (r3ea3d4, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, (c.arg - 1) * d.arg + 1)), None))
-  # ra17f00: (CMPLT c@(CONST) (IDIV x:ints d@(CONST))) if d.arg > 0 and c.arg >= 0 and (c.arg + 1) * d.arg - 1 <= int_max[x.dtype] -> (CMPLT (CONS ...
+  # rule ra17f00, rules/symbolic.rules:186
+  # match:  (CMPLT c@(CONST) (IDIV x:ints d@(CONST)))
+  # cond:   d.arg > 0 and c.arg >= 0 and (c.arg + 1) * d.arg - 1 <= int_max[x.dtype]
+  # result: (CMPLT (CONST [(c.arg + 1) * d.arg - 1]) x)
   if _u_0.op is CONST and _u_1.op is IDIV:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
+    if _u_1_1.op is CONST and _u_1_0.dtype.scalar in DTS_1:
       c, d = _u_0, _u_1_1
       if d.arg > 0 and c.arg >= 0:
         x = _u_1_0
         if (c.arg + 1) * d.arg - 1 <= int_max[x.dtype]:
           return (ra17f00, _uop(CMPLT, dtypes.bool, (_const(x.dtype, (c.arg + 1) * d.arg - 1), x), None))
-  # r662f38: (CMPLT x:ints s@(ADD! x c@(CONST))) if exact(s) -> (CONST [c.arg > 0])
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is ADD:
+  # rule r662f38, rules/symbolic.rules:188
+  # match:  (CMPLT x:ints s@(ADD! x c@(CONST)))
+  # cond:   exact(s)
+  # result: (CONST [c.arg > 0])
+  if _u_1.op is ADD and _u_0.dtype.scalar in DTS_1:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST:
+    if _u_1_1.op is CONST and _u_1_0 is _u_0:
       s = _u_1
       if exact(s): c = _u_1_1; return (r662f38, _const(_u.dtype, c.arg > 0))
-  # rc7dd97: (CMPLT s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (CONST [c.arg < 0])
+  # rule rc7dd97, rules/symbolic.rules:189
+  # match:  (CMPLT s@(ADD! x:ints c@(CONST)) x)
+  # cond:   exact(s)
+  # result: (CONST [c.arg < 0])
   if _u_0.op is ADD:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_0_0 is _u_1:
       s = _u_0
       if exact(s): c = _u_0_1; return (rc7dd97, _const(_u.dtype, c.arg < 0))
-  # r1fee1c: (CMPLT s@(ADD:ints _ _) c@(CONST)) if exact(s) -> lt_fold(s, c.arg)
-  if _u_0.op is ADD and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r1fee1c, rules/symbolic.rules:191
+  # match:  (CMPLT s@(ADD:ints _ _) c@(CONST))
+  # cond:   exact(s)
+  # result: lt_fold(s, c.arg)
+  if _u_0.op is ADD and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1 = _u_0.src
     s = _u_0
     if exact(s):
       c = _u_1
       if (_r := lt_fold(s, c.arg)) is not None: return (r1fee1c, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
 
 def symbolic_CMPNE(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
   op = _u.op
+  u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # r6af0fc: (CMPNE x:ints|bool x) -> False
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return (r6af0fc, _const(_u.dtype, False))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
-  u = _u
+  # rule r6af0fc, rules/symbolic.rules:87
+  # match:  (CMPNE x:ints|bool x)
+  # result: False
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: return (r6af0fc, _const(_u.dtype, False))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r8b3687: (op! (ADD! x:ints c0@(CONST)) c1@(CONST)) -> (op x (CONST [c1.arg - c0.arg]))
+  # rule r8b3687, rules/symbolic.rules:194
+  # match:  (op! (ADD! x:ints c0@(CONST)) c1@(CONST))
+  # result: (op x (CONST [c1.arg - c0.arg]))
   if _u_0.op is ADD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0, c1, x = _u_0_1, _u_1, _u_0_0
       return (r8b3687, _uop(op, dtypes.bool, (x, _const(x.dtype, c1.arg - c0.arg)), None))
-  # r828e6d: (CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) and c1.arg % c0.arg != 0 -> True
+  # rule r828e6d, rules/symbolic.rules:197
+  # match:  (CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST))
+  # cond:   c0.arg > 0 and exact(s) and c1.arg % c0.arg != 0
+  # result: True
   if _u_0.op is MUL and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0, c1 = _u_0_1, _u_1
       if c1.arg % c0.arg != 0:
         s = _u_0
         if c0.arg > 0 and exact(s): return (r828e6d, _const(_u.dtype, True))
-  # r779e72: (CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and c1.arg % c0.arg == 0 and exact(s) -> (CMPNE x (CONST [c1.arg // c0.a ...
+  # rule r779e72, rules/symbolic.rules:198
+  # match:  (CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST))
+  # cond:   c0.arg > 0 and c1.arg % c0.arg == 0 and exact(s)
+  # result: (CMPNE x (CONST [c1.arg // c0.arg]))
   if _u_0.op is MUL and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0, c1 = _u_0_1, _u_1
       if c0.arg > 0 and c1.arg % c0.arg == 0:
         s = _u_0
         if exact(s): x = _u_0_0; return (r779e72, _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, c1.arg // c0.arg)), None))
-  # reeeda5: (CMPNE! x:bool False) -> x
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is False: x = _u_0; return (reeeda5, x)
-  # r88a0c8: (CMPNE! (CMPNE! x:bool True) True) -> x
+  # rule reeeda5, rules/symbolic.rules:202
+  # match:  (CMPNE! x:bool False)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg is False and _u_0.dtype is DT_bool: x = _u_0; return (reeeda5, x)
+  # rule r88a0c8, rules/symbolic.rules:206
+  # match:  (CMPNE! (CMPNE! x:bool True) True)
+  # result: x
   if _u_0.op is CMPNE and _u_1.op is CONST and _u_1.arg is True:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype is DT_bool and _u_0_1.op is CONST and _u_0_1.arg is True: x = _u_0_0; return (r88a0c8, x)
-  # rd6b3d3: (CMPNE! (CMPLT x:ints c@(CONST)) True) if c.arg > int_min[x.dtype] -> (CMPLT (CONST [c.arg - 1]) x)
+    if _u_0_1.op is CONST and _u_0_1.arg is True and _u_0_0.dtype is DT_bool: x = _u_0_0; return (r88a0c8, x)
+  # rule rd6b3d3, rules/symbolic.rules:208
+  # match:  (CMPNE! (CMPLT x:ints c@(CONST)) True)
+  # cond:   c.arg > int_min[x.dtype]
+  # result: (CMPLT (CONST [c.arg - 1]) x)
   if _u_0.op is CMPLT and _u_1.op is CONST and _u_1.arg is True:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c, x = _u_0_1, _u_0_0
       if c.arg > int_min[x.dtype]: return (rd6b3d3, _uop(CMPLT, dtypes.bool, (_const(x.dtype, c.arg - 1), x), None))
-  # r836067: (CMPNE! (CMPLT c@(CONST) x:ints) True) if c.arg < int_max[x.dtype] -> (CMPLT x (CONST [c.arg + 1]))
+  # rule r836067, rules/symbolic.rules:209
+  # match:  (CMPNE! (CMPLT c@(CONST) x:ints) True)
+  # cond:   c.arg < int_max[x.dtype]
+  # result: (CMPLT x (CONST [c.arg + 1]))
   if _u_0.op is CMPLT and _u_1.op is CONST and _u_1.arg is True:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
+    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_1:
       c, x = _u_0_0, _u_0_1
       if c.arg < int_max[x.dtype]: return (r836067, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c.arg + 1)), None))
-  # rd8f900: (CMPNE! (CMPNE x y) True) -> (CMPEQ x y)
+  # rule rd8f900, rules/symbolic.rules:211
+  # match:  (CMPNE! (CMPNE x y) True)
+  # result: (CMPEQ x y)
   if _u_0.op is CMPNE and _u_1.op is CONST and _u_1.arg is True:
     _u_0_0, _u_0_1 = _u_0.src
     x, y = _u_0_0, _u_0_1
     return (rd8f900, _uop(CMPEQ, dtypes.bool, (x, y), None))
-  # r524c3f: (CMPNE! (CMPEQ x y) True) -> (CMPNE x y)
+  # rule r524c3f, rules/symbolic.rules:212
+  # match:  (CMPNE! (CMPEQ x y) True)
+  # result: (CMPNE x y)
   if _u_0.op is CMPEQ and _u_1.op is CONST and _u_1.arg is True:
     _u_0_0, _u_0_1 = _u_0.src
     x, y = _u_0_0, _u_0_1
     return (r524c3f, _uop(CMPNE, dtypes.bool, (x, y), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
-  # r47b47d: (CMPNE! (CAST x:bool) 0) -> x
+  # rule r47b47d, rules/symbolic.rules:267
+  # match:  (CMPNE! (CAST x:bool) 0)
+  # result: x
   if _u_0.op is CAST and _u_1.op is CONST and _u_1.arg == 0:
     _u_0_0, = _u_0.src
     if _u_0_0.dtype is DT_bool: x = _u_0_0; return (r47b47d, x)
 
 def symbolic_CMPEQ(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
   op = _u.op
+  u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # r4ae1b2: (CMPEQ x:ints|bool x) -> True
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return (r4ae1b2, _const(_u.dtype, True))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
-  u = _u
+  # rule r4ae1b2, rules/symbolic.rules:88
+  # match:  (CMPEQ x:ints|bool x)
+  # result: True
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: return (r4ae1b2, _const(_u.dtype, True))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r8b3687: (op! (ADD! x:ints c0@(CONST)) c1@(CONST)) -> (op x (CONST [c1.arg - c0.arg]))
+  # rule r8b3687, rules/symbolic.rules:194
+  # match:  (op! (ADD! x:ints c0@(CONST)) c1@(CONST))
+  # result: (op x (CONST [c1.arg - c0.arg]))
   if _u_0.op is ADD and _u_1.op is CONST:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c0, c1, x = _u_0_1, _u_1, _u_0_0
       return (r8b3687, _uop(op, dtypes.bool, (x, _const(x.dtype, c1.arg - c0.arg)), None))
-  # r6a8bc8: (CMPEQ! x:bool True) -> x
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: x = _u_0; return (r6a8bc8, x)
-  # r428b89: (CMPEQ! x:bool False) -> (CMPNE x True)
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is False:
+  # rule r6a8bc8, rules/symbolic.rules:203
+  # match:  (CMPEQ! x:bool True)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg is True and _u_0.dtype is DT_bool: x = _u_0; return (r6a8bc8, x)
+  # rule r428b89, rules/symbolic.rules:204
+  # match:  (CMPEQ! x:bool False)
+  # result: (CMPNE x True)
+  if _u_1.op is CONST and _u_1.arg is False and _u_0.dtype is DT_bool:
     x = _u_0
     return (r428b89, _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, True)), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
 
 def symbolic_XOR(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
+  op = _u.op
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
-  op = _u.op
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # r8b9c32: (XOR x:ints|bool x) -> 0
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return (r8b9c32, _const(_u.dtype, 0))
-  # rbde166: (XOR! x:ints|bool 0) -> x
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return (rbde166, x)
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule r8b9c32, rules/symbolic.rules:63
+  # match:  (XOR x:ints|bool x)
+  # result: 0
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: return (r8b9c32, _const(_u.dtype, 0))
+  # rule rbde166, rules/symbolic.rules:67
+  # match:  (XOR! x:ints|bool 0)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 0 and (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1): x = _u_0; return (rbde166, x)
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
 
 def symbolic_OR(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   op = _u.op
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
+  u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # re1a8da: (op x:ints|bool x) -> x
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
-  # ra8338a: (OR! x:ints|bool 0) -> x
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return (ra8338a, x)
-  # rcacaf8: (OR! x:bool True) -> True
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: return (rcacaf8, _const(_u.dtype, True))
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
-  u = _u
+  # rule re1a8da, rules/symbolic.rules:60
+  # match:  (op x:ints|bool x)
+  # result: x
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
+  # rule ra8338a, rules/symbolic.rules:66
+  # match:  (OR! x:ints|bool 0)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 0 and (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1): x = _u_0; return (ra8338a, x)
+  # rule rcacaf8, rules/symbolic.rules:70
+  # match:  (OR! x:bool True)
+  # result: True
+  if _u_1.op is CONST and _u_1.arg is True and _u_0.dtype is DT_bool: return (rcacaf8, _const(_u.dtype, True))
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # r0a3b38: (OR x (CMPNE! x True)) -> True
+  # rule r0a3b38, rules/symbolic.rules:215
+  # match:  (OR x (CMPNE! x True))
+  # result: True
   if _u_1.op is CMPNE:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST and _u_1_1.arg is True: return (r0a3b38, _const(_u.dtype, True))
+    if _u_1_1.op is CONST and _u_1_1.arg is True and _u_1_0 is _u_0: return (r0a3b38, _const(_u.dtype, True))
   if _u_0.op is CMPNE:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0 is _u_1 and _u_0_1.op is CONST and _u_0_1.arg is True: return (r0a3b38, _const(_u.dtype, True))
-  # rad649f: (OR! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [max(c1.arg, c2.arg)]))
+    if _u_0_1.op is CONST and _u_0_1.arg is True and _u_0_0 is _u_1: return (r0a3b38, _const(_u.dtype, True))
+  # rule rad649f, rules/symbolic.rules:218
+  # match:  (OR! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST)))
+  # result: (CMPLT x (CONST [max(c1.arg, c2.arg)]))
   if _u_0.op is CMPLT and _u_1.op is CMPLT:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
+    if _u_0_1.op is CONST and _u_1_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_0 is _u_0_0:
       c1, c2, x = _u_0_1, _u_1_1, _u_0_0
       return (rad649f, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, max(c1.arg, c2.arg))), None))
-  # r9c8588: (OR! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [min(c1.arg, c2.arg)]) x)
+  # rule r9c8588, rules/symbolic.rules:221
+  # match:  (OR! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x))
+  # result: (CMPLT (CONST [min(c1.arg, c2.arg)]) x)
   if _u_0.op is CMPLT and _u_1.op is CMPLT:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0.op is CONST and _u_1_1 is _u_0_1:
+    if _u_0_0.op is CONST and _u_1_0.op is CONST and _u_0_1.dtype.scalar in DTS_1 and _u_1_1 is _u_0_1:
       c1, c2, x = _u_0_0, _u_1_0, _u_0_1
       return (r9c8588, _uop(CMPLT, dtypes.bool, (_const(x.dtype, min(c1.arg, c2.arg)), x), None))
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
 
 def symbolic_AND(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is CONST:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
   op = _u.op
-  # rd47bab: (op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)
+  u = _u
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
+  if _u_0.op is CONST and _u_1.op is CONST:
+    if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
+  # rule rd47bab, rules/symbolic.rules:30
+  # match:  (op! c@(CONST) x)
+  # cond:   x.op is not Ops.CONST
+  # result: (op x c)
   if _u_0.op is CONST:
     x = _u_1
     if x.op is not CONST: c = _u_0; return (rd47bab, _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None))
-  # re1a8da: (op x:ints|bool x) -> x
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
-  # r38f7f3: (AND! x:ints|bool 0) -> 0
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: return (r38f7f3, _const(_u.dtype, 0))
-  # ra0e946: (AND! x:bool True) -> x
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: x = _u_0; return (ra0e946, x)
-  # rbbb999: (AND! x:sints -1) -> x
-  if _u_0.dtype.scalar in DTS_3 and _u_1.op is CONST and _u_1.arg == -1: x = _u_0; return (rbbb999, x)
-  # r43ae55: u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])
-  u = _u
+  # rule re1a8da, rules/symbolic.rules:60
+  # match:  (op x:ints|bool x)
+  # result: x
+  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1) and _u_1 is _u_0: x = _u_0; return (re1a8da, x)
+  # rule r38f7f3, rules/symbolic.rules:65
+  # match:  (AND! x:ints|bool 0)
+  # result: 0
+  if _u_1.op is CONST and _u_1.arg == 0 and (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_1): return (r38f7f3, _const(_u.dtype, 0))
+  # rule ra0e946, rules/symbolic.rules:69
+  # match:  (AND! x:bool True)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg is True and _u_0.dtype is DT_bool: x = _u_0; return (ra0e946, x)
+  # rule rbbb999, rules/symbolic.rules:72
+  # match:  (AND! x:sints -1)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == -1 and _u_0.dtype.scalar in DTS_3: x = _u_0; return (rbbb999, x)
+  # rule r43ae55, rules/symbolic.rules:97
+  # match:  u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR)
+  # cond:   u.vmin == u.vmax
+  # result: (CONST [u.vmin])
   if u.vmin == u.vmax: return (r43ae55, _const(_u.dtype, u.vmin))
-  # r6a7ed7: (op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
-  if _u_0.op is op and _u_1.op is CONST:
+  # rule r6a7ed7, rules/symbolic.rules:102
+  # match:  (op! (op! x:ints c1@(CONST)) c2@(CONST))
+  # result: (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))
+  if _u_1.op is CONST and _u_0.op is op:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
+    if _u_0_1.op is CONST and _u_0_0.dtype.scalar in DTS_1:
       c1, c2, x = _u_0_1, _u_1, _u_0_0
       return (r6a7ed7, _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None))
-  # rdcf15f: (AND x (CMPNE! x True)) -> False
+  # rule rdcf15f, rules/symbolic.rules:214
+  # match:  (AND x (CMPNE! x True))
+  # result: False
   if _u_1.op is CMPNE:
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST and _u_1_1.arg is True: return (rdcf15f, _const(_u.dtype, False))
+    if _u_1_1.op is CONST and _u_1_1.arg is True and _u_1_0 is _u_0: return (rdcf15f, _const(_u.dtype, False))
   if _u_0.op is CMPNE:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0 is _u_1 and _u_0_1.op is CONST and _u_0_1.arg is True: return (rdcf15f, _const(_u.dtype, False))
-  # rdd66be: (AND! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [min(c1.arg, c2.arg)]))
+    if _u_0_1.op is CONST and _u_0_1.arg is True and _u_0_0 is _u_1: return (rdcf15f, _const(_u.dtype, False))
+  # rule rdd66be, rules/symbolic.rules:217
+  # match:  (AND! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST)))
+  # result: (CMPLT x (CONST [min(c1.arg, c2.arg)]))
   if _u_0.op is CMPLT and _u_1.op is CMPLT:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
+    if _u_0_1.op is CONST and _u_1_1.op is CONST and _u_0_0.dtype.scalar in DTS_1 and _u_1_0 is _u_0_0:
       c1, c2, x = _u_0_1, _u_1_1, _u_0_0
       return (rdd66be, _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, min(c1.arg, c2.arg))), None))
-  # r920f61: (AND! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [max(c1.arg, c2.arg)]) x)
+  # rule r920f61, rules/symbolic.rules:220
+  # match:  (AND! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x))
+  # result: (CMPLT (CONST [max(c1.arg, c2.arg)]) x)
   if _u_0.op is CMPLT and _u_1.op is CMPLT:
     _u_0_0, _u_0_1 = _u_0.src
     _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0.op is CONST and _u_1_1 is _u_0_1:
+    if _u_0_0.op is CONST and _u_1_0.op is CONST and _u_0_1.dtype.scalar in DTS_1 and _u_1_1 is _u_0_1:
       c1, c2, x = _u_0_0, _u_1_0, _u_0_1
       return (r920f61, _uop(CMPLT, dtypes.bool, (_const(x.dtype, max(c1.arg, c2.arg)), x), None))
-  # r16f0e4: (AND (CMPLT x:ints c1@(CONST)) (CMPLT c2@(CONST) x)) if c1.arg <= c2.arg + 1 -> False
+  # rule r16f0e4, rules/symbolic.rules:223
+  # match:  (AND (CMPLT x:ints c1@(CONST)) (CMPLT c2@(CONST) x))
+  # cond:   c1.arg <= c2.arg + 1
+  # result: False
   if _u_0.op is CMPLT and _u_1.op is CMPLT:
     for _ in _ORDERS:
       _u_0_0, _u_0_1 = _u_0.src
       _u_1_0, _u_1_1 = _u_1.src
-      if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0.op is CONST:
+      if _u_0_1.op is CONST and _u_1_0.op is CONST and _u_0_0.dtype.scalar in DTS_1:
         c1, c2 = _u_0_1, _u_1_0
         if c1.arg <= c2.arg + 1 and _u_1_1 is _u_0_0: return (r16f0e4, _const(_u.dtype, False))
       _u_0, _u_1 = _u_1, _u_0
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
       return (r43eef1, _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None))
-  # rbeebcd: (AND a@(CMPLT|CMPNE|AND) b:bool) -> and_given(a, b)
-  if _u_0.op in OPS_1 and _u_1.dtype is DT_bool:
+  # rule rbeebcd, rules/symbolic.rules:263
+  # match:  (AND a@(CMPLT|CMPNE|AND) b:bool)
+  # result: and_given(a, b)
+  if _u_0.op in OPS_0 and _u_1.dtype is DT_bool:
     a, b = _u_0, _u_1
     if (_r := and_given(a, b)) is not None: return (rbeebcd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  if _u_0.dtype is DT_bool and _u_1.op in OPS_1:
+  if _u_1.op in OPS_0 and _u_0.dtype is DT_bool:
     a, b = _u_1, _u_0
     if (_r := and_given(a, b)) is not None: return (rbeebcd, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def symbolic_SHL(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rdb8858: (SHL x:ints 0) -> x
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return (rdb8858, x)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule rdb8858, rules/symbolic.rules:74
+  # match:  (SHL x:ints 0)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 0 and _u_0.dtype.scalar in DTS_1: x = _u_0; return (rdb8858, x)
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -925,15 +1291,21 @@ def symbolic_SHL(_u: UOp, ctx):
 
 def symbolic_SHR(_u: UOp, ctx):
   _u_0, _u_1 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # r85d57d: (SHR x:ints 0) -> x
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return (r85d57d, x)
-  # r43eef1: (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))
+  # rule r85d57d, rules/symbolic.rules:75
+  # match:  (SHR x:ints 0)
+  # result: x
+  if _u_1.op is CONST and _u_1.arg == 0 and _u_0.dtype.scalar in DTS_1: x = _u_0; return (r85d57d, x)
+  # rule r43eef1, rules/symbolic.rules:254
+  # match:  (op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST))
+  # result: (WHERE c (op t k) (op f k))
   op = _u.op
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
+  if _u_0.op is WHERE and _u_1.op is CONST and _u_0.dtype.scalar in DTS_1:
     _u_0_0, _u_0_1, _u_0_2 = _u_0.src
     if _u_0_1.op is CONST and _u_0_2.op is CONST:
       c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
@@ -941,1021 +1313,202 @@ def symbolic_SHR(_u: UOp, ctx):
 
 def symbolic_WHERE(_u: UOp, ctx):
   _u_0, _u_1, _u_2 = _u.src
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST and _u_2.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-  # rc76a82: (WHERE (CMPLT a:ints b) b a) -> (MAX a b)
+  # rule rc76a82, rules/symbolic.rules:235
+  # match:  (WHERE (CMPLT a:ints b) b a)
+  # result: (MAX a b)
   if _u_0.op is CMPLT:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_2 and _u_0_1 is _u_1: a, b = _u_2, _u_1; return (rc76a82, _uop(MAX, a.dtype, (a, b), None))
-  if _u_0.op is CONST:
-    # r250153: (WHERE (CONST [True]) x _) -> x
-    if _u_0.arg is True: x = _u_1; return (r250153, x)
-    # re822a5: (WHERE (CONST [False]) _ y) -> y
-    if _u_0.arg is False: y = _u_2; return (re822a5, y)
-  # rd79cfa: (WHERE _ x x) -> x
+    if _u_0_0.dtype.scalar in DTS_1 and _u_0_0 is _u_2 and _u_0_1 is _u_1: a, b = _u_2, _u_1; return (rc76a82, _uop(MAX, a.dtype, (a, b), None))
+  # rule r250153, rules/symbolic.rules:238
+  # match:  (WHERE (CONST [True]) x _)
+  # result: x
+  if _u_0.op is CONST and _u_0.arg is True: x = _u_1; return (r250153, x)
+  # rule re822a5, rules/symbolic.rules:239
+  # match:  (WHERE (CONST [False]) _ y)
+  # result: y
+  if _u_0.op is CONST and _u_0.arg is False: y = _u_2; return (re822a5, y)
+  # rule rd79cfa, rules/symbolic.rules:240
+  # match:  (WHERE _ x x)
+  # result: x
   if _u_2 is _u_1: x = _u_1; return (rd79cfa, x)
-  if _u_1.op is CONST:
-    # ra65eb3: (WHERE c True False) -> c
-    if _u_1.arg is True and _u_2.op is CONST and _u_2.arg is False: c = _u_0; return (ra65eb3, c)
-    # rb6572c: (WHERE c False True) -> (CMPNE c True)
-    if _u_1.arg is False and _u_2.op is CONST and _u_2.arg is True:
-      c = _u_0
-      return (rb6572c, _uop(CMPNE, dtypes.bool, (c, _const(c.dtype, True)), None))
-  # r5a9fe2: (WHERE c x:bool False) -> (AND c x)
-  if _u_1.dtype is DT_bool and _u_2.op is CONST and _u_2.arg is False: c, x = _u_0, _u_1; return (r5a9fe2, _uop(AND, c.dtype, (c, x), None))
-  # r9d1b14: (WHERE c True x:bool) -> (OR c x)
+  # rule ra65eb3, rules/symbolic.rules:242
+  # match:  (WHERE c True False)
+  # result: c
+  if _u_1.op is CONST and _u_2.op is CONST and _u_1.arg is True and _u_2.arg is False: c = _u_0; return (ra65eb3, c)
+  # rule rb6572c, rules/symbolic.rules:243
+  # match:  (WHERE c False True)
+  # result: (CMPNE c True)
+  if _u_1.op is CONST and _u_2.op is CONST and _u_1.arg is False and _u_2.arg is True:
+    c = _u_0
+    return (rb6572c, _uop(CMPNE, dtypes.bool, (c, _const(c.dtype, True)), None))
+  # rule r5a9fe2, rules/symbolic.rules:245
+  # match:  (WHERE c x:bool False)
+  # result: (AND c x)
+  if _u_2.op is CONST and _u_2.arg is False and _u_1.dtype is DT_bool: c, x = _u_0, _u_1; return (r5a9fe2, _uop(AND, c.dtype, (c, x), None))
+  # rule r9d1b14, rules/symbolic.rules:246
+  # match:  (WHERE c True x:bool)
+  # result: (OR c x)
   if _u_1.op is CONST and _u_1.arg is True and _u_2.dtype is DT_bool: c, x = _u_0, _u_2; return (r9d1b14, _uop(OR, c.dtype, (c, x), None))
-  # r7fff34: (WHERE (CMPNE! c:bool True) x y) -> (WHERE c y x)
+  # rule r7fff34, rules/symbolic.rules:248
+  # match:  (WHERE (CMPNE! c:bool True) x y)
+  # result: (WHERE c y x)
   if _u_0.op is CMPNE:
     _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype is DT_bool and _u_0_1.op is CONST and _u_0_1.arg is True:
+    if _u_0_1.op is CONST and _u_0_1.arg is True and _u_0_0.dtype is DT_bool:
       c, x, y = _u_0_0, _u_1, _u_2
       return (r7fff34, _uop(WHERE, y.dtype, (c, y, x), None))
-  # r9a4942: (WHERE a (WHERE b x y) y) -> (WHERE (AND a b) x y)
+  # rule r9a4942, rules/symbolic.rules:250
+  # match:  (WHERE a (WHERE b x y) y)
+  # result: (WHERE (AND a b) x y)
   if _u_1.op is WHERE:
     _u_1_0, _u_1_1, _u_1_2 = _u_1.src
     if _u_1_2 is _u_2: a, b, x, y = _u_0, _u_1_0, _u_1_1, _u_2; return (r9a4942, _uop(WHERE, x.dtype, (_uop(AND, a.dtype, (a, b), None), x, y), None))
-  # r83d91c: (WHERE a x (WHERE b x y)) -> (WHERE (OR a b) x y)
+  # rule r83d91c, rules/symbolic.rules:251
+  # match:  (WHERE a x (WHERE b x y))
+  # result: (WHERE (OR a b) x y)
   if _u_2.op is WHERE:
     _u_2_0, _u_2_1, _u_2_2 = _u_2.src
     if _u_2_1 is _u_1: a, b, x, y = _u_0, _u_2_0, _u_1, _u_2_2; return (r83d91c, _uop(WHERE, x.dtype, (_uop(OR, a.dtype, (a, b), None), x, y), None))
-  # ra1c3dc: (WHERE c@(CMPLT|CMPNE|AND) x:ints y) -> where_given(c, x, y)
-  if _u_0.op in OPS_1 and _u_1.dtype.scalar in DTS_0:
+  # rule ra1c3dc, rules/symbolic.rules:257
+  # match:  (WHERE c@(CMPLT|CMPNE|AND) x:ints y)
+  # result: where_given(c, x, y)
+  if _u_0.op in OPS_0 and _u_1.dtype.scalar in DTS_1:
     c, x, y = _u_0, _u_1, _u_2
     if (_r := where_given(c, x, y)) is not None: return (ra1c3dc, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
 def symbolic_MULACC(_u: UOp, ctx):
-  # r39c63b: u@(ALU (CONST)...) -> fold_alu(u)
   _u_0, _u_1, _u_2 = _u.src
+  # rule r39c63b, rules/symbolic.rules:23
+  # match:  u@(ALU (CONST)...)
+  # result: fold_alu(u)
   if _u_0.op is CONST and _u_1.op is CONST and _u_2.op is CONST:
     u = _u
     if (_r := fold_alu(u)) is not None: return (r39c63b, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
 
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
-
-def r39c63b_alone(_u: UOp, ctx):
-  _u_rest = match_all(_rest_0, _u.src, 0)
-  if _u_rest is not None:
-    u = _u
-    if (_r := fold_alu(u)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd04e57_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype.count == 1:
-    _u_0, = _u.src
-    if _u_0.op is CONST:
-      c = _u_0
-      if (_r := (cast_value(c.arg, u.dtype))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd47bab_alone(_u: UOp, ctx):
-  op = _u.op
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST:
-    x = _u_1
-    if x.op is not CONST: c = _u_0; return _uop(op, (dtypes.bool if op in GroupOp.Comparison else x.dtype), (x, c), None)
-
-def re3f4d0_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and (_u_1.dtype is DT_bool or _u_1.dtype.scalar in DTS_0):
-    x = _u_1
-    if x.op is not CONST: c = _u_0; return _uop(MAX, x.dtype, (x, c), None)
-
-def r81d25e_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return _uop(OR, x.dtype, (x, y), None)
-
-def r35ddff_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return _uop(AND, x.dtype, (x, y), None)
-
-def r1a33cf_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool: x, y = _u_0, _u_1; return _uop(OR, x.dtype, (x, y), None)
-
-def radf22d_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return x
-
-def r5f808f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_1.op is CONST and _u_1.arg == 1: x = _u_0; return x
-
-def rdf4c93_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: return _const(_u.dtype, 0)
-
-def raf53ca_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 1: x = _u_0; return x
-
-def raa408a_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == -1: x = _u_0; return _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None)
-
-def rf1115d_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 1: return _const(_u.dtype, 0)
-
-def r726355_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == -1: return _const(_u.dtype, 0)
-
-def rfc5cd9_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1 is _u_0:
-    x = _u_0
-    if (x.vmin > 0 or x.vmax < 0): return _const(_u.dtype, 1)
-
-def rb43bdd_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1 is _u_0: return _const(_u.dtype, 0)
-
-def r3dbc76_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_0: return _const(_u.dtype, 0)
-
-def r931f26_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_0.arg == 0 and _u_1.dtype.scalar in DTS_0: return _const(_u.dtype, 0)
-
-def re1a8da_alone(_u: UOp, ctx):
-  op = _u.op
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: x = _u_0; return x
-
-def r8b9c32_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return _const(_u.dtype, 0)
-
-def r38f7f3_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: return _const(_u.dtype, 0)
-
-def ra8338a_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return x
-
-def rbde166_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return x
-
-def ra0e946_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: x = _u_0; return x
-
-def rcacaf8_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: return _const(_u.dtype, True)
-
-def rbbb999_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_3 and _u_1.op is CONST and _u_1.arg == -1: x = _u_0; return x
-
-def rdb8858_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return x
-
-def r85d57d_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST and _u_1.arg == 0: x = _u_0; return x
-
-def r319a25_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.op is NEG:
-    _u_0_0, = _u_0.src
-    x = _u_0_0
-    return x
-
-def r6f5d1d_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0): x = _u_0; return x
-
-def r2a390c_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  u, x = _u, _u_0
-  if u.dtype is x.dtype: return x
-
-def r0ebe00_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_1 is _u_0: return _const(_u.dtype, False)
-
-def r6af0fc_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return _const(_u.dtype, False)
-
-def r4ae1b2_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.dtype is DT_bool or _u_0.dtype.scalar in DTS_0) and _u_1 is _u_0: return _const(_u.dtype, True)
-
-def r947369_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.dtype.scalar in DTS_0: x = _u_0; return _uop(MUL, x.dtype, (x, _const(x.dtype, -1)), None)
-
-def r3afd6c_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0: x, y = _u_0, _u_1; return _uop(ADD, x.dtype, (x, _uop(MUL, y.dtype, (y, _const(y.dtype, -1)), None)), None)
-
-def r43ae55_alone(_u: UOp, ctx):
-  u = _u
-  if u.vmin == u.vmax: return _const(_u.dtype, u.vmin)
-
-def r6a7ed7_alone(_u: UOp, ctx):
-  op = _u.op
-  _u_0, _u_1 = _u.src
-  if _u_0.op is op and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c1, c2, x = _u_0_1, _u_1, _u_0_0
-      return _uop(op, x.dtype, (x, _const(x.dtype, exec_alu(op, x.dtype, [c1.arg, c2.arg]))), None)
-
-def r0abdf4_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is ADD:
-    _u_1_0, _u_1_1 = _u_1.src
-    x, y, z = _u_0, _u_1_0, _u_1_1
-    return _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), z), None)
-
-def r0beb85_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD or _u_1.op is ADD:
-    for _ in _ORDERS:
-      if _u_0.op is ADD:
-        y = _u_1
-        if y.op is not CONST:
-          _u_0_0, _u_0_1 = _u_0.src
-          if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-            c, x = _u_0_1, _u_0_0
-            return _uop(ADD, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
-      _u_0, _u_1 = _u_1, _u_0
-
-def ra75129_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL or _u_1.op is MUL:
-    for _ in _ORDERS:
-      if _u_0.op is MUL:
-        y = _u_1
-        if y.op is not CONST:
-          _u_0_0, _u_0_1 = _u_0.src
-          if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-            c, x = _u_0_1, _u_0_0
-            return _uop(MUL, x.dtype, (_uop(MUL, x.dtype, (x, y), None), c), None)
-      _u_0, _u_1 = _u_1, _u_0
-
-def r467178_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c1, c2, x = _u_0_1, _u_1, _u_0_0
-      return _uop(ADD, x.dtype, (_uop(MUL, x.dtype, (x, c2), None), _const(x.dtype, c1.arg * c2.arg)), None)
-
-def rec1c15_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1 is _u_0: x = _u_0; return _uop(MUL, x.dtype, (x, _const(x.dtype, 2)), None)
-
-def r317c4b_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
-      c1, c2, x = _u_0_1, _u_1_1, _u_0_0
-      return _uop(MUL, x.dtype, (x, _const(x.dtype, c1.arg + c2.arg)), None)
-
-def rfcfe4b_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_1 is _u_0_1:
-      c, x, y = _u_0_1, _u_0_0, _u_1_0
-      return _uop(MUL, x.dtype, (_uop(ADD, x.dtype, (x, y), None), c), None)
-
-def r3008c7_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL or _u_1.op is MUL:
-    for _ in _ORDERS:
-      if _u_0.op is MUL:
-        _u_0_0, _u_0_1 = _u_0.src
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
-          c, x = _u_0_1, _u_1
-          return _uop(MUL, x.dtype, (x, _const(x.dtype, c.arg + 1)), None)
-      _u_0, _u_1 = _u_1, _u_0
-
-def ra68da6_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.op is MOD and _u_1.op is MUL) or (_u_1.op is MOD and _u_0.op is MUL):
-    for _ in _ORDERS:
-      if _u_0.op is MOD and _u_1.op is MUL:
-        _u_0_0, _u_0_1 = _u_0.src
-        _u_1_0, _u_1_1 = _u_1.src
-        if ((_u_0_0.dtype.scalar in DTS_0
-            and _u_1_0.op is IDIV
-            and _u_1_1 is _u_0_1) or (_u_0_0.dtype.scalar in DTS_0
-            and _u_1_1.op is IDIV
-            and _u_1_0 is _u_0_1)):
-          for _ in _ORDERS:
-            if _u_0_0.dtype.scalar in DTS_0 and _u_1_0.op is IDIV and _u_1_1 is _u_0_1:
-              _u_1_0_0, _u_1_0_1 = _u_1_0.src
-              if _u_1_0_0 is _u_0_0 and _u_1_0_1 is _u_0_1: x = _u_0_0; return x
-            _u_1_0, _u_1_1 = _u_1_1, _u_1_0
-      _u_0, _u_1 = _u_1, _u_0
-
-def r01fe48_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.op is ADD and _u_1.dtype.scalar in DTS_0) or (_u_1.op is ADD and _u_0.dtype.scalar in DTS_0):
-    for _ in _ORDERS:
-      if _u_0.op is ADD and _u_1.dtype.scalar in DTS_0:
-        y = _u_1
-        if y.op is not CONST:
-          s = _u_0
-          if (_r := add_term(s, y)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-      _u_0, _u_1 = _u_1, _u_0
-
-def r23f892_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if (_u_0.op is MUL and _u_1.dtype.scalar in DTS_0) or (_u_1.op is MUL and _u_0.dtype.scalar in DTS_0):
-    for _ in _ORDERS:
-      if _u_0.op is MUL and _u_1.dtype.scalar in DTS_0:
-        term = _u_1
-        if (term.op is MOD or term.op is IDIV or term.op is MUL):
-          _u_0_0, _u_0_1 = _u_0.src
-          if _u_0_0.op is ADD and _u_0_1.op is CONST:
-            m = _u_0
-            if (_r := add_term(m, term)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-      _u_0, _u_1 = _u_1, _u_0
-
-def r003651_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c = _u_1
-    if c.arg < 0 and c.arg != int_min[c.dtype]:
-      x = _u_0
-      return _uop(MUL, x.dtype, (_uop(IDIV, x.dtype, (x, _const(x.dtype, -c.arg)), None), _const(x.dtype, -1)), None)
-
-def r124c2b_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c = _u_1
-    if c.arg < 0 and c.arg != int_min[c.dtype]: x = _u_0; return _uop(MOD, x.dtype, (x, _const(x.dtype, -c.arg)), None)
-
-def r38ec36_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg: return x
-
-def r3f29af_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0:
-    x = _u_0
-    if x.vmin >= 0:
-      y = _u_1
-      if y.vmin > x.vmax: return x
-
-def ra4db6f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is RANGE and len(_u_0.src) == 1:
-    _u_0_0, = _u_0.src
-    if _u_0_0 is _u_1: r = _u_0; return r
-
-def r65c2ca_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is RANGE and len(_u_0.src) == 1:
-    _u_0_0, = _u_0.src
-    if _u_0_0 is _u_1: return _const(_u.dtype, 0)
-
-def r57aab5_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    if (_u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1) or (_u_0_1.dtype.scalar in DTS_0 and _u_0_0 is _u_1):
-      for _ in _ORDERS:
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1:
-          y = _u_1
-          if (y.vmin > 0 or y.vmax < 0):
-            s = _u_0
-            if exact(s): x = _u_0_0; return x
-        _u_0_0, _u_0_1 = _u_0_1, _u_0_0
-
-def r8f4737_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1 is _u_1:
-      s = _u_0
-      if exact(s): return _const(_u.dtype, 0)
-    if _u_0_0 is _u_1 and _u_0_1.dtype.scalar in DTS_0:
-      s = _u_0
-      if exact(s): return _const(_u.dtype, 0)
-
-def r8929ff_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is IDIV and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c1, c2 = _u_0_1, _u_1
-      if c1.arg > 0 and c2.arg > 0:
-        x = _u_0_0
-        if c1.arg * c2.arg <= int_max[x.dtype]: return _uop(IDIV, x.dtype, (x, _const(x.dtype, c1.arg * c2.arg)), None)
-
-def rb320c5_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MOD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c, m = _u_1, _u_0_1
-      if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0: x = _u_0_0; return _uop(MOD, x.dtype, (x, c), None)
-
-def r6bce81_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MOD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c, m = _u_1, _u_0_1
-      if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0:
-        x = _u_0_0
-        return _uop(MOD, x.dtype, (_uop(IDIV, x.dtype, (x, c), None), _const(x.dtype, m.arg // c.arg)), None)
-
-def r5bffe0_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.op is IDIV and _u_0_1.op is CONST:
-      _u_0_0_0, _u_0_0_1 = _u_0_0.src
-      if _u_0_0_0.dtype.scalar in DTS_0 and _u_0_0_1.op is CONST:
-        c1, c2, x = _u_0_0_1, _u_1, _u_0_0_0
-        if c1.arg * c2.arg <= int_max[x.dtype]:
-          k = _u_0_1
-          if c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + k.arg * c1.arg <= int_max[x.dtype]:
-            return _uop(IDIV, x.dtype, (_uop(ADD, x.dtype, (x, _const(x.dtype, k.arg * c1.arg)), None), _const(x.dtype, c1.arg * c2.arg)), None)
-
-def rb43328_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if (c.arg > 0 and (x.op is ADD or x.op is MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0) and exact(x):
-      u = _u
-      if (_r := divmod_linear(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r3e4dfd_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmin >= 0 and exact(x):
-      u = _u
-      if (_r := divmod_factor(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r045bab_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmin >= 0 and exact(x):
-      u = _u
-      if (_r := mod_reduce(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r35d968_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmin >= 0 and exact(x):
-      u = _u
-      if (_r := div_split(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r764844_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmin >= 0 and exact(x):
-      u = _u
-      if (_r := div_nest(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r4d813c_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_2 and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    c, x = _u_1, _u_0
-    if c.arg > 0 and x.vmin >= 0 and exact(x):
-      u = _u
-      if (_r := divmod_common_factor(u, x, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rb79956_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c0, c1, x = _u_0_1, _u_1, _u_0_0
-      if int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype]:
-        s = _u_0
-        if exact(s): return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c1.arg - c0.arg)), None)
-
-def rc283c1_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is ADD:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
-      c0, c1, x = _u_0, _u_1_1, _u_1_0
-      if int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype]:
-        s = _u_1
-        if exact(s): return _uop(CMPLT, dtypes.bool, (_const(x.dtype, c0.arg - c1.arg), x), None)
-
-def r2d28ab_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c0 = _u_0_1
-      if c0.arg > 0:
-        s = _u_0
-        if exact(s): c1, x = _u_1, _u_0_0; return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, -(-c1.arg // c0.arg))), None)
-
-def r5bbd80_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is MUL:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
-      c1 = _u_1_1
-      if c1.arg > 0:
-        s = _u_1
-        if exact(s): c0, x = _u_0, _u_1_0; return _uop(CMPLT, dtypes.bool, (_const(x.dtype, c0.arg // c1.arg), x), None)
-
-def r52a721_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_0_1.arg == -1 and _u_1_1.op is CONST and _u_1_1.arg == -1:
-      s = _u_0
-      if exact(s):
-        t = _u_1
-        if exact(t): x, y = _u_0_0, _u_1_0; return _uop(CMPLT, dtypes.bool, (y, x), None)
-
-def r39d031_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is IDIV and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c, d = _u_1, _u_0_1
-      if d.arg > 0 and c.arg > 0:
-        x = _u_0_0
-        if c.arg * d.arg <= int_max[x.dtype]: return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c.arg * d.arg)), None)
-
-def r3ea3d4_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is IDIV and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c, d = _u_1, _u_0_1
-      if d.arg > 0 and c.arg <= 0:
-        x = _u_0_0
-        if (c.arg - 1) * d.arg + 1 >= int_min[x.dtype]: return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, (c.arg - 1) * d.arg + 1)), None)
-
-def ra17f00_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CONST and _u_1.op is IDIV:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0.dtype.scalar in DTS_0 and _u_1_1.op is CONST:
-      c, d = _u_0, _u_1_1
-      if d.arg > 0 and c.arg >= 0:
-        x = _u_1_0
-        if (c.arg + 1) * d.arg - 1 <= int_max[x.dtype]: return _uop(CMPLT, dtypes.bool, (_const(x.dtype, (c.arg + 1) * d.arg - 1), x), None)
-
-def r662f38_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0 and _u_1.op is ADD:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST:
-      s = _u_1
-      if exact(s): c = _u_1_1; return _const(_u.dtype, c.arg > 0)
-
-def rc7dd97_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
-      s = _u_0
-      if exact(s): c = _u_0_1; return _const(_u.dtype, c.arg < 0)
-
-def r1fee1c_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    s = _u_0
-    if exact(s):
-      c = _u_1
-      if (_r := lt_fold(s, c.arg)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r8b3687_alone(_u: UOp, ctx):
-  op = _u.op
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c0, c1, x = _u_0_1, _u_1, _u_0_0
-      return _uop(op, dtypes.bool, (x, _const(x.dtype, c1.arg - c0.arg)), None)
-
-def r828e6d_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c0, c1 = _u_0_1, _u_1
-      if c1.arg % c0.arg != 0:
-        s = _u_0
-        if c0.arg > 0 and exact(s): return _const(_u.dtype, True)
-
-def r779e72_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is CONST:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c0, c1 = _u_0_1, _u_1
-      if c0.arg > 0 and c1.arg % c0.arg == 0:
-        s = _u_0
-        if exact(s): x = _u_0_0; return _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, c1.arg // c0.arg)), None)
-
-def reeeda5_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is False: x = _u_0; return x
-
-def r6a8bc8_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is True: x = _u_0; return x
-
-def r428b89_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype is DT_bool and _u_1.op is CONST and _u_1.arg is False: x = _u_0; return _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, True)), None)
-
-def r88a0c8_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPNE and _u_1.op is CONST and _u_1.arg is True:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype is DT_bool and _u_0_1.op is CONST and _u_0_1.arg is True: x = _u_0_0; return x
-
-def rd6b3d3_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CONST and _u_1.arg is True:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST:
-      c, x = _u_0_1, _u_0_0
-      if c.arg > int_min[x.dtype]: return _uop(CMPLT, dtypes.bool, (_const(x.dtype, c.arg - 1), x), None)
-
-def r836067_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CONST and _u_1.arg is True:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0:
-      c, x = _u_0_0, _u_0_1
-      if c.arg < int_max[x.dtype]: return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, c.arg + 1)), None)
-
-def rd8f900_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPNE and _u_1.op is CONST and _u_1.arg is True:
-    _u_0_0, _u_0_1 = _u_0.src
-    x, y = _u_0_0, _u_0_1
-    return _uop(CMPEQ, dtypes.bool, (x, y), None)
-
-def r524c3f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPEQ and _u_1.op is CONST and _u_1.arg is True:
-    _u_0_0, _u_0_1 = _u_0.src
-    x, y = _u_0_0, _u_0_1
-    return _uop(CMPNE, dtypes.bool, (x, y), None)
-
-def rdcf15f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_1.op is CMPNE:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST and _u_1_1.arg is True: return _const(_u.dtype, False)
-  if _u_0.op is CMPNE:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0 is _u_1 and _u_0_1.op is CONST and _u_0_1.arg is True: return _const(_u.dtype, False)
-
-def r0a3b38_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_1.op is CMPNE:
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_1_0 is _u_0 and _u_1_1.op is CONST and _u_1_1.arg is True: return _const(_u.dtype, True)
-  if _u_0.op is CMPNE:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0 is _u_1 and _u_0_1.op is CONST and _u_0_1.arg is True: return _const(_u.dtype, True)
-
-def rdd66be_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CMPLT:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
-      c1, c2, x = _u_0_1, _u_1_1, _u_0_0
-      return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, min(c1.arg, c2.arg))), None)
-
-def rad649f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CMPLT:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
-      c1, c2, x = _u_0_1, _u_1_1, _u_0_0
-      return _uop(CMPLT, dtypes.bool, (x, _const(x.dtype, max(c1.arg, c2.arg))), None)
-
-def r920f61_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CMPLT:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0.op is CONST and _u_1_1 is _u_0_1:
-      c1, c2, x = _u_0_0, _u_1_0, _u_0_1
-      return _uop(CMPLT, dtypes.bool, (_const(x.dtype, max(c1.arg, c2.arg)), x), None)
-
-def r9c8588_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CMPLT:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.op is CONST and _u_0_1.dtype.scalar in DTS_0 and _u_1_0.op is CONST and _u_1_1 is _u_0_1:
-      c1, c2, x = _u_0_0, _u_1_0, _u_0_1
-      return _uop(CMPLT, dtypes.bool, (_const(x.dtype, min(c1.arg, c2.arg)), x), None)
-
-def r16f0e4_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CMPLT and _u_1.op is CMPLT:
-    for _ in _ORDERS:
-      _u_0_0, _u_0_1 = _u_0.src
-      _u_1_0, _u_1_1 = _u_1.src
-      if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0.op is CONST:
-        c1, c2 = _u_0_1, _u_1_0
-        if c1.arg <= c2.arg + 1 and _u_1_1 is _u_0_0: return _const(_u.dtype, False)
-      _u_0, _u_1 = _u_1, _u_0
-
-def r5ee131_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.dtype.scalar in DTS_0:
-    x, y = _u_0, _u_1
-    if x.vmin >= y.vmax: return x
-  if _u_1.dtype.scalar in DTS_0:
-    x, y = _u_1, _u_0
-    if x.vmin >= y.vmax: return x
-
-def re0c318_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is MUL and _u_1.op is MUL:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_1 is _u_0_1:
-      c, s = _u_0_1, _u_0
-      if c.arg > 0 and exact(s):
-        t = _u_1
-        if exact(t): x, y = _u_0_0, _u_1_0; return _uop(MUL, x.dtype, (_uop(MAX, x.dtype, (x, y), None), c), None)
-
-def r75174f_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD and _u_1.op is ADD:
-    _u_0_0, _u_0_1 = _u_0.src
-    _u_1_0, _u_1_1 = _u_1.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_1.op is CONST and _u_1_0 is _u_0_0 and _u_1_1.op is CONST:
-      s = _u_0
-      if exact(s):
-        t = _u_1
-        if exact(t): c1, c2, x = _u_0_1, _u_1_1, _u_0_0; return _uop(ADD, x.dtype, (x, _const(x.dtype, max(c1.arg, c2.arg))), None)
-
-def rd8ab65_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is ADD or _u_1.op is ADD:
-    for _ in _ORDERS:
-      if _u_0.op is ADD:
-        _u_0_0, _u_0_1 = _u_0.src
-        if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_1 and _u_0_1.op is CONST:
-          s = _u_0
-          if exact(s): c, x = _u_0_1, _u_1; return _uop(ADD, x.dtype, (x, _const(x.dtype, max(c.arg, 0))), None)
-      _u_0, _u_1 = _u_1, _u_0
-
-def rc76a82_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_0.op is CMPLT:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0 and _u_0_0 is _u_2 and _u_0_1 is _u_1: a, b = _u_2, _u_1; return _uop(MAX, a.dtype, (a, b), None)
-
-def r250153_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_0.op is CONST and _u_0.arg is True: x = _u_1; return x
-
-def re822a5_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_0.op is CONST and _u_0.arg is False: y = _u_2; return y
-
-def rd79cfa_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_2 is _u_1: x = _u_1; return x
-
-def ra65eb3_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is CONST and _u_1.arg is True and _u_2.op is CONST and _u_2.arg is False: c = _u_0; return c
-
-def rb6572c_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is CONST and _u_1.arg is False and _u_2.op is CONST and _u_2.arg is True:
-    c = _u_0
-    return _uop(CMPNE, dtypes.bool, (c, _const(c.dtype, True)), None)
-
-def r5a9fe2_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.dtype is DT_bool and _u_2.op is CONST and _u_2.arg is False: c, x = _u_0, _u_1; return _uop(AND, c.dtype, (c, x), None)
-
-def r9d1b14_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is CONST and _u_1.arg is True and _u_2.dtype is DT_bool: c, x = _u_0, _u_2; return _uop(OR, c.dtype, (c, x), None)
-
-def r7fff34_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_0.op is CMPNE:
-    _u_0_0, _u_0_1 = _u_0.src
-    if _u_0_0.dtype is DT_bool and _u_0_1.op is CONST and _u_0_1.arg is True:
-      c, x, y = _u_0_0, _u_1, _u_2
-      return _uop(WHERE, y.dtype, (c, y, x), None)
-
-def r9a4942_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_1.op is WHERE:
-    _u_1_0, _u_1_1, _u_1_2 = _u_1.src
-    if _u_1_2 is _u_2: a, b, x, y = _u_0, _u_1_0, _u_1_1, _u_2; return _uop(WHERE, x.dtype, (_uop(AND, a.dtype, (a, b), None), x, y), None)
-
-def r83d91c_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_2.op is WHERE:
-    _u_2_0, _u_2_1, _u_2_2 = _u_2.src
-    if _u_2_1 is _u_1: a, b, x, y = _u_0, _u_2_0, _u_1, _u_2_2; return _uop(WHERE, x.dtype, (_uop(OR, a.dtype, (a, b), None), x, y), None)
-
-def r43eef1_alone(_u: UOp, ctx):
-  op = _u.op
-  _u_0, _u_1 = _u.src
-  if _u_0.op is WHERE and _u_0.dtype.scalar in DTS_0 and _u_1.op is CONST:
-    _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-    if _u_0_1.op is CONST and _u_0_2.op is CONST:
-      c, f, k, t = _u_0_0, _u_0_2, _u_1, _u_0_1
-      return _uop(WHERE, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (c, _uop(op, (dtypes.bool if op in GroupOp.Comparison else t.dtype), (t, k), None), _uop(op, (dtypes.bool if op in GroupOp.Comparison else f.dtype), (f, k), None)), None)
-
-def ra1c3dc_alone(_u: UOp, ctx):
-  _u_0, _u_1, _u_2 = _u.src
-  if _u_0.op in OPS_1 and _u_1.dtype.scalar in DTS_0:
-    c, x, y = _u_0, _u_1, _u_2
-    if (_r := where_given(c, x, y)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rd5a68d_alone(_u: UOp, ctx):
-  if len(_u.src) == 3:
-    _u_0, _u_1, _u_2 = _u.src
-    if _u_1.dtype.scalar in DTS_0 and _u_2.op in OPS_1:
-      i, u, v = _u_1, _u, _u_2
-      if (_r := index_given(u, i, v)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def rbeebcd_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op in OPS_1 and _u_1.dtype is DT_bool:
-    a, b = _u_0, _u_1
-    if (_r := and_given(a, b)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-  if _u_0.dtype is DT_bool and _u_1.op in OPS_1:
-    a, b = _u_1, _u_0
-    if (_r := and_given(a, b)) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-def r47b47d_alone(_u: UOp, ctx):
-  _u_0, _u_1 = _u.src
-  if _u_0.op is CAST and _u_1.op is CONST and _u_1.arg == 0:
-    _u_0_0, = _u_0.src
-    if _u_0_0.dtype is DT_bool: x = _u_0_0; return x
-
-def re55dd3_alone(_u: UOp, ctx):
-  u = _u
-  if u.dtype is dtypes.bool:
-    _u_0, = _u.src
-    if _u_0.dtype.scalar in DTS_0: x = _u_0; return _uop(CMPNE, dtypes.bool, (x, _const(x.dtype, 0)), None)
-
-def r091d97_alone(_u: UOp, ctx):
-  _u_0, = _u.src
-  if _u_0.op is CAST:
-    _u_0_0, = _u_0.src
-    if _u_0_0.dtype.scalar in DTS_0:
-      a, u, x = _u_0, _u, _u_0_0
-      if u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype]:
-        if (_r := (x.cast(u.dtype))) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
 # ---- rule table: id, file, line, text, root ops ----
-r39c63b = Rule('r39c63b', 'rules/symbolic.rules', 23, 'u@(ALU (CONST)...) -> fold_alu(u)', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ), r39c63b_alone)
-rd04e57 = Rule('rd04e57', 'rules/symbolic.rules', 25, 'u@(CAST c@(CONST)) if u.dtype.count == 1 -> {cast_value(c.arg, u.dtype)}', (Ops.CAST, ), rd04e57_alone)
-rd47bab = Rule('rd47bab', 'rules/symbolic.rules', 30, '(op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)', (Ops.ADD, Ops.MUL, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, ), rd47bab_alone)
-re3f4d0 = Rule('re3f4d0', 'rules/symbolic.rules', 33, '(MAX! c@(CONST) x:ints|bool) if x.op is not Ops.CONST -> (MAX x c)', (Ops.MAX, ), re3f4d0_alone)
-r81d25e = Rule('r81d25e', 'rules/symbolic.rules', 36, '(ADD! x:bool y) -> (OR x y)', (Ops.ADD, ), r81d25e_alone)
-r35ddff = Rule('r35ddff', 'rules/symbolic.rules', 37, '(MUL! x:bool y) -> (AND x y)', (Ops.MUL, ), r35ddff_alone)
-r1a33cf = Rule('r1a33cf', 'rules/symbolic.rules', 38, '(MAX! x:bool y) -> (OR x y)', (Ops.MAX, ), r1a33cf_alone)
-radf22d = Rule('radf22d', 'rules/symbolic.rules', 42, '(ADD! x:ints 0) -> x', (Ops.ADD, ), radf22d_alone)
-r5f808f = Rule('r5f808f', 'rules/symbolic.rules', 44, '(MUL! x 1) -> x', (Ops.MUL, ), r5f808f_alone)
-rdf4c93 = Rule('rdf4c93', 'rules/symbolic.rules', 46, '(MUL! x:ints 0) -> 0', (Ops.MUL, ), rdf4c93_alone)
-raf53ca = Rule('raf53ca', 'rules/symbolic.rules', 48, '(IDIV x:ints 1) -> x', (Ops.IDIV, ), raf53ca_alone)
-raa408a = Rule('raa408a', 'rules/symbolic.rules', 49, '(IDIV x:ints -1) -> (MUL x -1)', (Ops.IDIV, ), raa408a_alone)
-rf1115d = Rule('rf1115d', 'rules/symbolic.rules', 50, '(MOD x:ints 1) -> 0', (Ops.MOD, ), rf1115d_alone)
-r726355 = Rule('r726355', 'rules/symbolic.rules', 51, '(MOD x:ints -1) -> 0', (Ops.MOD, ), r726355_alone)
-rfc5cd9 = Rule('rfc5cd9', 'rules/symbolic.rules', 53, '(IDIV x:ints x) if x.vmin > 0 or x.vmax < 0 -> 1', (Ops.IDIV, ), rfc5cd9_alone)
-rb43bdd = Rule('rb43bdd', 'rules/symbolic.rules', 54, '(MOD x:ints x) -> 0', (Ops.MOD, ), rb43bdd_alone)
-r3dbc76 = Rule('r3dbc76', 'rules/symbolic.rules', 56, '(IDIV 0 x:ints) -> 0', (Ops.IDIV, ), r3dbc76_alone)
-r931f26 = Rule('r931f26', 'rules/symbolic.rules', 57, '(MOD 0 x:ints) -> 0', (Ops.MOD, ), r931f26_alone)
-re1a8da = Rule('re1a8da', 'rules/symbolic.rules', 60, '(op x:ints|bool x) -> x', (Ops.MAX, Ops.OR, Ops.AND, ), re1a8da_alone)
-r8b9c32 = Rule('r8b9c32', 'rules/symbolic.rules', 63, '(XOR x:ints|bool x) -> 0', (Ops.XOR, ), r8b9c32_alone)
-r38f7f3 = Rule('r38f7f3', 'rules/symbolic.rules', 65, '(AND! x:ints|bool 0) -> 0', (Ops.AND, ), r38f7f3_alone)
-ra8338a = Rule('ra8338a', 'rules/symbolic.rules', 66, '(OR! x:ints|bool 0) -> x', (Ops.OR, ), ra8338a_alone)
-rbde166 = Rule('rbde166', 'rules/symbolic.rules', 67, '(XOR! x:ints|bool 0) -> x', (Ops.XOR, ), rbde166_alone)
-ra0e946 = Rule('ra0e946', 'rules/symbolic.rules', 69, '(AND! x:bool True) -> x', (Ops.AND, ), ra0e946_alone)
-rcacaf8 = Rule('rcacaf8', 'rules/symbolic.rules', 70, '(OR! x:bool True) -> True', (Ops.OR, ), rcacaf8_alone)
-rbbb999 = Rule('rbbb999', 'rules/symbolic.rules', 72, '(AND! x:sints -1) -> x', (Ops.AND, ), rbbb999_alone)
-rdb8858 = Rule('rdb8858', 'rules/symbolic.rules', 74, '(SHL x:ints 0) -> x', (Ops.SHL, ), rdb8858_alone)
-r85d57d = Rule('r85d57d', 'rules/symbolic.rules', 75, '(SHR x:ints 0) -> x', (Ops.SHR, ), r85d57d_alone)
-r319a25 = Rule('r319a25', 'rules/symbolic.rules', 77, '(NEG (NEG x)) -> x', (Ops.NEG, ), r319a25_alone)
-r6f5d1d = Rule('r6f5d1d', 'rules/symbolic.rules', 79, '(TRUNC x:ints|bool) -> x', (Ops.TRUNC, ), r6f5d1d_alone)
-r2a390c = Rule('r2a390c', 'rules/symbolic.rules', 81, 'u@(CAST x) if u.dtype is x.dtype -> x', (Ops.CAST, ), r2a390c_alone)
-r0ebe00 = Rule('r0ebe00', 'rules/symbolic.rules', 85, '(CMPLT x x) -> False', (Ops.CMPLT, ), r0ebe00_alone)
-r6af0fc = Rule('r6af0fc', 'rules/symbolic.rules', 87, '(CMPNE x:ints|bool x) -> False', (Ops.CMPNE, ), r6af0fc_alone)
-r4ae1b2 = Rule('r4ae1b2', 'rules/symbolic.rules', 88, '(CMPEQ x:ints|bool x) -> True', (Ops.CMPEQ, ), r4ae1b2_alone)
-r947369 = Rule('r947369', 'rules/symbolic.rules', 92, '(NEG x:ints) -> (MUL x -1)', (Ops.NEG, ), r947369_alone)
-r3afd6c = Rule('r3afd6c', 'rules/symbolic.rules', 94, '(SUB x:ints y) -> (ADD x (MUL y -1))', (Ops.SUB, ), r3afd6c_alone)
-r43ae55 = Rule('r43ae55', 'rules/symbolic.rules', 97, 'u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])', (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.OR, Ops.AND, ), r43ae55_alone)
-r6a7ed7 = Rule('r6a7ed7', 'rules/symbolic.rules', 102, '(op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))', (Ops.ADD, Ops.MUL, Ops.MAX, Ops.XOR, Ops.OR, Ops.AND, ), r6a7ed7_alone)
-r0abdf4 = Rule('r0abdf4', 'rules/symbolic.rules', 105, '(ADD! x:ints (ADD y z)) -> (ADD (ADD x y) z)', (Ops.ADD, ), r0abdf4_alone)
-r0beb85 = Rule('r0beb85', 'rules/symbolic.rules', 107, '(ADD (ADD! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)', (Ops.ADD, ), r0beb85_alone)
-ra75129 = Rule('ra75129', 'rules/symbolic.rules', 109, '(MUL (MUL! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)', (Ops.MUL, ), ra75129_alone)
-r467178 = Rule('r467178', 'rules/symbolic.rules', 111, '(MUL! (ADD! x:ints c1@(CONST)) c2@(CONST)) -> (ADD (MUL x c2) (CONST [c1.arg * c2.arg]))', (Ops.MUL, ), r467178_alone)
-rec1c15 = Rule('rec1c15', 'rules/symbolic.rules', 115, '(ADD x:ints x) -> (MUL x 2)', (Ops.ADD, ), rec1c15_alone)
-r317c4b = Rule('r317c4b', 'rules/symbolic.rules', 117, '(ADD! (MUL! x:ints c1@(CONST)) (MUL! x c2@(CONST))) -> (MUL x (CONST [c1.arg + c2.arg]))', (Ops.ADD, ), r317c4b_alone)
-rfcfe4b = Rule('rfcfe4b', 'rules/symbolic.rules', 119, '(ADD! (MUL! x:ints c@(CONST)) (MUL! y c)) -> (MUL (ADD x y) c)', (Ops.ADD, ), rfcfe4b_alone)
-r3008c7 = Rule('r3008c7', 'rules/symbolic.rules', 121, '(ADD (MUL! x:ints c@(CONST)) x) -> (MUL x (CONST [c.arg + 1]))', (Ops.ADD, ), r3008c7_alone)
-ra68da6 = Rule('ra68da6', 'rules/symbolic.rules', 123, '(ADD (MOD x:ints c) (MUL (IDIV x c) c)) -> x', (Ops.ADD, ), ra68da6_alone)
-r01fe48 = Rule('r01fe48', 'rules/symbolic.rules', 125, '(ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)', (Ops.ADD, ), r01fe48_alone)
-r23f892 = Rule('r23f892', 'rules/symbolic.rules', 127, '(ADD m@(MUL! (ADD) (CONST)) term:ints) if term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL -> add_term(m, term)', (Ops.ADD, ), r23f892_alone)
-r003651 = Rule('r003651', 'rules/symbolic.rules', 131, '(IDIV x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MUL (IDIV x (CONST [-c.arg])) -1)', (Ops.IDIV, ), r003651_alone)
-r124c2b = Rule('r124c2b', 'rules/symbolic.rules', 132, '(MOD x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MOD x (CONST [-c.arg]))', (Ops.MOD, ), r124c2b_alone)
-r38ec36 = Rule('r38ec36', 'rules/symbolic.rules', 134, '(MOD x:ints c@(CONST)) if c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg -> x', (Ops.MOD, ), r38ec36_alone)
-r3f29af = Rule('r3f29af', 'rules/symbolic.rules', 136, '(MOD x:ints y) if x.vmin >= 0 and y.vmin > x.vmax -> x', (Ops.MOD, ), r3f29af_alone)
-ra4db6f = Rule('ra4db6f', 'rules/symbolic.rules', 138, '(MOD r@(RANGE e) e) -> r', (Ops.MOD, ), ra4db6f_alone)
-r65c2ca = Rule('r65c2ca', 'rules/symbolic.rules', 139, '(IDIV (RANGE e) e) -> 0', (Ops.IDIV, ), r65c2ca_alone)
-r57aab5 = Rule('r57aab5', 'rules/symbolic.rules', 141, '(IDIV s@(MUL x:ints y) y) if (y.vmin > 0 or y.vmax < 0) and exact(s) -> x', (Ops.IDIV, ), r57aab5_alone)
-r8f4737 = Rule('r8f4737', 'rules/symbolic.rules', 142, '(MOD s@(MUL x:ints y) y) if exact(s) -> 0', (Ops.MOD, ), r8f4737_alone)
-r8929ff = Rule('r8929ff', 'rules/symbolic.rules', 144, '(IDIV (IDIV x:ints c1@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and c1.arg * c2.arg <= int_max[x.dtype] -> (IDIV x (CONST [c1.arg * c2.arg]))', (Ops.IDIV, ), r8929ff_alone)
-rb320c5 = Rule('rb320c5', 'rules/symbolic.rules', 146, '(MOD (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD x c)', (Ops.MOD, ), rb320c5_alone)
-r6bce81 = Rule('r6bce81', 'rules/symbolic.rules', 148, '(IDIV (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD (IDIV x c) (CONST [m.arg // c.arg]))', (Ops.IDIV, ), r6bce81_alone)
-r5bffe0 = Rule('r5bffe0', 'rules/symbolic.rules', 150, '(IDIV (ADD! (IDIV x:ints c1@(CONST)) k@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + k.arg * c1.arg <= int_max[x.dtype] and c1.arg * c2.arg <= int_max[x.dtype] -> (IDIV (ADD x (CONST [k.arg * c1.arg])) (CONST [c1.arg * c2.arg]))', (Ops.IDIV, ), r5bffe0_alone)
-rb43328 = Rule('rb43328', 'rules/symbolic.rules', 156, 'u@(IDIV|MOD x:ints c@(CONST)) if c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0 and exact(x) -> divmod_linear(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ), rb43328_alone)
-r3e4dfd = Rule('r3e4dfd', 'rules/symbolic.rules', 160, 'u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ), r3e4dfd_alone)
-r045bab = Rule('r045bab', 'rules/symbolic.rules', 162, 'u@(MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> mod_reduce(u, x, c.arg)', (Ops.MOD, ), r045bab_alone)
-r35d968 = Rule('r35d968', 'rules/symbolic.rules', 164, 'u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_split(u, x, c.arg)', (Ops.IDIV, ), r35d968_alone)
-r764844 = Rule('r764844', 'rules/symbolic.rules', 166, 'u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_nest(u, x, c.arg)', (Ops.IDIV, ), r764844_alone)
-r4d813c = Rule('r4d813c', 'rules/symbolic.rules', 168, 'u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_common_factor(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ), r4d813c_alone)
-rb79956 = Rule('rb79956', 'rules/symbolic.rules', 172, '(CMPLT s@(ADD! x:ints c0@(CONST)) c1@(CONST)) if int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype] and exact(s) -> (CMPLT x (CONST [c1.arg - c0.arg]))', (Ops.CMPLT, ), rb79956_alone)
-rc283c1 = Rule('rc283c1', 'rules/symbolic.rules', 174, '(CMPLT c0@(CONST) s@(ADD! x:ints c1@(CONST))) if int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype] and exact(s) -> (CMPLT (CONST [c0.arg - c1.arg]) x)', (Ops.CMPLT, ), rc283c1_alone)
-r2d28ab = Rule('r2d28ab', 'rules/symbolic.rules', 176, '(CMPLT s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) -> (CMPLT x (CONST [-(-c1.arg // c0.arg)]))', (Ops.CMPLT, ), r2d28ab_alone)
-r5bbd80 = Rule('r5bbd80', 'rules/symbolic.rules', 178, '(CMPLT c0@(CONST) s@(MUL! x:ints c1@(CONST))) if c1.arg > 0 and exact(s) -> (CMPLT (CONST [c0.arg // c1.arg]) x)', (Ops.CMPLT, ), r5bbd80_alone)
-r52a721 = Rule('r52a721', 'rules/symbolic.rules', 180, '(CMPLT s@(MUL! x:ints -1) t@(MUL! y -1)) if exact(s) and exact(t) -> (CMPLT y x)', (Ops.CMPLT, ), r52a721_alone)
-r39d031 = Rule('r39d031', 'rules/symbolic.rules', 182, '(CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg > 0 and c.arg * d.arg <= int_max[x.dtype] -> (CMPLT x (CONST [c.arg * d.arg]))', (Ops.CMPLT, ), r39d031_alone)
-r3ea3d4 = Rule('r3ea3d4', 'rules/symbolic.rules', 183, '(CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg <= 0 and (c.arg - 1) * d.arg + 1 >= int_min[x.dtype] -> (CMPLT x (CONST [(c.arg - 1) * d.arg + 1]))', (Ops.CMPLT, ), r3ea3d4_alone)
-ra17f00 = Rule('ra17f00', 'rules/symbolic.rules', 186, '(CMPLT c@(CONST) (IDIV x:ints d@(CONST))) if d.arg > 0 and c.arg >= 0 and (c.arg + 1) * d.arg - 1 <= int_max[x.dtype] -> (CMPLT (CONST [(c.arg + 1) * d.arg - 1]) x)', (Ops.CMPLT, ), ra17f00_alone)
-r662f38 = Rule('r662f38', 'rules/symbolic.rules', 188, '(CMPLT x:ints s@(ADD! x c@(CONST))) if exact(s) -> (CONST [c.arg > 0])', (Ops.CMPLT, ), r662f38_alone)
-rc7dd97 = Rule('rc7dd97', 'rules/symbolic.rules', 189, '(CMPLT s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (CONST [c.arg < 0])', (Ops.CMPLT, ), rc7dd97_alone)
-r1fee1c = Rule('r1fee1c', 'rules/symbolic.rules', 191, '(CMPLT s@(ADD:ints _ _) c@(CONST)) if exact(s) -> lt_fold(s, c.arg)', (Ops.CMPLT, ), r1fee1c_alone)
-r8b3687 = Rule('r8b3687', 'rules/symbolic.rules', 194, '(op! (ADD! x:ints c0@(CONST)) c1@(CONST)) -> (op x (CONST [c1.arg - c0.arg]))', (Ops.CMPNE, Ops.CMPEQ, ), r8b3687_alone)
-r828e6d = Rule('r828e6d', 'rules/symbolic.rules', 197, '(CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) and c1.arg % c0.arg != 0 -> True', (Ops.CMPNE, ), r828e6d_alone)
-r779e72 = Rule('r779e72', 'rules/symbolic.rules', 198, '(CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and c1.arg % c0.arg == 0 and exact(s) -> (CMPNE x (CONST [c1.arg // c0.arg]))', (Ops.CMPNE, ), r779e72_alone)
-reeeda5 = Rule('reeeda5', 'rules/symbolic.rules', 202, '(CMPNE! x:bool False) -> x', (Ops.CMPNE, ), reeeda5_alone)
-r6a8bc8 = Rule('r6a8bc8', 'rules/symbolic.rules', 203, '(CMPEQ! x:bool True) -> x', (Ops.CMPEQ, ), r6a8bc8_alone)
-r428b89 = Rule('r428b89', 'rules/symbolic.rules', 204, '(CMPEQ! x:bool False) -> (CMPNE x True)', (Ops.CMPEQ, ), r428b89_alone)
-r88a0c8 = Rule('r88a0c8', 'rules/symbolic.rules', 206, '(CMPNE! (CMPNE! x:bool True) True) -> x', (Ops.CMPNE, ), r88a0c8_alone)
-rd6b3d3 = Rule('rd6b3d3', 'rules/symbolic.rules', 208, '(CMPNE! (CMPLT x:ints c@(CONST)) True) if c.arg > int_min[x.dtype] -> (CMPLT (CONST [c.arg - 1]) x)', (Ops.CMPNE, ), rd6b3d3_alone)
-r836067 = Rule('r836067', 'rules/symbolic.rules', 209, '(CMPNE! (CMPLT c@(CONST) x:ints) True) if c.arg < int_max[x.dtype] -> (CMPLT x (CONST [c.arg + 1]))', (Ops.CMPNE, ), r836067_alone)
-rd8f900 = Rule('rd8f900', 'rules/symbolic.rules', 211, '(CMPNE! (CMPNE x y) True) -> (CMPEQ x y)', (Ops.CMPNE, ), rd8f900_alone)
-r524c3f = Rule('r524c3f', 'rules/symbolic.rules', 212, '(CMPNE! (CMPEQ x y) True) -> (CMPNE x y)', (Ops.CMPNE, ), r524c3f_alone)
-rdcf15f = Rule('rdcf15f', 'rules/symbolic.rules', 214, '(AND x (CMPNE! x True)) -> False', (Ops.AND, ), rdcf15f_alone)
-r0a3b38 = Rule('r0a3b38', 'rules/symbolic.rules', 215, '(OR x (CMPNE! x True)) -> True', (Ops.OR, ), r0a3b38_alone)
-rdd66be = Rule('rdd66be', 'rules/symbolic.rules', 217, '(AND! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [min(c1.arg, c2.arg)]))', (Ops.AND, ), rdd66be_alone)
-rad649f = Rule('rad649f', 'rules/symbolic.rules', 218, '(OR! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [max(c1.arg, c2.arg)]))', (Ops.OR, ), rad649f_alone)
-r920f61 = Rule('r920f61', 'rules/symbolic.rules', 220, '(AND! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [max(c1.arg, c2.arg)]) x)', (Ops.AND, ), r920f61_alone)
-r9c8588 = Rule('r9c8588', 'rules/symbolic.rules', 221, '(OR! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [min(c1.arg, c2.arg)]) x)', (Ops.OR, ), r9c8588_alone)
-r16f0e4 = Rule('r16f0e4', 'rules/symbolic.rules', 223, '(AND (CMPLT x:ints c1@(CONST)) (CMPLT c2@(CONST) x)) if c1.arg <= c2.arg + 1 -> False', (Ops.AND, ), r16f0e4_alone)
-r5ee131 = Rule('r5ee131', 'rules/symbolic.rules', 227, '(MAX x:ints y) if x.vmin >= y.vmax -> x', (Ops.MAX, ), r5ee131_alone)
-re0c318 = Rule('re0c318', 'rules/symbolic.rules', 229, '(MAX! s@(MUL! x:ints c@(CONST)) t@(MUL! y c)) if c.arg > 0 and exact(s) and exact(t) -> (MUL (MAX x y) c)', (Ops.MAX, ), re0c318_alone)
-r75174f = Rule('r75174f', 'rules/symbolic.rules', 231, '(MAX! s@(ADD! x:ints c1@(CONST)) t@(ADD! x c2@(CONST))) if exact(s) and exact(t) -> (ADD x (CONST [max(c1.arg, c2.arg)]))', (Ops.MAX, ), r75174f_alone)
-rd8ab65 = Rule('rd8ab65', 'rules/symbolic.rules', 233, '(MAX s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (ADD x (CONST [max(c.arg, 0)]))', (Ops.MAX, ), rd8ab65_alone)
-rc76a82 = Rule('rc76a82', 'rules/symbolic.rules', 235, '(WHERE (CMPLT a:ints b) b a) -> (MAX a b)', (Ops.WHERE, ), rc76a82_alone)
-r250153 = Rule('r250153', 'rules/symbolic.rules', 238, '(WHERE (CONST [True]) x _) -> x', (Ops.WHERE, ), r250153_alone)
-re822a5 = Rule('re822a5', 'rules/symbolic.rules', 239, '(WHERE (CONST [False]) _ y) -> y', (Ops.WHERE, ), re822a5_alone)
-rd79cfa = Rule('rd79cfa', 'rules/symbolic.rules', 240, '(WHERE _ x x) -> x', (Ops.WHERE, ), rd79cfa_alone)
-ra65eb3 = Rule('ra65eb3', 'rules/symbolic.rules', 242, '(WHERE c True False) -> c', (Ops.WHERE, ), ra65eb3_alone)
-rb6572c = Rule('rb6572c', 'rules/symbolic.rules', 243, '(WHERE c False True) -> (CMPNE c True)', (Ops.WHERE, ), rb6572c_alone)
-r5a9fe2 = Rule('r5a9fe2', 'rules/symbolic.rules', 245, '(WHERE c x:bool False) -> (AND c x)', (Ops.WHERE, ), r5a9fe2_alone)
-r9d1b14 = Rule('r9d1b14', 'rules/symbolic.rules', 246, '(WHERE c True x:bool) -> (OR c x)', (Ops.WHERE, ), r9d1b14_alone)
-r7fff34 = Rule('r7fff34', 'rules/symbolic.rules', 248, '(WHERE (CMPNE! c:bool True) x y) -> (WHERE c y x)', (Ops.WHERE, ), r7fff34_alone)
-r9a4942 = Rule('r9a4942', 'rules/symbolic.rules', 250, '(WHERE a (WHERE b x y) y) -> (WHERE (AND a b) x y)', (Ops.WHERE, ), r9a4942_alone)
-r83d91c = Rule('r83d91c', 'rules/symbolic.rules', 251, '(WHERE a x (WHERE b x y)) -> (WHERE (OR a b) x y)', (Ops.WHERE, ), r83d91c_alone)
-r43eef1 = Rule('r43eef1', 'rules/symbolic.rules', 254, '(op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))', (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, ), r43eef1_alone)
-ra1c3dc = Rule('ra1c3dc', 'rules/symbolic.rules', 257, '(WHERE c@(CMPLT|CMPNE|AND) x:ints y) -> where_given(c, x, y)', (Ops.WHERE, ), ra1c3dc_alone)
-rd5a68d = Rule('rd5a68d', 'rules/symbolic.rules', 261, 'u@(INDEX _ i:ints v@(CMPLT|CMPNE|AND)) -> index_given(u, i, v)', (Ops.INDEX, ), rd5a68d_alone)
-rbeebcd = Rule('rbeebcd', 'rules/symbolic.rules', 263, '(AND a@(CMPLT|CMPNE|AND) b:bool) -> and_given(a, b)', (Ops.AND, ), rbeebcd_alone)
-r47b47d = Rule('r47b47d', 'rules/symbolic.rules', 267, '(CMPNE! (CAST x:bool) 0) -> x', (Ops.CMPNE, ), r47b47d_alone)
-re55dd3 = Rule('re55dd3', 'rules/symbolic.rules', 269, 'u@(CAST x:ints) if u.dtype is dtypes.bool -> (CMPNE x 0)', (Ops.CAST, ), re55dd3_alone)
-r091d97 = Rule('r091d97', 'rules/symbolic.rules', 271, 'u@(CAST a@(CAST x:ints)) if u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype] -> {x.cast(u.dtype)}', (Ops.CAST, ), r091d97_alone)
+r39c63b = Rule('r39c63b', 'rules/symbolic.rules', 23, 'u@(ALU (CONST)...) -> fold_alu(u)', (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, Ops.WHERE, Ops.MULACC, ))
+rd04e57 = Rule('rd04e57', 'rules/symbolic.rules', 25, 'u@(CAST c@(CONST)) if u.dtype.count == 1 -> {cast_value(c.arg, u.dtype)}', (Ops.CAST, ))
+rd47bab = Rule('rd47bab', 'rules/symbolic.rules', 30, '(op! c@(CONST) x) if x.op is not Ops.CONST -> (op x c)', (Ops.ADD, Ops.MUL, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, ))
+re3f4d0 = Rule('re3f4d0', 'rules/symbolic.rules', 33, '(MAX! c@(CONST) x:ints|bool) if x.op is not Ops.CONST -> (MAX x c)', (Ops.MAX, ))
+r81d25e = Rule('r81d25e', 'rules/symbolic.rules', 36, '(ADD! x:bool y) -> (OR x y)', (Ops.ADD, ))
+r35ddff = Rule('r35ddff', 'rules/symbolic.rules', 37, '(MUL! x:bool y) -> (AND x y)', (Ops.MUL, ))
+r1a33cf = Rule('r1a33cf', 'rules/symbolic.rules', 38, '(MAX! x:bool y) -> (OR x y)', (Ops.MAX, ))
+radf22d = Rule('radf22d', 'rules/symbolic.rules', 42, '(ADD! x:ints 0) -> x', (Ops.ADD, ))
+r5f808f = Rule('r5f808f', 'rules/symbolic.rules', 44, '(MUL! x 1) -> x', (Ops.MUL, ))
+rdf4c93 = Rule('rdf4c93', 'rules/symbolic.rules', 46, '(MUL! x:ints 0) -> 0', (Ops.MUL, ))
+raf53ca = Rule('raf53ca', 'rules/symbolic.rules', 48, '(IDIV x:ints 1) -> x', (Ops.IDIV, ))
+raa408a = Rule('raa408a', 'rules/symbolic.rules', 49, '(IDIV x:ints -1) -> (MUL x -1)', (Ops.IDIV, ))
+rf1115d = Rule('rf1115d', 'rules/symbolic.rules', 50, '(MOD x:ints 1) -> 0', (Ops.MOD, ))
+r726355 = Rule('r726355', 'rules/symbolic.rules', 51, '(MOD x:ints -1) -> 0', (Ops.MOD, ))
+rfc5cd9 = Rule('rfc5cd9', 'rules/symbolic.rules', 53, '(IDIV x:ints x) if x.vmin > 0 or x.vmax < 0 -> 1', (Ops.IDIV, ))
+rb43bdd = Rule('rb43bdd', 'rules/symbolic.rules', 54, '(MOD x:ints x) -> 0', (Ops.MOD, ))
+r3dbc76 = Rule('r3dbc76', 'rules/symbolic.rules', 56, '(IDIV 0 x:ints) -> 0', (Ops.IDIV, ))
+r931f26 = Rule('r931f26', 'rules/symbolic.rules', 57, '(MOD 0 x:ints) -> 0', (Ops.MOD, ))
+re1a8da = Rule('re1a8da', 'rules/symbolic.rules', 60, '(op x:ints|bool x) -> x', (Ops.MAX, Ops.OR, Ops.AND, ))
+r8b9c32 = Rule('r8b9c32', 'rules/symbolic.rules', 63, '(XOR x:ints|bool x) -> 0', (Ops.XOR, ))
+r38f7f3 = Rule('r38f7f3', 'rules/symbolic.rules', 65, '(AND! x:ints|bool 0) -> 0', (Ops.AND, ))
+ra8338a = Rule('ra8338a', 'rules/symbolic.rules', 66, '(OR! x:ints|bool 0) -> x', (Ops.OR, ))
+rbde166 = Rule('rbde166', 'rules/symbolic.rules', 67, '(XOR! x:ints|bool 0) -> x', (Ops.XOR, ))
+ra0e946 = Rule('ra0e946', 'rules/symbolic.rules', 69, '(AND! x:bool True) -> x', (Ops.AND, ))
+rcacaf8 = Rule('rcacaf8', 'rules/symbolic.rules', 70, '(OR! x:bool True) -> True', (Ops.OR, ))
+rbbb999 = Rule('rbbb999', 'rules/symbolic.rules', 72, '(AND! x:sints -1) -> x', (Ops.AND, ))
+rdb8858 = Rule('rdb8858', 'rules/symbolic.rules', 74, '(SHL x:ints 0) -> x', (Ops.SHL, ))
+r85d57d = Rule('r85d57d', 'rules/symbolic.rules', 75, '(SHR x:ints 0) -> x', (Ops.SHR, ))
+r319a25 = Rule('r319a25', 'rules/symbolic.rules', 77, '(NEG (NEG x)) -> x', (Ops.NEG, ))
+r6f5d1d = Rule('r6f5d1d', 'rules/symbolic.rules', 79, '(TRUNC x:ints|bool) -> x', (Ops.TRUNC, ))
+r2a390c = Rule('r2a390c', 'rules/symbolic.rules', 81, 'u@(CAST x) if u.dtype is x.dtype -> x', (Ops.CAST, ))
+r0ebe00 = Rule('r0ebe00', 'rules/symbolic.rules', 85, '(CMPLT x x) -> False', (Ops.CMPLT, ))
+r6af0fc = Rule('r6af0fc', 'rules/symbolic.rules', 87, '(CMPNE x:ints|bool x) -> False', (Ops.CMPNE, ))
+r4ae1b2 = Rule('r4ae1b2', 'rules/symbolic.rules', 88, '(CMPEQ x:ints|bool x) -> True', (Ops.CMPEQ, ))
+r947369 = Rule('r947369', 'rules/symbolic.rules', 92, '(NEG x:ints) -> (MUL x -1)', (Ops.NEG, ))
+r3afd6c = Rule('r3afd6c', 'rules/symbolic.rules', 94, '(SUB x:ints y) -> (ADD x (MUL y -1))', (Ops.SUB, ))
+r43ae55 = Rule('r43ae55', 'rules/symbolic.rules', 97, 'u@(CMPLT|CMPNE|CMPEQ|IDIV|MOD|MAX|AND|OR) if u.vmin == u.vmax -> (CONST [u.vmin])', (Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.OR, Ops.AND, ))
+r6a7ed7 = Rule('r6a7ed7', 'rules/symbolic.rules', 102, '(op! (op! x:ints c1@(CONST)) c2@(CONST)) -> (op x (CONST [exec_alu(op, x.dtype, [c1.arg, c2.arg])]))', (Ops.ADD, Ops.MUL, Ops.MAX, Ops.XOR, Ops.OR, Ops.AND, ))
+r0abdf4 = Rule('r0abdf4', 'rules/symbolic.rules', 105, '(ADD! x:ints (ADD y z)) -> (ADD (ADD x y) z)', (Ops.ADD, ))
+r0beb85 = Rule('r0beb85', 'rules/symbolic.rules', 107, '(ADD (ADD! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (ADD (ADD x y) c)', (Ops.ADD, ))
+ra75129 = Rule('ra75129', 'rules/symbolic.rules', 109, '(MUL (MUL! x:ints c@(CONST)) y) if y.op is not Ops.CONST -> (MUL (MUL x y) c)', (Ops.MUL, ))
+r467178 = Rule('r467178', 'rules/symbolic.rules', 111, '(MUL! (ADD! x:ints c1@(CONST)) c2@(CONST)) -> (ADD (MUL x c2) (CONST [c1.arg * c2.arg]))', (Ops.MUL, ))
+rec1c15 = Rule('rec1c15', 'rules/symbolic.rules', 115, '(ADD x:ints x) -> (MUL x 2)', (Ops.ADD, ))
+r317c4b = Rule('r317c4b', 'rules/symbolic.rules', 117, '(ADD! (MUL! x:ints c1@(CONST)) (MUL! x c2@(CONST))) -> (MUL x (CONST [c1.arg + c2.arg]))', (Ops.ADD, ))
+rfcfe4b = Rule('rfcfe4b', 'rules/symbolic.rules', 119, '(ADD! (MUL! x:ints c@(CONST)) (MUL! y c)) -> (MUL (ADD x y) c)', (Ops.ADD, ))
+r3008c7 = Rule('r3008c7', 'rules/symbolic.rules', 121, '(ADD (MUL! x:ints c@(CONST)) x) -> (MUL x (CONST [c.arg + 1]))', (Ops.ADD, ))
+ra68da6 = Rule('ra68da6', 'rules/symbolic.rules', 123, '(ADD (MOD x:ints c) (MUL (IDIV x c) c)) -> x', (Ops.ADD, ))
+r01fe48 = Rule('r01fe48', 'rules/symbolic.rules', 125, '(ADD s@(ADD) y:ints) if y.op is not Ops.CONST -> add_term(s, y)', (Ops.ADD, ))
+r23f892 = Rule('r23f892', 'rules/symbolic.rules', 127, '(ADD m@(MUL! (ADD) (CONST)) term:ints) if term.op is Ops.MOD or term.op is Ops.IDIV or term.op is Ops.MUL -> add_term(m, term)', (Ops.ADD, ))
+r003651 = Rule('r003651', 'rules/symbolic.rules', 131, '(IDIV x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MUL (IDIV x (CONST [-c.arg])) -1)', (Ops.IDIV, ))
+r124c2b = Rule('r124c2b', 'rules/symbolic.rules', 132, '(MOD x:ints c@(CONST)) if c.arg < 0 and c.arg != int_min[c.dtype] -> (MOD x (CONST [-c.arg]))', (Ops.MOD, ))
+r38ec36 = Rule('r38ec36', 'rules/symbolic.rules', 134, '(MOD x:ints c@(CONST)) if c.arg > 0 and x.vmax < c.arg and x.vmin > -c.arg -> x', (Ops.MOD, ))
+r3f29af = Rule('r3f29af', 'rules/symbolic.rules', 136, '(MOD x:ints y) if x.vmin >= 0 and y.vmin > x.vmax -> x', (Ops.MOD, ))
+ra4db6f = Rule('ra4db6f', 'rules/symbolic.rules', 138, '(MOD r@(RANGE e) e) -> r', (Ops.MOD, ))
+r65c2ca = Rule('r65c2ca', 'rules/symbolic.rules', 139, '(IDIV (RANGE e) e) -> 0', (Ops.IDIV, ))
+r57aab5 = Rule('r57aab5', 'rules/symbolic.rules', 141, '(IDIV s@(MUL x:ints y) y) if (y.vmin > 0 or y.vmax < 0) and exact(s) -> x', (Ops.IDIV, ))
+r8f4737 = Rule('r8f4737', 'rules/symbolic.rules', 142, '(MOD s@(MUL x:ints y) y) if exact(s) -> 0', (Ops.MOD, ))
+r8929ff = Rule('r8929ff', 'rules/symbolic.rules', 144, '(IDIV (IDIV x:ints c1@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and c1.arg * c2.arg <= int_max[x.dtype] -> (IDIV x (CONST [c1.arg * c2.arg]))', (Ops.IDIV, ))
+rb320c5 = Rule('rb320c5', 'rules/symbolic.rules', 146, '(MOD (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD x c)', (Ops.MOD, ))
+r6bce81 = Rule('r6bce81', 'rules/symbolic.rules', 148, '(IDIV (MOD x:ints m@(CONST)) c@(CONST)) if c.arg > 0 and m.arg > 0 and m.arg % c.arg == 0 -> (MOD (IDIV x c) (CONST [m.arg // c.arg]))', (Ops.IDIV, ))
+r5bffe0 = Rule('r5bffe0', 'rules/symbolic.rules', 150, '(IDIV (ADD! (IDIV x:ints c1@(CONST)) k@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 and k.arg >= 0 and x.vmin >= 0 and x.vmax + k.arg * c1.arg <= int_max[x.dtype] and c1.arg * c2.arg <= int_max[x.dtype] -> (IDIV (ADD x (CONST [k.arg * c1.arg])) (CONST [c1.arg * c2.arg]))', (Ops.IDIV, ))
+rb43328 = Rule('rb43328', 'rules/symbolic.rules', 156, 'u@(IDIV|MOD x:ints c@(CONST)) if c.arg > 0 and (x.op is Ops.ADD or x.op is Ops.MUL or x.vmin // c.arg == x.vmax // c.arg) and x.vmin >= 0 and exact(x) -> divmod_linear(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ))
+r3e4dfd = Rule('r3e4dfd', 'rules/symbolic.rules', 160, 'u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_factor(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ))
+r045bab = Rule('r045bab', 'rules/symbolic.rules', 162, 'u@(MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> mod_reduce(u, x, c.arg)', (Ops.MOD, ))
+r35d968 = Rule('r35d968', 'rules/symbolic.rules', 164, 'u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_split(u, x, c.arg)', (Ops.IDIV, ))
+r764844 = Rule('r764844', 'rules/symbolic.rules', 166, 'u@(IDIV x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> div_nest(u, x, c.arg)', (Ops.IDIV, ))
+r4d813c = Rule('r4d813c', 'rules/symbolic.rules', 168, 'u@(IDIV|MOD x@(ADD|MUL:ints) c@(CONST)) if c.arg > 0 and x.vmin >= 0 and exact(x) -> divmod_common_factor(u, x, c.arg)', (Ops.IDIV, Ops.MOD, ))
+rb79956 = Rule('rb79956', 'rules/symbolic.rules', 172, '(CMPLT s@(ADD! x:ints c0@(CONST)) c1@(CONST)) if int_min[x.dtype] <= c1.arg - c0.arg <= int_max[x.dtype] and exact(s) -> (CMPLT x (CONST [c1.arg - c0.arg]))', (Ops.CMPLT, ))
+rc283c1 = Rule('rc283c1', 'rules/symbolic.rules', 174, '(CMPLT c0@(CONST) s@(ADD! x:ints c1@(CONST))) if int_min[x.dtype] <= c0.arg - c1.arg <= int_max[x.dtype] and exact(s) -> (CMPLT (CONST [c0.arg - c1.arg]) x)', (Ops.CMPLT, ))
+r2d28ab = Rule('r2d28ab', 'rules/symbolic.rules', 176, '(CMPLT s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) -> (CMPLT x (CONST [-(-c1.arg // c0.arg)]))', (Ops.CMPLT, ))
+r5bbd80 = Rule('r5bbd80', 'rules/symbolic.rules', 178, '(CMPLT c0@(CONST) s@(MUL! x:ints c1@(CONST))) if c1.arg > 0 and exact(s) -> (CMPLT (CONST [c0.arg // c1.arg]) x)', (Ops.CMPLT, ))
+r52a721 = Rule('r52a721', 'rules/symbolic.rules', 180, '(CMPLT s@(MUL! x:ints -1) t@(MUL! y -1)) if exact(s) and exact(t) -> (CMPLT y x)', (Ops.CMPLT, ))
+r39d031 = Rule('r39d031', 'rules/symbolic.rules', 182, '(CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg > 0 and c.arg * d.arg <= int_max[x.dtype] -> (CMPLT x (CONST [c.arg * d.arg]))', (Ops.CMPLT, ))
+r3ea3d4 = Rule('r3ea3d4', 'rules/symbolic.rules', 183, '(CMPLT (IDIV x:ints d@(CONST)) c@(CONST)) if d.arg > 0 and c.arg <= 0 and (c.arg - 1) * d.arg + 1 >= int_min[x.dtype] -> (CMPLT x (CONST [(c.arg - 1) * d.arg + 1]))', (Ops.CMPLT, ))
+ra17f00 = Rule('ra17f00', 'rules/symbolic.rules', 186, '(CMPLT c@(CONST) (IDIV x:ints d@(CONST))) if d.arg > 0 and c.arg >= 0 and (c.arg + 1) * d.arg - 1 <= int_max[x.dtype] -> (CMPLT (CONST [(c.arg + 1) * d.arg - 1]) x)', (Ops.CMPLT, ))
+r662f38 = Rule('r662f38', 'rules/symbolic.rules', 188, '(CMPLT x:ints s@(ADD! x c@(CONST))) if exact(s) -> (CONST [c.arg > 0])', (Ops.CMPLT, ))
+rc7dd97 = Rule('rc7dd97', 'rules/symbolic.rules', 189, '(CMPLT s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (CONST [c.arg < 0])', (Ops.CMPLT, ))
+r1fee1c = Rule('r1fee1c', 'rules/symbolic.rules', 191, '(CMPLT s@(ADD:ints _ _) c@(CONST)) if exact(s) -> lt_fold(s, c.arg)', (Ops.CMPLT, ))
+r8b3687 = Rule('r8b3687', 'rules/symbolic.rules', 194, '(op! (ADD! x:ints c0@(CONST)) c1@(CONST)) -> (op x (CONST [c1.arg - c0.arg]))', (Ops.CMPNE, Ops.CMPEQ, ))
+r828e6d = Rule('r828e6d', 'rules/symbolic.rules', 197, '(CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and exact(s) and c1.arg % c0.arg != 0 -> True', (Ops.CMPNE, ))
+r779e72 = Rule('r779e72', 'rules/symbolic.rules', 198, '(CMPNE! s@(MUL! x:ints c0@(CONST)) c1@(CONST)) if c0.arg > 0 and c1.arg % c0.arg == 0 and exact(s) -> (CMPNE x (CONST [c1.arg // c0.arg]))', (Ops.CMPNE, ))
+reeeda5 = Rule('reeeda5', 'rules/symbolic.rules', 202, '(CMPNE! x:bool False) -> x', (Ops.CMPNE, ))
+r6a8bc8 = Rule('r6a8bc8', 'rules/symbolic.rules', 203, '(CMPEQ! x:bool True) -> x', (Ops.CMPEQ, ))
+r428b89 = Rule('r428b89', 'rules/symbolic.rules', 204, '(CMPEQ! x:bool False) -> (CMPNE x True)', (Ops.CMPEQ, ))
+r88a0c8 = Rule('r88a0c8', 'rules/symbolic.rules', 206, '(CMPNE! (CMPNE! x:bool True) True) -> x', (Ops.CMPNE, ))
+rd6b3d3 = Rule('rd6b3d3', 'rules/symbolic.rules', 208, '(CMPNE! (CMPLT x:ints c@(CONST)) True) if c.arg > int_min[x.dtype] -> (CMPLT (CONST [c.arg - 1]) x)', (Ops.CMPNE, ))
+r836067 = Rule('r836067', 'rules/symbolic.rules', 209, '(CMPNE! (CMPLT c@(CONST) x:ints) True) if c.arg < int_max[x.dtype] -> (CMPLT x (CONST [c.arg + 1]))', (Ops.CMPNE, ))
+rd8f900 = Rule('rd8f900', 'rules/symbolic.rules', 211, '(CMPNE! (CMPNE x y) True) -> (CMPEQ x y)', (Ops.CMPNE, ))
+r524c3f = Rule('r524c3f', 'rules/symbolic.rules', 212, '(CMPNE! (CMPEQ x y) True) -> (CMPNE x y)', (Ops.CMPNE, ))
+rdcf15f = Rule('rdcf15f', 'rules/symbolic.rules', 214, '(AND x (CMPNE! x True)) -> False', (Ops.AND, ))
+r0a3b38 = Rule('r0a3b38', 'rules/symbolic.rules', 215, '(OR x (CMPNE! x True)) -> True', (Ops.OR, ))
+rdd66be = Rule('rdd66be', 'rules/symbolic.rules', 217, '(AND! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [min(c1.arg, c2.arg)]))', (Ops.AND, ))
+rad649f = Rule('rad649f', 'rules/symbolic.rules', 218, '(OR! (CMPLT x:ints c1@(CONST)) (CMPLT x c2@(CONST))) -> (CMPLT x (CONST [max(c1.arg, c2.arg)]))', (Ops.OR, ))
+r920f61 = Rule('r920f61', 'rules/symbolic.rules', 220, '(AND! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [max(c1.arg, c2.arg)]) x)', (Ops.AND, ))
+r9c8588 = Rule('r9c8588', 'rules/symbolic.rules', 221, '(OR! (CMPLT c1@(CONST) x:ints) (CMPLT c2@(CONST) x)) -> (CMPLT (CONST [min(c1.arg, c2.arg)]) x)', (Ops.OR, ))
+r16f0e4 = Rule('r16f0e4', 'rules/symbolic.rules', 223, '(AND (CMPLT x:ints c1@(CONST)) (CMPLT c2@(CONST) x)) if c1.arg <= c2.arg + 1 -> False', (Ops.AND, ))
+r5ee131 = Rule('r5ee131', 'rules/symbolic.rules', 227, '(MAX x:ints y) if x.vmin >= y.vmax -> x', (Ops.MAX, ))
+re0c318 = Rule('re0c318', 'rules/symbolic.rules', 229, '(MAX! s@(MUL! x:ints c@(CONST)) t@(MUL! y c)) if c.arg > 0 and exact(s) and exact(t) -> (MUL (MAX x y) c)', (Ops.MAX, ))
+r75174f = Rule('r75174f', 'rules/symbolic.rules', 231, '(MAX! s@(ADD! x:ints c1@(CONST)) t@(ADD! x c2@(CONST))) if exact(s) and exact(t) -> (ADD x (CONST [max(c1.arg, c2.arg)]))', (Ops.MAX, ))
+rd8ab65 = Rule('rd8ab65', 'rules/symbolic.rules', 233, '(MAX s@(ADD! x:ints c@(CONST)) x) if exact(s) -> (ADD x (CONST [max(c.arg, 0)]))', (Ops.MAX, ))
+rc76a82 = Rule('rc76a82', 'rules/symbolic.rules', 235, '(WHERE (CMPLT a:ints b) b a) -> (MAX a b)', (Ops.WHERE, ))
+r250153 = Rule('r250153', 'rules/symbolic.rules', 238, '(WHERE (CONST [True]) x _) -> x', (Ops.WHERE, ))
+re822a5 = Rule('re822a5', 'rules/symbolic.rules', 239, '(WHERE (CONST [False]) _ y) -> y', (Ops.WHERE, ))
+rd79cfa = Rule('rd79cfa', 'rules/symbolic.rules', 240, '(WHERE _ x x) -> x', (Ops.WHERE, ))
+ra65eb3 = Rule('ra65eb3', 'rules/symbolic.rules', 242, '(WHERE c True False) -> c', (Ops.WHERE, ))
+rb6572c = Rule('rb6572c', 'rules/symbolic.rules', 243, '(WHERE c False True) -> (CMPNE c True)', (Ops.WHERE, ))
+r5a9fe2 = Rule('r5a9fe2', 'rules/symbolic.rules', 245, '(WHERE c x:bool False) -> (AND c x)', (Ops.WHERE, ))
+r9d1b14 = Rule('r9d1b14', 'rules/symbolic.rules', 246, '(WHERE c True x:bool) -> (OR c x)', (Ops.WHERE, ))
+r7fff34 = Rule('r7fff34', 'rules/symbolic.rules', 248, '(WHERE (CMPNE! c:bool True) x y) -> (WHERE c y x)', (Ops.WHERE, ))
+r9a4942 = Rule('r9a4942', 'rules/symbolic.rules', 250, '(WHERE a (WHERE b x y) y) -> (WHERE (AND a b) x y)', (Ops.WHERE, ))
+r83d91c = Rule('r83d91c', 'rules/symbolic.rules', 251, '(WHERE a x (WHERE b x y)) -> (WHERE (OR a b) x y)', (Ops.WHERE, ))
+r43eef1 = Rule('r43eef1', 'rules/symbolic.rules', 254, '(op (WHERE:ints c t@(CONST) f@(CONST)) k@(CONST)) -> (WHERE c (op t k) (op f k))', (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.THREEFRY, ))
+ra1c3dc = Rule('ra1c3dc', 'rules/symbolic.rules', 257, '(WHERE c@(CMPLT|CMPNE|AND) x:ints y) -> where_given(c, x, y)', (Ops.WHERE, ))
+rd5a68d = Rule('rd5a68d', 'rules/symbolic.rules', 261, 'u@(INDEX _ i:ints v@(CMPLT|CMPNE|AND)) -> index_given(u, i, v)', (Ops.INDEX, ))
+rbeebcd = Rule('rbeebcd', 'rules/symbolic.rules', 263, '(AND a@(CMPLT|CMPNE|AND) b:bool) -> and_given(a, b)', (Ops.AND, ))
+r47b47d = Rule('r47b47d', 'rules/symbolic.rules', 267, '(CMPNE! (CAST x:bool) 0) -> x', (Ops.CMPNE, ))
+re55dd3 = Rule('re55dd3', 'rules/symbolic.rules', 269, 'u@(CAST x:ints) if u.dtype is dtypes.bool -> (CMPNE x 0)', (Ops.CAST, ))
+r091d97 = Rule('r091d97', 'rules/symbolic.rules', 271, 'u@(CAST a@(CAST x:ints)) if u.dtype in int_min and a.dtype in int_min and int_min[a.dtype] <= x.vmin and x.vmax <= int_max[a.dtype] -> {x.cast(u.dtype)}', (Ops.CAST, ))
 
 symbolic = Matcher('symbolic', {Ops.INDEX: symbolic_INDEX, Ops.CAST: symbolic_CAST, Ops.EXP2: symbolic_EXP2, Ops.LOG2: symbolic_EXP2, Ops.SIN: symbolic_EXP2, Ops.SQRT: symbolic_EXP2, Ops.RECIPROCAL: symbolic_EXP2, Ops.NEG: symbolic_NEG, Ops.TRUNC: symbolic_TRUNC, Ops.ADD: symbolic_ADD, Ops.SUB: symbolic_SUB, Ops.MUL: symbolic_MUL, Ops.FDIV: symbolic_FDIV, Ops.IDIV: symbolic_IDIV, Ops.MOD: symbolic_MOD, Ops.MAX: symbolic_MAX, Ops.POW: symbolic_FDIV, Ops.CMPLT: symbolic_CMPLT, Ops.CMPNE: symbolic_CMPNE, Ops.CMPEQ: symbolic_CMPEQ, Ops.XOR: symbolic_XOR, Ops.OR: symbolic_OR, Ops.AND: symbolic_AND, Ops.SHL: symbolic_SHL, Ops.SHR: symbolic_SHR, Ops.THREEFRY: symbolic_FDIV, Ops.WHERE: symbolic_WHERE, Ops.MULACC: symbolic_MULACC}, [r39c63b, rd04e57, rd47bab, re3f4d0, r81d25e, r35ddff, r1a33cf, radf22d, r5f808f, rdf4c93, raf53ca, raa408a, rf1115d, r726355, rfc5cd9, rb43bdd, r3dbc76, r931f26, re1a8da, r8b9c32, r38f7f3, ra8338a, rbde166, ra0e946, rcacaf8, rbbb999, rdb8858, r85d57d, r319a25, r6f5d1d, r2a390c, r0ebe00, r6af0fc, r4ae1b2, r947369, r3afd6c, r43ae55, r6a7ed7, r0abdf4, r0beb85, ra75129, r467178, rec1c15, r317c4b, rfcfe4b, r3008c7, ra68da6, r01fe48, r23f892, r003651, r124c2b, r38ec36, r3f29af, ra4db6f, r65c2ca, r57aab5, r8f4737, r8929ff, rb320c5, r6bce81, r5bffe0, rb43328, r3e4dfd, r045bab, r35d968, r764844, r4d813c, rb79956, rc283c1, r2d28ab, r5bbd80, r52a721, r39d031, r3ea3d4, ra17f00, r662f38, rc7dd97, r1fee1c, r8b3687, r828e6d, r779e72, reeeda5, r6a8bc8, r428b89, r88a0c8, rd6b3d3, r836067, rd8f900, r524c3f, rdcf15f, r0a3b38, rdd66be, rad649f, r920f61, r9c8588, r16f0e4, r5ee131, re0c318, r75174f, rd8ab65, rc76a82, r250153, re822a5, rd79cfa, ra65eb3, rb6572c, r5a9fe2, r9d1b14, r7fff34, r9a4942, r83d91c, r43eef1, ra1c3dc, rd5a68d, rbeebcd, r47b47d, re55dd3, r091d97])

@@ -54,12 +54,20 @@ def vectorize(caps) -> Matcher:
   """Lanes to vector ops where the target has them; vectors to lanes where it has not (an instance for these parameters)"""
 
   def vectorize_SINK(_u: UOp, ctx):
-    # re76ed5: (SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))
+    # rule re76ed5, rules/vectorize.rules:59
+    # match:  (SINK srcs*)
+    # cond:   any(s.op is Ops.UNROLL for s in srcs)
+    # result: (SINK x for x in flattened(srcs))
     srcs = _u.src
     if any(s.op is UNROLL for s in srcs): return (re76ed5, _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None))
 
   def vectorize_REDUCE(_u: UOp, ctx):
-    # r9ff9ab: q@(REDUCE (VECTORIZE xs*) rs*) if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1 -> (VECTORIZE (GEP:q.dtype.scalar [(k % n,)] { ...
+    # rule r9ff9ab, rules/vectorize.rules:45
+    # match:  q@(REDUCE (VECTORIZE xs*) rs*)
+    # cond:   not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1
+    # result: (VECTORIZE (GEP:q.dtype.scalar [(k % n,)] {parts[k // n]}) for k in range(q.dtype.count))
+    # where:  n = chunk(caps, q.dtype)
+    # where:  parts = {[q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)]}
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
       if _u_0.op is VECTORIZE:
@@ -74,32 +82,50 @@ def vectorize(caps) -> Matcher:
               return (r9ff9ab, _comp(VECTORIZE, q.dtype.scalar, tuple([_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)]), None))
 
   def vectorize_STORE(_u: UOp, ctx):
-    if _u.dtype is DT_void:
-      if len(_u.src) == 2:
-        _u_0, _u_1 = _u.src
-        if _u_0.op is INDEX:
-          if len(_u_0.src) == 2:
-            # r03bc58: (STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1 -> (UNROLL:void [{ ...
-            _u_0_0, _u_0_1 = _u_0.src
-            v = _u_1
-            if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1:
-              g, i, x = _u_0_0, _u_0_1, _u_0
-              n = chunk(caps, v.dtype)
-              if n is not None:
-                return (r03bc58, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple([_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)]), None)), None) for k in range(0, v.dtype.count, n)]), (())))
-            # r893290: (STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g ...
-            if v.dtype.count > 1:
-              if not fits(caps, v.dtype):
-                g, i, x = _u_0_0, _u_0_1, _u_0
-                return (r893290, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)]), (())))
+    # rule r03bc58, rules/vectorize.rules:53
+    # match:  (STORE:void x@(INDEX g i) v)
+    # cond:   v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1
+    # result: (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (VECTORIZE (GEP:v.dtype.scalar [(j,)] v) for j in range(k, k + n))) for k in
+    #         range(0, v.dtype.count, n))
+    # where:  n = chunk(caps, v.dtype)
+    if _u.dtype is DT_void and len(_u.src) == 2:
+      _u_0, _u_1 = _u.src
+      if _u_0.op is INDEX and len(_u_0.src) == 2:
+        _u_0_0, _u_0_1 = _u_0.src
+        v = _u_1
+        if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1:
+          g, i, x = _u_0_0, _u_0_1, _u_0
+          n = chunk(caps, v.dtype)
+          if n is not None:
+            return (r03bc58, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple([_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)]), None)), None) for k in range(0, v.dtype.count, n)]), (())))
+    # rule r893290, rules/vectorize.rules:57
+    # match:  (STORE:void x@(INDEX g i) v)
+    # cond:   v.dtype.count > 1 and not fits(caps, v.dtype)
+    # result: (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (GEP:v.dtype.scalar [(k,)] v)) for k in range(v.dtype.count))
+    if _u.dtype is DT_void and len(_u.src) == 2:
+      _u_0, _u_1 = _u.src
+      if _u_0.op is INDEX and len(_u_0.src) == 2:
+        v = _u_1
+        if v.dtype.count > 1:
+          _u_0_0, _u_0_1 = _u_0.src
+          if not fits(caps, v.dtype):
+            g, i, x = _u_0_0, _u_0_1, _u_0
+            return (r893290, _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)]), (())))
 
   def vectorize_VECTORIZE(_u: UOp, ctx):
+    v = _u
+    # rule r0e4c82, rules/vectorize.rules:16
+    # match:  v@(VECTORIZE f@(ALU|BITCAST) rest*)
+    # cond:   caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in rest) and all(s.op is f.op and s.arg == f.arg
+    #         and s.dtype is f.dtype for s in rest) and all(fits(caps, x.dtype.vec(v.dtype.count)) for x in f.src) and (f.op not in (Ops.SHL, Ops.SHR)
+    #         or f.src[1].op is Ops.CONST and 0 <= f.src[1].arg < 8 * f.dtype.itemsize and all(s.src[1].op is Ops.CONST and s.src[1].arg == f.src[1].arg
+    #         for s in rest))
+    # result: f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(len(f.src))]}
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
-      # r0e4c82: v@(VECTORIZE f@(ALU|BITCAST) rest*) if caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in re ...
       if _u_0.op in OPS_0:
         rest = _u.src[1:]
-        f, v = _u_0, _u
+        f = _u_0
         if (caps is not None
             and f.op in caps.ops
             and fits(caps, v.dtype)
@@ -113,24 +139,39 @@ def vectorize(caps) -> Matcher:
             and all(s.src[1].op is CONST
             and s.src[1].arg == f.src[1].arg for s in rest))):
           return (r0e4c82, _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(len(f.src))]), f.arg, f.tag))
-      # r455bf8: v@(VECTORIZE f@(WHERE _ _ _) rest*) if mask_lanes(caps, v) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range ...
+    # rule r455bf8, rules/vectorize.rules:25
+    # match:  v@(VECTORIZE f@(WHERE _ _ _) rest*)
+    # cond:   mask_lanes(caps, v)
+    # result: f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(3)]}
+    if len(_u.src) >= 1:
+      _u_0 = _u.src[0]
       if _u_0.op is WHERE:
         _u_0_0, _u_0_1, _u_0_2 = _u_0.src
         rest = _u.src[1:]
-        v = _u
         if mask_lanes(caps, v): f = _u_0; return (r455bf8, _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(3)]), f.arg, f.tag))
-      # r7b6568: v@(VECTORIZE f@(AND|OR:bool _ _) rest*) if fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s. ...
+    # rule r7b6568, rules/vectorize.rules:27
+    # match:  v@(VECTORIZE f@(AND|OR:bool _ _) rest*)
+    # cond:   fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.dtype is f.dtype for s in rest)
+    # result: f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}
+    if len(_u.src) >= 1:
+      _u_0 = _u.src[0]
       if _u_0.op in OPS_1 and _u_0.dtype is DT_bool:
         _u_0_0, _u_0_1 = _u_0.src
         rest = _u.src[1:]
-        f, v = _u_0, _u
+        f = _u_0
         if fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.dtype is f.dtype for s in rest):
           return (r7b6568, _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(2)]), f.arg, f.tag))
-      # r032ec0: v@(VECTORIZE f@(CMPLT|CMPNE|CMPEQ a _) rest*) if caps is not None and a.dtype.scalar.itemsize == 4 and fits(caps, a.dtype.vec(v.dty ...
+    # rule r032ec0, rules/vectorize.rules:30
+    # match:  v@(VECTORIZE f@(CMPLT|CMPNE|CMPEQ a _) rest*)
+    # cond:   caps is not None and a.dtype.scalar.itemsize == 4 and fits(caps, a.dtype.vec(v.dtype.count)) and any(s is not f for s in rest) and
+    #         all(s.op is f.op and s.src[0].dtype is a.dtype for s in rest)
+    # result: f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}
+    if len(_u.src) >= 1:
+      _u_0 = _u.src[0]
       if _u_0.op in G_Comparison:
         _u_0_0, _u_0_1 = _u_0.src
         rest = _u.src[1:]
-        a, f, v = _u_0_0, _u_0, _u
+        a, f = _u_0_0, _u_0
         if (caps is not None
             and a.dtype.scalar.itemsize == 4
             and fits(caps, a.dtype.vec(v.dtype.count))
@@ -138,21 +179,26 @@ def vectorize(caps) -> Matcher:
             and all(s.op is f.op
             and s.src[0].dtype is a.dtype for s in rest)):
           return (r032ec0, _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(2)]), f.arg, f.tag))
-    # r15f929: v@(VECTORIZE (LOAD (INDEX g _ c...) _...)...) if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]) -> (LOAD:v.dty ...
+    # rule r15f929, rules/vectorize.rules:34
+    # match:  v@(VECTORIZE (LOAD (INDEX g _ c...) _...)...)
+    # cond:   fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src])
+    # result: (LOAD:v.dtype {v.src[0].src[0]})
     _u_rest = match_all(_rest_0, _u.src, 2)
     if _u_rest is not None:
       c, g = _u_rest
-      v = _u
       if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]):
         return (r15f929, _uop(LOAD, v.dtype, (_as_src((v.src[0].src[0]), v.dtype),), None))
-    # r8d28ae: v@(VECTORIZE (REDUCE [op] _ rs*) _...) if caps is not None and op in caps.ops and fits(caps, v.dtype) and all(s.op is Ops.REDUCE and ...
+    # rule r8d28ae, rules/vectorize.rules:38
+    # match:  v@(VECTORIZE (REDUCE [op] _ rs*) _...)
+    # cond:   caps is not None and op in caps.ops and fits(caps, v.dtype) and all(s.op is Ops.REDUCE and s.arg is op and {s.src[1:]} == rs and
+    #         s.dtype.count == 1 for s in v.src)
+    # result: (REDUCE:v.dtype [op] (VECTORIZE x for x in [s.src[0] for s in v.src]) rs*)
     if len(_u.src) >= 1:
       _u_0 = _u.src[0]
       if _u_0.op is REDUCE and len(_u_0.src) >= 1:
         op = _u_0.arg
         _u_0_0 = _u_0.src[0]
         rs = _u_0.src[1:]
-        v = _u
         if (caps is not None
             and op in caps.ops
             and fits(caps, v.dtype)
@@ -163,13 +209,19 @@ def vectorize(caps) -> Matcher:
           return (r8d28ae, _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple([x for x in [s.src[0] for s in v.src]]), None), *rs), op))
 
   def vectorize_GEP(_u: UOp, ctx):
-    i = _u.arg
     _u_0, = _u.src
-    # r8025e7: (GEP [i] (VECTORIZE lanes*)) -> {lanes[i[0]]}
+    # rule r8025e7, rules/vectorize.rules:42
+    # match:  (GEP [i] (VECTORIZE lanes*))
+    # result: {lanes[i[0]]}
+    i = _u.arg
     if _u_0.op is VECTORIZE:
       lanes = _u_0.src
       if (_r := (lanes[i[0]])) is not None: return (r8025e7, _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r)
-    # r6b39b7: u@(GEP [i] q@(REDUCE (VECTORIZE lanes*) rs*)) if not fits(caps, q.dtype) -> q{dtype: u.dtype, src: {(lanes[i[0]], *rs)}}
+    # rule r6b39b7, rules/vectorize.rules:50
+    # match:  u@(GEP [i] q@(REDUCE (VECTORIZE lanes*) rs*))
+    # cond:   not fits(caps, q.dtype)
+    # result: q{dtype: u.dtype, src: {(lanes[i[0]], *rs)}}
+    i = _u.arg
     if _u_0.op is REDUCE and len(_u_0.src) >= 1:
       _u_0_0 = _u_0.src[0]
       if _u_0_0.op is VECTORIZE:
@@ -178,158 +230,19 @@ def vectorize(caps) -> Matcher:
         q = _u_0
         if not fits(caps, q.dtype): u = _u; return (r6b39b7, _uop(q.op, u.dtype, tuple(((lanes[i[0]], *rs))), q.arg, q.tag))
 
-  def r0e4c82_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op in OPS_0:
-        rest = _u.src[1:]
-        f, v = _u_0, _u
-        if (caps is not None
-            and f.op in caps.ops
-            and fits(caps, v.dtype)
-            and any(s is not f for s in rest)
-            and all(s.op is f.op
-            and s.arg == f.arg
-            and s.dtype is f.dtype for s in rest)
-            and all(fits(caps, x.dtype.vec(v.dtype.count)) for x in f.src)
-            and (f.op not in (SHL, SHR) or f.src[1].op is CONST
-            and 0 <= f.src[1].arg < 8 * f.dtype.itemsize
-            and all(s.src[1].op is CONST
-            and s.src[1].arg == f.src[1].arg for s in rest))):
-          return _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(len(f.src))]), f.arg, f.tag)
-
-  def r455bf8_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op is WHERE:
-        _u_0_0, _u_0_1, _u_0_2 = _u_0.src
-        rest = _u.src[1:]
-        v = _u
-        if mask_lanes(caps, v): f = _u_0; return _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(3)]), f.arg, f.tag)
-
-  def r7b6568_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op in OPS_1 and _u_0.dtype is DT_bool:
-        _u_0_0, _u_0_1 = _u_0.src
-        rest = _u.src[1:]
-        f, v = _u_0, _u
-        if fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.dtype is f.dtype for s in rest):
-          return _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(2)]), f.arg, f.tag)
-
-  def r032ec0_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op in G_Comparison:
-        _u_0_0, _u_0_1 = _u_0.src
-        rest = _u.src[1:]
-        a, f, v = _u_0_0, _u_0, _u
-        if (caps is not None
-            and a.dtype.scalar.itemsize == 4
-            and fits(caps, a.dtype.vec(v.dtype.count))
-            and any(s is not f for s in rest)
-            and all(s.op is f.op
-            and s.src[0].dtype is a.dtype for s in rest)):
-          return _uop(f.op, v.dtype, tuple([vec([s.src[i] for s in v.src]) for i in range(2)]), f.arg, f.tag)
-
-  def r15f929_alone(_u: UOp, ctx):
-    _u_rest = match_all(_rest_0, _u.src, 2)
-    if _u_rest is not None:
-      c, g = _u_rest
-      v = _u
-      if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]): return _uop(LOAD, v.dtype, (_as_src((v.src[0].src[0]), v.dtype),), None)
-
-  def r8d28ae_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op is REDUCE and len(_u_0.src) >= 1:
-        op = _u_0.arg
-        _u_0_0 = _u_0.src[0]
-        rs = _u_0.src[1:]
-        v = _u
-        if (caps is not None
-            and op in caps.ops
-            and fits(caps, v.dtype)
-            and all(s.op is REDUCE
-            and s.arg is op
-            and (s.src[1:]) == rs
-            and s.dtype.count == 1 for s in v.src)):
-          return _uop(REDUCE, v.dtype, (_comp(VECTORIZE, None, tuple([x for x in [s.src[0] for s in v.src]]), None), *rs), op)
-
-  def r8025e7_alone(_u: UOp, ctx):
-    i = _u.arg
-    _u_0, = _u.src
-    if _u_0.op is VECTORIZE:
-      lanes = _u_0.src
-      if (_r := (lanes[i[0]])) is not None: return _const(_u.dtype, _r) if _r.__class__ in _NUMBERS else _r
-
-  def r9ff9ab_alone(_u: UOp, ctx):
-    if len(_u.src) >= 1:
-      _u_0 = _u.src[0]
-      if _u_0.op is VECTORIZE:
-        rs = _u.src[1:]
-        xs = _u_0.src
-        q = _u
-        if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1:
-          n = chunk(caps, q.dtype)
-          if n is not None:
-            parts = ([q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)])
-            if parts is not None:
-              return _comp(VECTORIZE, q.dtype.scalar, tuple([_uop(GEP, q.dtype.scalar, (_as_src((parts[k // n]), q.dtype.scalar),), (k % n,)) for k in range(q.dtype.count)]), None)
-
-  def r6b39b7_alone(_u: UOp, ctx):
-    i = _u.arg
-    _u_0, = _u.src
-    if _u_0.op is REDUCE and len(_u_0.src) >= 1:
-      _u_0_0 = _u_0.src[0]
-      if _u_0_0.op is VECTORIZE:
-        rs = _u_0.src[1:]
-        lanes = _u_0_0.src
-        q = _u_0
-        if not fits(caps, q.dtype): u = _u; return _uop(q.op, u.dtype, tuple(((lanes[i[0]], *rs))), q.arg, q.tag)
-
-  def r03bc58_alone(_u: UOp, ctx):
-    if _u.dtype is DT_void and len(_u.src) == 2:
-      _u_0, _u_1 = _u.src
-      if _u_0.op is INDEX and len(_u_0.src) == 2:
-        _u_0_0, _u_0_1 = _u_0.src
-        v = _u_1
-        if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1:
-          g, i, x = _u_0_0, _u_0_1, _u_0
-          n = chunk(caps, v.dtype)
-          if n is not None:
-            return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _comp(VECTORIZE, v.dtype.scalar, tuple([_uop(GEP, v.dtype.scalar, (v,), (j,)) for j in range(k, k + n)]), None)), None) for k in range(0, v.dtype.count, n)]), (()))
-
-  def r893290_alone(_u: UOp, ctx):
-    if _u.dtype is DT_void and len(_u.src) == 2:
-      _u_0, _u_1 = _u.src
-      if _u_0.op is INDEX and len(_u_0.src) == 2:
-        v = _u_1
-        if v.dtype.count > 1:
-          _u_0_0, _u_0_1 = _u_0.src
-          if not fits(caps, v.dtype):
-            g, i, x = _u_0_0, _u_0_1, _u_0
-            return _uop(UNROLL, dtypes.void, tuple([_uop(STORE, dtypes.void, (_uop(INDEX, x.dtype, (g, _uop(ADD, i.dtype, (i, _as_src((k), i.dtype)), None)), None), _uop(GEP, v.dtype.scalar, (v,), (k,))), None) for k in range(v.dtype.count)]), (()))
-
-  def re76ed5_alone(_u: UOp, ctx):
-    srcs = _u.src
-    if any(s.op is UNROLL for s in srcs): return _comp(SINK, dtypes.void, tuple([x for x in flattened(srcs)]), None)
-
-  r0e4c82 = Rule('r0e4c82', 'rules/vectorize.rules', 16, 'v@(VECTORIZE f@(ALU|BITCAST) rest*) if caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in rest) and all(s.op is f.op and s.arg == f.arg and s.dtype is f.dtype for s in rest) and all(fits(caps, x.dtype.vec(v.dtype.count)) for x in f.src) and (f.op not in (Ops.SHL, Ops.SHR) or f.src[1].op is Ops.CONST and 0 <= f.src[1].arg < 8 * f.dtype.itemsize and all(s.src[1].op is Ops.CONST and s.src[1].arg == f.src[1].arg for s in rest)) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(len(f.src))]}', (Ops.VECTORIZE, ), r0e4c82_alone)
-  r455bf8 = Rule('r455bf8', 'rules/vectorize.rules', 25, 'v@(VECTORIZE f@(WHERE _ _ _) rest*) if mask_lanes(caps, v) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(3)]}', (Ops.VECTORIZE, ), r455bf8_alone)
-  r7b6568 = Rule('r7b6568', 'rules/vectorize.rules', 27, 'v@(VECTORIZE f@(AND|OR:bool _ _) rest*) if fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.dtype is f.dtype for s in rest) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}', (Ops.VECTORIZE, ), r7b6568_alone)
-  r032ec0 = Rule('r032ec0', 'rules/vectorize.rules', 30, 'v@(VECTORIZE f@(CMPLT|CMPNE|CMPEQ a _) rest*) if caps is not None and a.dtype.scalar.itemsize == 4 and fits(caps, a.dtype.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.src[0].dtype is a.dtype for s in rest) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}', (Ops.VECTORIZE, ), r032ec0_alone)
-  r15f929 = Rule('r15f929', 'rules/vectorize.rules', 34, 'v@(VECTORIZE (LOAD (INDEX g _ c...) _...)...) if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]) -> (LOAD:v.dtype {v.src[0].src[0]})', (Ops.VECTORIZE, ), r15f929_alone)
-  r8d28ae = Rule('r8d28ae', 'rules/vectorize.rules', 38, 'v@(VECTORIZE (REDUCE [op] _ rs*) _...) if caps is not None and op in caps.ops and fits(caps, v.dtype) and all(s.op is Ops.REDUCE and s.arg is op and {s.src[1:]} == rs and s.dtype.count == 1 for s in v.src) -> (REDUCE:v.dtype [op] (VECTORIZE x for x in [s.src[0] for s in v.src]) rs*)', (Ops.VECTORIZE, ), r8d28ae_alone)
-  r8025e7 = Rule('r8025e7', 'rules/vectorize.rules', 42, '(GEP [i] (VECTORIZE lanes*)) -> {lanes[i[0]]}', (Ops.GEP, ), r8025e7_alone)
-  r9ff9ab = Rule('r9ff9ab', 'rules/vectorize.rules', 45, 'q@(REDUCE (VECTORIZE xs*) rs*) if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1 -> (VECTORIZE (GEP:q.dtype.scalar [(k % n,)] {parts[k // n]}) for k in range(q.dtype.count)) where n = chunk(caps, q.dtype) where parts = {[q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)]}', (Ops.REDUCE, ), r9ff9ab_alone)
-  r6b39b7 = Rule('r6b39b7', 'rules/vectorize.rules', 50, 'u@(GEP [i] q@(REDUCE (VECTORIZE lanes*) rs*)) if not fits(caps, q.dtype) -> q{dtype: u.dtype, src: {(lanes[i[0]], *rs)}}', (Ops.GEP, ), r6b39b7_alone)
-  r03bc58 = Rule('r03bc58', 'rules/vectorize.rules', 53, '(STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1 -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (VECTORIZE (GEP:v.dtype.scalar [(j,)] v) for j in range(k, k + n))) for k in range(0, v.dtype.count, n)) where n = chunk(caps, v.dtype)', (Ops.STORE, ), r03bc58_alone)
-  r893290 = Rule('r893290', 'rules/vectorize.rules', 57, '(STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (GEP:v.dtype.scalar [(k,)] v)) for k in range(v.dtype.count))', (Ops.STORE, ), r893290_alone)
-  re76ed5 = Rule('re76ed5', 'rules/vectorize.rules', 59, '(SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))', (Ops.SINK, ), re76ed5_alone)
+  r0e4c82 = Rule('r0e4c82', 'rules/vectorize.rules', 16, 'v@(VECTORIZE f@(ALU|BITCAST) rest*) if caps is not None and f.op in caps.ops and fits(caps, v.dtype) and any(s is not f for s in rest) and all(s.op is f.op and s.arg == f.arg and s.dtype is f.dtype for s in rest) and all(fits(caps, x.dtype.vec(v.dtype.count)) for x in f.src) and (f.op not in (Ops.SHL, Ops.SHR) or f.src[1].op is Ops.CONST and 0 <= f.src[1].arg < 8 * f.dtype.itemsize and all(s.src[1].op is Ops.CONST and s.src[1].arg == f.src[1].arg for s in rest)) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(len(f.src))]}', (Ops.VECTORIZE, ))
+  r455bf8 = Rule('r455bf8', 'rules/vectorize.rules', 25, 'v@(VECTORIZE f@(WHERE _ _ _) rest*) if mask_lanes(caps, v) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(3)]}', (Ops.VECTORIZE, ))
+  r7b6568 = Rule('r7b6568', 'rules/vectorize.rules', 27, 'v@(VECTORIZE f@(AND|OR:bool _ _) rest*) if fits(caps, dtypes.int32.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.dtype is f.dtype for s in rest) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}', (Ops.VECTORIZE, ))
+  r032ec0 = Rule('r032ec0', 'rules/vectorize.rules', 30, 'v@(VECTORIZE f@(CMPLT|CMPNE|CMPEQ a _) rest*) if caps is not None and a.dtype.scalar.itemsize == 4 and fits(caps, a.dtype.vec(v.dtype.count)) and any(s is not f for s in rest) and all(s.op is f.op and s.src[0].dtype is a.dtype for s in rest) -> f{dtype: v.dtype, src: [vec([s.src[i] for s in v.src]) for i in range(2)]}', (Ops.VECTORIZE, ))
+  r15f929 = Rule('r15f929', 'rules/vectorize.rules', 34, 'v@(VECTORIZE (LOAD (INDEX g _ c...) _...)...) if fits(caps, v.dtype) and consecutive([s.src[0].src[1] for s in v.src]) -> (LOAD:v.dtype {v.src[0].src[0]})', (Ops.VECTORIZE, ))
+  r8d28ae = Rule('r8d28ae', 'rules/vectorize.rules', 38, 'v@(VECTORIZE (REDUCE [op] _ rs*) _...) if caps is not None and op in caps.ops and fits(caps, v.dtype) and all(s.op is Ops.REDUCE and s.arg is op and {s.src[1:]} == rs and s.dtype.count == 1 for s in v.src) -> (REDUCE:v.dtype [op] (VECTORIZE x for x in [s.src[0] for s in v.src]) rs*)', (Ops.VECTORIZE, ))
+  r8025e7 = Rule('r8025e7', 'rules/vectorize.rules', 42, '(GEP [i] (VECTORIZE lanes*)) -> {lanes[i[0]]}', (Ops.GEP, ))
+  r9ff9ab = Rule('r9ff9ab', 'rules/vectorize.rules', 45, 'q@(REDUCE (VECTORIZE xs*) rs*) if not fits(caps, q.dtype) and chunk(caps, q.dtype) > 1 -> (VECTORIZE (GEP:q.dtype.scalar [(k % n,)] {parts[k // n]}) for k in range(q.dtype.count)) where n = chunk(caps, q.dtype) where parts = {[q.replace(dtype=q.dtype.scalar.vec(n), src=(vec(xs[k:k + n]), *rs)) for k in range(0, len(xs), n)]}', (Ops.REDUCE, ))
+  r6b39b7 = Rule('r6b39b7', 'rules/vectorize.rules', 50, 'u@(GEP [i] q@(REDUCE (VECTORIZE lanes*) rs*)) if not fits(caps, q.dtype) -> q{dtype: u.dtype, src: {(lanes[i[0]], *rs)}}', (Ops.GEP, ))
+  r03bc58 = Rule('r03bc58', 'rules/vectorize.rules', 53, '(STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) and chunk(caps, v.dtype) > 1 -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (VECTORIZE (GEP:v.dtype.scalar [(j,)] v) for j in range(k, k + n))) for k in range(0, v.dtype.count, n)) where n = chunk(caps, v.dtype)', (Ops.STORE, ))
+  r893290 = Rule('r893290', 'rules/vectorize.rules', 57, '(STORE:void x@(INDEX g i) v) if v.dtype.count > 1 and not fits(caps, v.dtype) -> (UNROLL:void [{()}] (STORE (INDEX:x.dtype g (ADD i {k})) (GEP:v.dtype.scalar [(k,)] v)) for k in range(v.dtype.count))', (Ops.STORE, ))
+  re76ed5 = Rule('re76ed5', 'rules/vectorize.rules', 59, '(SINK srcs*) if any(s.op is Ops.UNROLL for s in srcs) -> (SINK x for x in flattened(srcs))', (Ops.SINK, ))
   return Matcher('vectorize', {Ops.SINK: vectorize_SINK, Ops.REDUCE: vectorize_REDUCE, Ops.STORE: vectorize_STORE, Ops.VECTORIZE: vectorize_VECTORIZE, Ops.GEP: vectorize_GEP}, [r0e4c82, r455bf8, r7b6568, r032ec0, r15f929, r8d28ae, r8025e7, r9ff9ab, r6b39b7, r03bc58, r893290, re76ed5])
-
-# ---- each rule alone: RULESTATS runs these one by one; tests check they agree with the functions above ----
 
 # ---- rule table: id, file, line, text, root ops ----
 

@@ -3,13 +3,16 @@
 graph_rewrite and Matcher.rewrite catch what a rule's guard, helper or result raises around the whole rewrite (no cost
 while nothing raises) and call `blame`, which finds the rule afterwards:
 - the node being matched is the `_u` of the outermost generated matcher function on the traceback (every function
-  dslc emits, and every standalone rule function, is `f(_u, ctx)`);
-- the rule is the first of that node's rules whose standalone function raises again when run alone on that node (the
-  rules run in order and the first that fires wins, so an earlier rule can't have raised); a rule whose helper has side
-  effects on ctx runs a second time, which is fine on the way to an error;
+  dslc emits, and every rule alone, is `f(_u, ctx)`);
+- the rule is the one whose block of that function was running: each rule's code is one block ending in returns that name
+  its rule, so the first rule the function's bytecode loads after the instruction that raised is it (no source needed);
+- failing that (a matcher written by hand), the first of that node's rules that raises again when run alone on that node
+  (the rules run in order and the first that fires wins, so an earlier rule can't have raised); a rule whose helper has
+  side effects on ctx runs a second time, which is fine on the way to an error;
 - a result that is not a node fails in the engine itself, which names the rule that just fired.
 """
 from __future__ import annotations
+import dis
 from types import FrameType
 from typing import Any
 from runtime.uop import UOp
@@ -54,10 +57,10 @@ def blame(e: Exception, rules: list, ctx: Any, node: UOp | None = None) -> Excep
   matched = [f for f in frames if _is_matcher_fn(f)]
   if matched:
     node = matched[0].f_locals["_u"]
-    # RULESTATS runs each rule's standalone function from a loop whose `rule` is the one running
+    # RULESTATS runs each rule alone from a loop whose `rule` is the one running
     for f in frames:
       if f.f_code.co_name == "run" and f.f_locals.get("rule") in rules: return rule_error(f.f_locals["rule"], node, e)
-    return rule_error(_culprit(rules, node, ctx), node, e)
+    return rule_error(_running(matched[0], rules) or _culprit(rules, node, ctx), node, e)
   # the engine failed on a rule's result: the rule that just fired is a local of the engine's loop
   for f in reversed(frames):
     if f.f_code.co_name in ("_rewrite", "_rewrite_bottom_up") and f.f_locals.get("rule") is not None:
@@ -67,10 +70,20 @@ def blame(e: Exception, rules: list, ctx: Any, node: UOp | None = None) -> Excep
   if node is not None: return rule_error(_culprit(rules, node, ctx), node, e)
   return e
 
+def _running(f: FrameType, rules: list):
+  """The rule whose block the generated function of frame f was running: the first of `rules` its code loads after the
+  instruction that raised (a block's returns name its rule; a rule set with parameters reads its rules from a closure)."""
+  ids = {id(r) for r in rules}
+  for ins in dis.get_instructions(f.f_code):
+    if ins.offset <= f.f_lasti or ins.opname not in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME"): continue
+    v = f.f_globals.get(ins.argval) if ins.opname == "LOAD_GLOBAL" else f.f_locals.get(ins.argval)
+    if id(v) in ids: return v
+  return None
+
 def _culprit(rules: list, node: UOp, ctx: Any):
   """The first rule for node's op that raises when run alone on it; None when none does (the message says so)."""
   for r in rules:
-    if r.fn is None or (r.ops is not None and node.op not in r.ops): continue
+    if r.ops is not None and node.op not in r.ops: continue
     try:
       if r.fn(node, ctx) is not None: return None
     except Exception: return r

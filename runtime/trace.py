@@ -111,18 +111,9 @@ class Recording:
     """The id of a UOp, interning it and every source not seen before (iterative: graphs may be deep)."""
     ids = self._ids
     if (nid := ids.get(u)) is not None: return nid
-    stack = [u]
-    while stack:
-      x = stack[-1]
-      if x in ids:
-        stack.pop()
-        continue
-      missing = [s for s in x.src if s not in ids]
-      if missing:
-        stack.extend(missing)
-        continue
-      stack.pop()
-      ids[x] = self.intern_node(self._head(x), tuple(ids[s] for s in x.src))
+    # the IR's sources-first walk (UOp.toposort), not into nodes interned before
+    for x in u.toposort(gate=lambda x: x not in ids):
+      if x not in ids: ids[x] = self.intern_node(self._head(x), tuple(ids[s] for s in x.src))
     return ids[u]
 
   def _head(self, u: UOp) -> int:

@@ -35,6 +35,24 @@ def _cache_key(op: Ops, dtype: DType, src: tuple, arg: Any, tag: Any) -> tuple:
 _VCONST, _BUFFER, _COPY, _KERNEL, _DEVICE, _RESHAPE, _EXPAND, _CAST, _BIND, _DEFINE_VAR = (
   Ops.VCONST, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.DEVICE, Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.BIND, Ops.DEFINE_VAR)
 
+# UOp.simplify()'s rules are a higher layer's (rules/symbolic.rules): importing the `rules` package installs them here. A
+# program that imported only runtime finds them on its first simplify() through the entry point group `rulegrad.hooks`
+# (pyproject.toml), whose `simplify` entry is that package: runtime names no higher layer.
+_simplifier: Callable[[UOp], UOp] | None = None
+
+def install_simplifier(fn: Callable[[UOp], UOp]) -> None:
+  """Make `fn` what UOp.simplify() runs (the rules package installs its symbolic rule set when imported)."""
+  global _simplifier
+  _simplifier = fn
+
+def _load_simplifier() -> Callable[[UOp], UOp]:
+  from importlib.metadata import entry_points
+  for ep in entry_points(group="rulegrad.hooks", name="simplify"): ep.load()  # importing the package installs it
+  if _simplifier is None:
+    raise RuntimeError("UOp.simplify() needs the symbolic rules, which importing the `rules` package installs: `import rules` first, "
+                       "or install the project (pip install -e .) so that runtime finds them")
+  return _simplifier
+
 def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
   """The raw constructor used by the engine and by generated matchers: no checks, no dtype inference."""
   key = (op, dtype, src, arg, tag) if arg.__class__ is not float and op is not _VCONST else _cache_key(op, dtype, src, arg, tag)
@@ -198,11 +216,8 @@ class UOp(metaclass=UOpMetaClass):
     return substitute(self, mapping)
 
   def simplify(self) -> UOp:
-    """This expression simplified by the symbolic rule set (rules/symbolic.rules)."""
-    # the one reference from runtime to a generated module: resolved at call time, so importing runtime stays self-contained
-    from rules.symbolic import symbolic
-    from runtime.rewrite import graph_rewrite
-    return graph_rewrite(self, symbolic, name="simplify")
+    """This expression simplified by the symbolic rule set (rules/symbolic.rules, installed by the rules package)."""
+    return (_simplifier or _load_simplifier())(self)
 
   # ---- tensor-graph facts ----
   @property

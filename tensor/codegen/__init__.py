@@ -23,27 +23,15 @@ from runtime.ops import GroupOp, Ops
 from runtime.profile import scope
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_ident, dim_max
+from rules.rangeify_helpers import CodegenContext
 from tensor.codegen.cost import estimate
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
 from tensor.codegen.target import Target, target_for
 
-__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "program", "render", "Program", "kernel_name", "estimate", "Target", "target_for"]
-
-class CodegenContext:
-  """Counters for fresh RANGE and accumulator ids, the kernel's index type, and the memos the rules keep."""
-  def __init__(self, first_range: int = 0, index: DType = dtypes.int32):
-    self.next_range, self.next_reg, self.index = first_range, 0, index
-    self.scopes: dict = {}
-    self.reduces: dict[UOp, UOp] = {}  # AT(REDUCE_AXIS, ...) -> its REDUCE (the memo of rules/rangeify.rules)
-    self.shared_outer: dict[UOp, frozenset] = {}  # reduce RANGE -> loops around all the REDUCEs over it (rules/lower_helpers)
-  def new_range(self) -> int:
-    self.next_range += 1
-    return self.next_range - 1
-  def new_reg(self) -> int:
-    self.next_reg += 1
-    return self.next_reg - 1
+__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "program", "render", "Program", "kernel_name", "estimate", "Target", "target_for",
+           "CodegenContext"]
 
 def rangeify(ast: UOp, ctx: CodegenContext) -> UOp:
   """Loops over each STORE's shape, and the stored value evaluated at those loop indices (AT), pushed down to loads."""

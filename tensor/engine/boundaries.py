@@ -17,7 +17,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.boundaries import recompute
 from rules.rangeify import rangeify
-from rules.rangeify_helpers import output_loops
+from rules.rangeify_helpers import CodegenContext, output_loops
 from rules.symbolic import symbolic
 
 def recomputed_reductions(topo: list[UOp], points: set[UOp], is_input: Callable[[UOp], bool], value: Callable[[UOp], UOp]) -> set[UOp]:
@@ -46,23 +46,18 @@ def recomputed_reductions(topo: list[UOp], points: set[UOp], is_input: Callable[
         for c in walk.step(a)[1]: walk.read(c.src[0], k, c)
   return out
 
-class Reads:
+class Reads(CodegenContext):
   """The walk's state: the context of rules/boundaries.rules, and of rules/rangeify.rules while they run on the tensor graph
-  (each file declares what its rules read of it).
+  (each file declares what its rules read of it; a CodegenContext is what rangeify's rules read).
   at[u]: the places kernels read u, (the kernel's output, AT(u, valid, i0, ...)), in the order met.
   used[a]: the loops read a's value depends on (the RANGEs reaching its loads; a reduction's own loops excluded).
   around[a]: every loop enclosing those (a kernel nests its output loops in order, a reduction's loops inside the loops
   around its read). Loop ids are unique across kernels."""
-  index = dtypes.int64  # the walk compares indices, it renders none: the wide type never overflows
   def __init__(self):
-    self.next_range = 0
-    self.reduces: dict[UOp, UOp] = {}  # rules/rangeify.rules' memo: AT(REDUCE_AXIS, ...) -> its REDUCE
+    super().__init__(index=dtypes.int64)  # the walk compares indices, it renders none: the wide type never overflows
     self.at: dict[UOp, dict[tuple[UOp, UOp], None]] = {}
     self.used: dict[UOp, frozenset] = {}
     self.around: dict[UOp, frozenset] = {}
-  def new_range(self) -> int:
-    self.next_range += 1
-    return self.next_range - 1
 
 class _Walk:
   def __init__(self, loaded: Callable[[UOp], bool]):

@@ -20,6 +20,7 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
+from rules.kernelize_helpers import KernelContext, below_reshapes
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, OpChain, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
@@ -50,13 +51,8 @@ def is_kernelized(u: UOp) -> bool:
   """ASSIGN(BUFFER, KERNEL): the output of a kernel made by an earlier kernelize (it may not have run yet)."""
   return u.op is _ASSIGN and u.src[1].op is _KERNEL
 
-def strip(u: UOp) -> UOp:
-  """Below any RESHAPEs: a reshape of stored data is the same memory."""
-  while u.op is _RESHAPE: u = u.src[0]
-  return u
-
 def is_stored(u: UOp) -> bool:
-  u = strip(u)
+  u = below_reshapes(u)
   return u.op is _BUFFER or is_kernelized(u)
 
 def computed(u: UOp) -> bool:
@@ -70,23 +66,6 @@ def kernel_value(x: UOp) -> UOp:
   if x.op is Ops.ASSIGN: return x.src[1]
   if x.op is Ops.CONTIGUOUS: return x.src[0]
   return x
-
-class KernelContext:
-  """What to_kernel_ast needs: which nodes are inputs, and the parameter each one became (one per buffer)."""
-  def __init__(self, point: UOp, points: set[UOp]):
-    self.point, self.points = point, points
-    self.params: list[UOp] = []
-    self.globals: dict[UOp, UOp] = {}
-  def is_input(self, x: UOp) -> bool:
-    b = x
-    while b.op is Ops.RESHAPE: b = b.src[0]
-    return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
-  def param(self, x: UOp) -> UOp:
-    b = strip(x)
-    if b not in self.globals:
-      self.params.append(b)
-      self.globals[b] = uop(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), len(self.params))
-    return self.globals[b]
 
 def region(x: UOp, points: set[UOp]) -> tuple[list[UOp], list[UOp]]:
   """(nodes computed by the kernel of point x, the inputs it reads)."""
@@ -113,16 +92,16 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
   if topo is None: topo = list(sink.toposort(gate=computed))
   points: set[UOp] = set()
   for s in sink.src:
-    if not is_stored(s): points.add(strip(s))  # a reshape of a kernel's output costs nothing
+    if not is_stored(s): points.add(below_reshapes(s))  # a reshape of a kernel's output costs nothing
   for u in topo:
     if u.op in (Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN) and not is_kernelized(u): points.add(u)
     # a copy moves a whole buffer: its source must be in memory
-    if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(strip(u.src[0]))
+    if u.op is Ops.COPY and not is_stored(u.src[0]): points.add(below_reshapes(u.src[0]))
   # the reductions fusing would recompute, in one walk; then the kernels' regions, once, unless an assign or a very long
   # chain of ops needs more outputs (then again, with those)
   def is_input(u: UOp) -> bool:  # in memory already, or a reshape of a kernel's output
     if u.op is Ops.RESHAPE:
-      u = strip(u)
+      u = below_reshapes(u)
       return u in points or u.op is Ops.BUFFER or is_kernelized(u)
     return u.op is Ops.BUFFER or is_kernelized(u)
   while True:
@@ -176,7 +155,7 @@ def _unsafe_inplace_reads(regions: dict) -> set[UOp]:
 def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
   """A kernel that reads the version of a buffer an assign overwrites and also needs the assign's result can run neither
   before nor after it: its nodes that read the old version (and don't need the assign) get kernels of their own."""
-  writers = {strip(w.src[0]): w for w in points if w.op is Ops.ASSIGN}  # version of a buffer -> the assign overwriting it
+  writers = {below_reshapes(w.src[0]): w for w in points if w.op is Ops.ASSIGN}  # version of a buffer -> the assign overwriting it
   if not writers: return set()
   needs: dict[UOp, set[UOp]] = {}
   def needed(x: UOp) -> set[UOp]:  # the points x's kernel depends on, transitively (iterative: graphs can be deep)
@@ -184,7 +163,7 @@ def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
     while stack:
       u = stack[-1]
       if u in needs: stack.pop(); continue  # noqa: E702
-      direct = [strip(i) for i in regions[u][1] if strip(i) in points]
+      direct = [below_reshapes(i) for i in regions[u][1] if below_reshapes(i) in points]
       todo = [d for d in direct if d not in needs]
       if todo: stack.extend(todo); continue  # noqa: E702
       stack.pop()
@@ -193,7 +172,7 @@ def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
   out: set[UOp] = set()
   for r, (nodes, ins) in regions.items():
     for i in ins:
-      w = writers.get(strip(i))
+      w = writers.get(below_reshapes(i))
       if w is None or w is r or w not in needed(r): continue
       ctx = KernelContext(r, points)
       out.update(u for u in nodes if i in u.src and w not in u.toposort(gate=lambda n: not ctx.is_input(n)))
@@ -204,14 +183,14 @@ def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
 def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp], dict[UOp, set[UOp]]]:
   """Points in an order their kernels can run in, and the points each one waits for without reading them (an assign
   waits for the kernel writing the version it overwrites, and for every kernel reading that version)."""
-  deps: dict[UOp, set[UOp]] = {x: {strip(i) for i in ins if strip(i) in points} for x, (_, ins) in regions.items()}
+  deps: dict[UOp, set[UOp]] = {x: {below_reshapes(i) for i in ins if below_reshapes(i) in points} for x, (_, ins) in regions.items()}
   extra: dict[UOp, set[UOp]] = {x: set() for x in points}
   readers: dict[UOp, list[UOp]] = {}
   for r, (_, ins) in regions.items():
-    for i in ins: readers.setdefault(strip(i), []).append(r)
+    for i in ins: readers.setdefault(below_reshapes(i), []).append(r)
   for w in points:
     if w.op is not Ops.ASSIGN: continue
-    prev = strip(w.src[0])  # the version of the target this assign overwrites
+    prev = below_reshapes(w.src[0])  # the version of the target this assign overwrites
     if prev in points or is_kernelized(prev): extra[w].add(prev)
     extra[w].update(r for r in readers.get(prev, ()) if r is not w)
   for x in points: deps[x] |= extra[x] & points
@@ -231,9 +210,9 @@ def build_kernels(sink: UOp, engine: Engine = ENGINE, made: list[UOp] | None = N
   order, extra = _order(points, regions, topo)
   becomes: dict[UOp, UOp] = {}
   def resolve(p: UOp) -> UOp:
-    b = strip(p)
+    b = below_reshapes(p)
     b = becomes.get(b, b)
-    return strip(b)
+    return below_reshapes(b)
   for x in order:
     value = kernel_value(x)
     if x.op is Ops.CONTIGUOUS and KernelContext(x, points).is_input(value):
@@ -274,7 +253,7 @@ def _reads(u: UOp) -> set[UOp]:
   for n in u.toposort(gate=computed):
     for k, s in enumerate(n.src):
       if n.op is _ASSIGN and k == 0: continue
-      b = strip(s)
+      b = below_reshapes(s)
       if b.op is _BUFFER: out.add(b)
   return out
 
@@ -359,9 +338,9 @@ def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[
     if orig is not new and new in becomes: becomes[orig] = becomes[new]
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
-    if new not in becomes and strip(new) in becomes:
-      b = becomes[strip(new)]
-      becomes[new] = b if b.shape == new.shape else uop(Ops.RESHAPE, new.dtype, (strip(b),), new.shape)
+    if new not in becomes and below_reshapes(new) in becomes:
+      b = becomes[below_reshapes(new)]
+      becomes[new] = b if b.shape == new.shape else uop(Ops.RESHAPE, new.dtype, (below_reshapes(b),), new.shape)
     if orig is not new:
       if new in becomes: becomes[orig] = becomes[new]
       elif is_stored(new): becomes[orig] = new

@@ -5,7 +5,7 @@ written). On random expression graphs, the two rule sets must pick the same resu
 """
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes
 
 ALT = """
@@ -37,7 +37,7 @@ u@(CAST (MUL x 3)) if x.vmin >= 0 -> (MAX u 0)
 
 def load(text: str) -> dict:
   ns: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=text), "t.rules", "exec"), ns)
+  exec_module(compile_rules("t.rules", "t.rules", source=text), "t.rules", ns)
   return ns
 
 @pytest.fixture(scope="module")

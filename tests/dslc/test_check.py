@@ -8,7 +8,7 @@ from hypothesis import event, given, settings, strategies as st
 import dslc.shadow as shadow_mod
 from dslc.check import check_file
 from dslc.shadow import ShadowIndex, subsumes
-from dslc.emit import is_unconditional
+from dslc.ir import is_unconditional
 from dslc.parse import parse_rules
 from tests.dslc.many_rules import many_rules
 

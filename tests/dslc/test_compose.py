@@ -2,7 +2,7 @@
 run time. The oracle: the same parts added at run time (Matcher.__add__), which must rewrite every node alike."""
 import itertools
 import pytest
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, dtypes, graph_rewrite
 from runtime.rewrite import _chain
 
@@ -24,7 +24,7 @@ ruleset alias = both
 @pytest.fixture(scope="module")
 def ns():
   out: dict = {}
-  exec(compile(compile_rules("compose.rules", "compose.rules", source=RULES), "compose.rules", "exec"), out)
+  exec_module(compile_rules("compose.rules", "compose.rules", source=RULES), "compose.rules", out)
   return out
 
 X, Y = UOp.variable("x", 0, 9, dtypes.int), UOp.variable("y", 3, 3, dtypes.int)

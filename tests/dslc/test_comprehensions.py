@@ -6,7 +6,7 @@ Oracles: numpy's transpose for merged permutations; Python integers (wrapped to 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes, graph_rewrite
 
 RULES = """
@@ -28,7 +28,7 @@ ruleset grad(ctx: UOp) returns per-source
 @pytest.fixture(scope="module")
 def ns():
   out: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", "exec"), out)
+  exec_module(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", out)
   return out
 
 @settings(max_examples=100, deadline=None)

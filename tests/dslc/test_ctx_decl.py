@@ -22,10 +22,41 @@ def test_a_declared_context_is_in_the_ir_and_checked():
   with pytest.raises(DslError) as e: compile_rules("k.rules", source=src.replace("ctx.param(x)", "ctx.parm(x)"))
   assert "k.rules:4:37: error: context 'K' declares no 'parm' (did you mean 'param'?)" in str(e.value)
 
-def test_undeclared_ctx_stays_allowed():
-  # a rule set that says nothing of ctx (or names an imported class with no declaration) reads what it likes
-  compile_rules("u.rules", source="ruleset t\n(ADD x 0) if ctx.anything(x) -> x\n")
-  compile_rules("u.rules", source="from rules.symbolic_helpers import exact\nruleset t(ctx: exact)\n(ADD x 0) if ctx.anything -> x\n")
+def test_a_rule_set_reading_ctx_declares_it():
+  # issue 20: every ctx is declared; a rule set that reads none may say nothing
+  compile_rules("u.rules", source="ruleset t\n(ADD x 0) -> x\n")
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source="ruleset t\n(ADD x 0) if ctx.anything(x) -> x\n(MUL x 1) if ctx.more -> x\n")
+  assert len(e.value.diagnostics) == 1 and "rule set 't' reads ctx but does not say what it is" in str(e.value)
+  # a helper passed ctx is a read too
+  with pytest.raises(DslError): compile_rules("u.rules", source="from rules.symbolic_helpers import exact\nruleset t\n(ADD x 0) if exact(ctx) -> x\n")
+
+def test_an_imported_class_or_builtin_is_checked():
+  src = "from rules.kernelize_helpers import Params\nruleset t(ctx: Params)\n(CONST) if ctx.bound -> ctx.param(x)\n"
+  compile_rules("u.rules", source=src.replace("(CONST)", "x@(CONST)"))
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source=src.replace("(CONST)", "x@(CONST)").replace("ctx.bound", "ctx.bond"))
+  assert "ctx (Params) has no attribute 'bond' (did you mean 'bound'?)" in str(e.value)
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source=src.replace("(CONST)", "x@(CONST)").replace("ctx.param(x)", "ctx.param(x, x)"))
+  assert "ctx.param takes 1 argument, this call gives it 2" in str(e.value)
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source="ruleset t(ctx: dict)\nx@_ -> {ctx.gett(x)}\n")
+  assert "ctx (a dict) has no attribute 'gett' (did you mean 'get'?)" in str(e.value)
+  src = "from rules.symbolic_helpers import exact\nruleset t(ctx: exact)\n(ADD x 0) -> x\n"
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source=src)
+  assert "ctx's type 'exact' is not a class" in str(e.value)
+
+def test_a_declaration_is_checked_against_the_classes_implementing_it():
+  src = ("from rules.rangeify_helpers import CodegenContext\nctx R(CodegenContext): index: dtype, new_range() -> int, reduces: dict\n"
+         "ruleset t(ctx: R)\nr@(RANGE) if ctx.reduces -> r\n")
+  compile_rules("u.rules", source=src)
+  for bad, message in [("new_rang() -> int", "declares 'new_rang', but class CodegenContext has no 'new_rang' (did you mean 'new_range'?)"),
+                       ("new_range(x) -> int", "context 'R' declares new_range(x), but CodegenContext.new_range takes 0 arguments"),
+                       ("new_range: int", None)]:
+    if message is None:
+      compile_rules("u.rules", source=src.replace("new_range() -> int", bad))  # a method read as a field: a bound method, fine
+      continue
+    with pytest.raises(DslError) as e: compile_rules("u.rules", source=src.replace("new_range() -> int", bad))
+    assert message in str(e.value), str(e.value)
+  with pytest.raises(DslError) as e: compile_rules("u.rules", source=src.replace("(CodegenContext)", "(Codegen)"))
+  assert "'Codegen' is not imported" in str(e.value)
 
 def test_gradient_ctx_is_a_checked_uop():
   text = open("rules/gradient.rules").read()

@@ -12,7 +12,7 @@
 import math, os, re, subprocess, sys
 import pytest
 from runtime import UOp, Ops, dtypes, graph_rewrite
-from dslc.compile import compile_rules, load_rules
+from dslc.compile import compile_rules, load_rules, exec_module
 from dslc.diagnostics import DslError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,7 +35,7 @@ def following(i: int, kind: str) -> str | None:
 
 def load(text: str, path: str = "example.rules") -> dict:
   ns: dict = {}
-  exec(compile(compile_rules(path, source=text), path, "exec"), ns)
+  exec_module(compile_rules(path, source=text), path, ns)
   return ns
 
 def test_the_doc_has_examples():

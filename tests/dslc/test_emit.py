@@ -1,5 +1,5 @@
 """Emitter regressions: the shared dispatch function of a rule set must agree with each rule run alone."""
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, dtypes
 
 CLOBBER = """
@@ -11,7 +11,7 @@ ruleset clobber
 def test_a_capture_rebound_in_a_nested_block_is_bound_again():
   # the third source order binds y inside an `if`; the fourth must not trust the y bound before it
   ns: dict = {}
-  exec(compile_rules("clobber.rules", "clobber.rules", source=CLOBBER), ns)
+  exec_module(compile_rules("clobber.rules", "clobber.rules", source=CLOBBER), "clobber.rules", ns)
   m = ns["clobber"]
   a, b, z = (UOp.variable(n, 0, 9) for n in "abz")
   u = (a + b) + (UOp.const(dtypes.int, 3) + z)
@@ -22,6 +22,6 @@ def test_a_capture_rebound_in_a_nested_block_is_bound_again():
 def test_upper_case_names_import_and_read_in_guards():
   src = "from runtime.ops import ARITY\nruleset t\n(NEG x) if ARITY[x.op] == 2 -> x\n"
   ns: dict = {}
-  exec(compile_rules("t.rules", "t.rules", source=src), ns)
+  exec_module(compile_rules("t.rules", "t.rules", source=src), "t.rules", ns)
   a, b = UOp.variable("a", 0, 9), UOp.variable("b", 0, 9)
   assert ns["t"].rewrite(-(a + b)) is a + b and ns["t"].rewrite(-a) is None

@@ -1,10 +1,10 @@
 """The two front ends and the two matching paths agree: rules written as .rules text and as UPat/PatternMatcher rewrite random
 UOp graphs to the same node (and to the same value, checked with sym_infer as the oracle); the dispatch functions and each
-rule's standalone `_alone` function (RULESTATS) pick the same rule with the same result for rules/symbolic.py; and the
+rule run alone (Rule.fn, RULESTATS) pick the same rule with the same result for rules/symbolic.py; and the
 matching semantics each construct promises: commutative orders, `!`, `p...`, same name = same node, `for` variables,
 guards and helpers that decline.
 
-hypothesis examples per run: 150 graphs for the front ends, 150 graphs for dispatch vs standalone, 100 for the semantics checks.
+hypothesis examples per run: 150 graphs for the front ends, 150 graphs for dispatch vs rules alone, 100 for the semantics checks.
 """
 from typing import Any
 import pytest
@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from runtime import UOp, Ops, dtypes, graph_rewrite, Context
 from runtime.helpers import RULESTATS
 from dslc import UPat, PatternMatcher
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from rules.symbolic_helpers import fold_alu
 
 def load(text: str) -> dict[str, Any]:
   """The namespace of the module compiled from .rules text: its matchers by rule set name, its rules by id."""
   ns: dict[str, Any] = {}
-  exec(compile(compile_rules("test.rules", source=text), "test.py", "exec"), ns)
+  exec_module(compile_rules("test.rules", source=text), "test.py", ns)
   return ns
 
 def rewrite(text: str, u: UOp, name: str = "t") -> UOp: return graph_rewrite(u, load(text)[name])
@@ -98,7 +98,7 @@ def test_both_front_ends_fold_the_seed_example():
   g = (x + 3) + 4
   assert graph_rewrite(g, RULES) is graph_rewrite(g, PM) is x + 7
 
-# ---- dispatch functions vs standalone rule functions (RULESTATS) on rules/symbolic.py ----
+# ---- dispatch functions vs each rule alone (RULESTATS) on rules/symbolic.py ----
 
 @examples(150)
 @given(graphs)
@@ -117,7 +117,7 @@ def test_symbolic_dispatch_agrees_with_standalone_rules(g):
   assert graph_rewrite(g, symbolic) is slow
 
 def test_rulestats_counts_each_rule():
-  # under RULESTATS=1 graph_rewrite runs the standalone functions and counts per rule; each counted rule names its line
+  # under RULESTATS=1 graph_rewrite runs each rule alone and counts per rule; each counted rule names its line
   from rules.symbolic import symbolic
   x = UOp.variable("a", 0, 10)
   before = {r.id: (r.attempts, r.hits) for r in symbolic.rules}

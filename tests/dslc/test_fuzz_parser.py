@@ -19,7 +19,7 @@ About 5-15 s on one core.
 import glob, os, tempfile, warnings
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from runtime.ops import Ops
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from dslc.diagnostics import DslError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -256,7 +256,7 @@ def test_rule_shaped(text):
   per_source = "returns per-source" in text
   event("compiles, per-source" if per_source else "compiles")
   ns: dict = {}
-  exec(compile(code, "fuzz.py", "exec"), ns)
+  exec_module(code, "fuzz.py", ns)
   if "caps" in text.split("\n")[-1] or ", caps)" in text or "t(caps)" in text: ns["t"] = ns["t"](frozenset({Ops.MAX}))  # an instance
   for g in _graphs():
     try:

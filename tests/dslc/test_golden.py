@@ -6,7 +6,7 @@ After an intended change to the generated code, regenerate the expected files an
 """
 import glob, os, re, subprocess, sys
 import pytest
-from dslc.compile import compile_rules, load_rules
+from dslc.compile import compile_rules, load_rules, exec_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = sorted(glob.glob(os.path.join(ROOT, "tests", "dslc", "golden", "*.rules")))
@@ -35,17 +35,21 @@ def test_deterministic_across_processes(path):
   assert r.returncode == 0, r.stderr
   assert r.stdout == code
 
-def comments(lines: list[str], rule_id: str) -> set[str]:
-  """The rule texts in `# rXXXXXX: text` comments of the generated code; a long one is wrapped onto further `#` lines."""
-  out = set()
+def headers(lines: list[str], rule_id: str) -> list[tuple[str, int, str]]:
+  """(file, line, text) of each `# rule ID, FILE:LINE` header of rule_id, the text put back together from the `# match:`,
+  `# cond:`, `# result:` and `# where:` lines under it (a long part is wrapped onto further `#` lines)."""
+  out = []
   for i, line in enumerate(lines):
     head = line.lstrip()
-    if not head.startswith(f"# {rule_id}: "): continue
-    indent, text = line[:len(line) - len(head)], head[len(rule_id) + 4:]
+    m = re.fullmatch(r"# rule (\S+), (.+):(\d+)", head)
+    if m is None or m[1] != rule_id: continue
+    indent, parts = line[:len(line) - len(head)], []
     for nxt in lines[i + 1:]:
-      if not nxt.startswith(indent + "# ") or re.match(r"# r[0-9a-f]{6}: ", nxt[len(indent):]): break
-      text += " " + nxt[len(indent) + 2:]
-    out.add(text)
+      if (p := re.fullmatch(r"# (match|cond|result|where): +(.*)", nxt[len(indent):])) is not None: parts.append([p[1], p[2]])
+      elif nxt.startswith(indent + "#  ") and parts: parts[-1][1] += " " + nxt[len(indent) + 1:].strip()
+      else: break
+    words = {"match": "", "cond": " if ", "result": " -> ", "where": " where "}
+    out.append((m[2], int(m[3]), "".join(words[k] + v for k, v in parts)))
   return out
 
 @pytest.mark.parametrize("path", GOLDEN + [os.path.join(ROOT, "rules", "symbolic.rules")], ids=IDS + ["symbolic"])
@@ -59,10 +63,10 @@ def test_header_ids_and_rule_table(path):
   rules = [r for rs in rf.rulesets for r in rs.rules]
   assert len(table) == len(rules) and len({r.id for r in rules}) == len(rules)
   for r in rules:
-    # each id is in a comment above its code (one line: a long text is cut at " ..."), and in the table with the file,
-    # the line and the whole text of its rule
-    assert any(c == r.text or (c.endswith(" ...") and r.text.startswith(c[:-4])) for c in comments(lines, r.id)), r.id
-    assert f"def {r.id}_alone(" in code
+    # each rule's code is under a header with its id, file:line and whole text, and its id is in the table with the file,
+    # the line and the text; no second copy of the rule (a rule alone is cut from its block: runtime/rule_alone.py)
+    assert headers(lines, r.id) and all(h == (rel(path), r.span.line, r.text) for h in headers(lines, r.id)), (r.id, headers(lines, r.id))
+    assert "_alone" not in code
     file, line, text = table[r.id]
     assert (file, line) == (rel(path), r.span.line)
     assert text.replace("\\'", "'").replace("\\\\", "\\") == r.text
@@ -70,7 +74,8 @@ def test_header_ids_and_rule_table(path):
     assert r.text.startswith(source[line - 1].split("#")[0].strip()), (line, source[line - 1], r.text)
 
 def test_editing_a_comment_moves_only_line_numbers():
-  # ids hash the rule, not its position: a comment added above a rule changes only the table's line numbers and the hash
+  # ids hash the rule, not its position: a comment added above a rule changes only line numbers (the rule headers', the
+  # table's) and the hash
   path = GOLDEN[0]
   with open(path) as f: text = f.read()
   first_rule = text.index("\nu@(")
@@ -78,13 +83,13 @@ def test_editing_a_comment_moves_only_line_numbers():
   a, b = compile_rules(path, rel(path)), compile_rules(path, rel(path), source=edited)
   diff = [(x, y) for x, y in zip(a.split("\n"), b.split("\n")) if x != y]
   assert len(a.split("\n")) == len(b.split("\n"))
-  assert diff and all(x.startswith(("r", "# Regenerate")) for x, _ in diff), diff
+  assert diff and all(x.startswith(("r", "# Regenerate")) or x.lstrip().startswith("# rule ") for x, _ in diff), diff
 
 def test_golden_modules_import_and_run():
   # the golden module is a working matcher: load it and rewrite with it
   from runtime import UOp, dtypes, graph_rewrite
   ns: dict = {}
-  exec(compile(compile_rules(GOLDEN[0], rel(GOLDEN[0])), "golden", "exec"), ns)
+  exec_module(compile_rules(GOLDEN[0], rel(GOLDEN[0])), "golden", ns)
   x = UOp.variable("x", 0, 10)
   two, three = UOp.const(dtypes.int, 2), UOp.const(dtypes.int, 3)
   assert graph_rewrite(two + three, ns["fold"]) is UOp.const(dtypes.int, 5)

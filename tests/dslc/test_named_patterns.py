@@ -7,7 +7,7 @@ expression graphs the two rule sets must pick the same result for every node.
 import math
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, dtypes
 
 LETS = """
@@ -38,7 +38,7 @@ ruleset t
 
 def load(text: str) -> dict:
   ns: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=text), "t.rules", "exec"), ns)
+  exec_module(compile_rules("t.rules", "t.rules", source=text), "t.rules", ns)
   return ns
 
 @pytest.fixture(scope="module")

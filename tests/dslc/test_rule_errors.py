@@ -1,8 +1,8 @@
 """Errors at rewrite time name the rule: whatever a rule's guard, helper or result raises comes out of graph_rewrite (and
 Matcher.rewrite) as one RuleError naming the .rules file:line, the rule's text and the node it was matching, with the
-original exception as its __cause__. Also under RULESTATS (the standalone functions) and in a bottom-up rewrite."""
+original exception as its __cause__. Also under RULESTATS (each rule run alone) and in a bottom-up rewrite."""
 import pytest
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes, graph_rewrite, RuleError, RewriteLoopError, Context
 
 RULES = """from runtime.ops import exec_alu
@@ -24,7 +24,7 @@ LINES = {name: i + 1 for i, line in enumerate(RULES.split("\n")) for name in ("I
 @pytest.fixture(scope="module")
 def t():
   ns: dict = {}
-  exec(compile(compile_rules("errs.rules", "errs.rules", source=RULES), "errs.rules", "exec"), ns)
+  exec_module(compile_rules("errs.rules", "errs.rules", source=RULES), "errs.rules", ns)
   return ns["t"]
 
 X = UOp.variable("x", 0, 5000, dtypes.int)
@@ -70,7 +70,7 @@ def test_loop_errors_are_not_rewrapped():
 (ADD x y) -> (ADD y x)
 """
   ns: dict = {}
-  exec(compile(compile_rules("loop.rules", "loop.rules", source=loops), "loop.rules", "exec"), ns)
+  exec_module(compile_rules("loop.rules", "loop.rules", source=loops), "loop.rules", ns)
   with pytest.raises(RewriteLoopError) as info: graph_rewrite(X + c(1), ns["t"])
   assert not isinstance(info.value, RuleError)
 

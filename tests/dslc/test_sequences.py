@@ -8,7 +8,7 @@ rule alone agreeing with the shared dispatch function.
 """
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes, graph_rewrite, RuleError
 from runtime.dtype import DTYPE_NAMES
 
@@ -39,7 +39,7 @@ u@(BARRIER x rest*) if len(rest) > 1 -> u{src: (x,) + rest[1:]}
 @pytest.fixture(scope="module")
 def ns():
   out: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", "exec"), out)
+  exec_module(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", out)
   return out
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_a_splice_is_sliced_after_the_structural_tests():
 def test_iconst_is_uop_const():
   # (CONST:dt [int]) for a dtype known when it runs: _iconst's node is UOp.const's for every dtype and every edge
   ns: dict = {}
-  exec(compile_rules("c.rules", source="ruleset c\n(NOOP x) -> (NEG (CONST:x.dtype [0]))\n"), ns)
+  exec_module(compile_rules("c.rules", source="ruleset c\n(NOOP x) -> (NEG (CONST:x.dtype [0]))\n"), "c.rules", ns)
   iconst = ns["_iconst"]
   for d in {v for v in DTYPE_NAMES.values()} | {dtypes.int32.vec(4), dtypes.float32.vec(2)}:
     if d is dtypes.void: continue
@@ -158,7 +158,7 @@ ruleset c
 
 def test_conditional_expressions_in_guards_and_iterables():
   out: dict = {}
-  exec(compile(compile_rules("c.rules", "c.rules", source=CONDITIONAL), "c.rules", "exec"), out)
+  exec_module(compile_rules("c.rules", "c.rules", source=CONDITIONAL), "c.rules", out)
   c = out["c"]
   k, a, b = UOp.const(dtypes.int, 1), UOp.variable("a", 0, 9), UOp.variable("b", 0, 9)
   assert c.rewrite(UOp(Ops.GROUP, dtypes.void, (k, -a, b))) is UOp(Ops.GROUP, dtypes.void, (a, b))

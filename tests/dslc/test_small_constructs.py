@@ -6,7 +6,7 @@ sym_infer) for the identities written with integer expressions.
 """
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes
 from runtime.ops import ARITY, GroupOp
 
@@ -30,7 +30,7 @@ for op in Unary - NEG - SQRT, CAST {
 @pytest.fixture(scope="module")
 def ns():
   out: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", "exec"), out)
+  exec_module(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", out)
   return out
 
 U64 = dtypes.uint64

@@ -6,7 +6,7 @@ numpy for the value a cast rule computes; and each rule alone agreeing with the 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes, graph_rewrite
 
 RULES = """
@@ -28,7 +28,7 @@ u@(SUB x y) if y.op is Ops.NEG -> u{op: ADD, src: (x, y.src[0])}
 @pytest.fixture(scope="module")
 def t():
   ns: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", "exec"), ns)
+  exec_module(compile_rules("t.rules", "t.rules", source=RULES), "t.rules", ns)
   return ns["t"]
 
 def alone(m, u):

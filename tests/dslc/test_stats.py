@@ -58,3 +58,27 @@ def test_stats_command():
   assert r.returncode == 0 and len(r.stdout.strip().split("\n")) == 3
   r = dslc("stats", "rules/nope.rules")
   assert r.returncode == 1 and "no such file: rules/nope.rules" in r.stderr
+
+def test_every_rule_file_needs_at_most_two_helper_lines_per_rule_line():
+  # issue 20: ctx classes count as helper code (they are imported: a rule set's ctx type is a class imported from a helper
+  # module, or a declared context naming the classes that implement it)
+  over = [f"{s.path}: {s.helper_lines} helper lines for {s.rule_lines} rule lines ({s.ratio:.2f})" for s in all_stats() if s.ratio > 2]
+  assert not over, "\n".join(over)
+
+def test_ctx_classes_are_counted():
+  from rules import kernelize_helpers, rangeify_helpers
+  stats = {s.path: s for s in all_stats()}
+  ctx_lines = code_lines(kernelize_helpers.__file__, ["KernelContext", "Params"], ".")
+  assert len(ctx_lines) > 20 and stats["rules/kernelize.rules"].helper_lines >= len(ctx_lines)
+  assert stats["rules/lower.rules"].helper_lines >= len(code_lines(rangeify_helpers.__file__, ["CodegenContext"], ".")) > 8
+
+def test_contexts_with_methods_name_their_classes():
+  # a method of a rules file's ctx is code run for its rules: the declaration names the class (checked and counted)
+  import glob
+  from dslc.parse import parse_rules
+  for path in sorted(glob.glob("rules/*.rules")):
+    rf, _ = parse_rules(path)
+    imported = {n for _, names, _ in rf.imports for n in names}
+    for decl in rf.contexts.values():
+      if any(m.kind == "method" for m in decl.members.values()):
+        assert decl.impls or decl.name in imported, f"{path}: ctx {decl.name} declares methods but names no class implementing them"

@@ -5,7 +5,7 @@ must agree with dual numbers evaluated in Python integers (wrapped to int32, as 
 """
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes
 from runtime.rewrite import RewriteError
 
@@ -26,7 +26,7 @@ ruleset grad(ctx: UOp) returns per-source "d(node)/d(source) times ctx, for each
 
 def load(text: str, name: str = "t.rules") -> dict:
   ns: dict = {}
-  exec(compile(compile_rules(name, name, source=text), name, "exec"), ns)
+  exec_module(compile_rules(name, name, source=text), name, ns)
   return ns
 
 @pytest.fixture(scope="module")

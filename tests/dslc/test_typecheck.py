@@ -6,7 +6,7 @@ node it replaces (and the rule compiles), rewriting random well-typed graphs nev
 """
 import pytest
 from hypothesis import event, given, settings, strategies as st
-from dslc.compile import compile_rules, load_rules
+from dslc.compile import compile_rules, load_rules, exec_module
 from dslc.diagnostics import DslError
 from dslc.typecheck import proven_same
 from runtime import UOp, dtypes
@@ -77,7 +77,7 @@ def test_a_proven_dtype_holds_when_rewriting(case):
     return
   event("dtype proven")
   ns: dict = {}
-  exec(compile(code, "t.rules", "exec"), ns)
+  exec_module(code, "t.rules", ns)
   for g in graphs:
     for u in g.toposort():
       try: out = ns["t"].rewrite(u)

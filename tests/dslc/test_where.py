@@ -7,7 +7,7 @@ short line per binding instead of one long expression.
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from dslc.compile import compile_rules
+from dslc.compile import compile_rules, exec_module
 from runtime import UOp, Ops, dtypes
 from runtime.ops import GroupOp, cast_value, exec_alu
 
@@ -40,7 +40,7 @@ ruleset decompose
 @pytest.fixture(scope="module")
 def decompose():
   ns: dict = {}
-  exec(compile(compile_rules("t.rules", "t.rules", source=EXP2), "t.rules", "exec"), ns)
+  exec_module(compile_rules("t.rules", "t.rules", source=EXP2), "t.rules", ns)
   return ns["decompose"]
 
 def evaluate(root: UOp, env: dict) -> float:

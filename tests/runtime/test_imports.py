@@ -30,3 +30,23 @@ def test_public_names_import():
 def test_all_is_importable():
   import runtime
   for name in runtime.__all__: assert hasattr(runtime, name), name
+
+def test_simplify_finds_the_rules_from_runtime_alone():
+  # runtime names no higher layer: the rules package, found through its entry point on the first simplify(), installs them
+  code = ("import sys\nfrom runtime import UOp\nassert 'rules' not in sys.modules\nx = UOp.variable('x', 0, 10)\n"
+          "print((x + 3 + 4).simplify().render(), 'rules.symbolic' in sys.modules)")
+  assert run_python(code).split() == ["(x+7)", "True"]
+
+def test_importing_rules_installs_simplify():
+  code = ("import sys\nimport rules, runtime.uop\nassert runtime.uop._simplifier is rules.simplify\nassert 'rules.symbolic' not in sys.modules\n"
+          "x = runtime.uop.UOp.variable('x', 0, 10)\nprint((x * 2 + x).simplify().render())")
+  assert run_python(code).strip() == "(x*3)"
+
+def test_an_installed_simplifier_is_what_simplify_runs():
+  import runtime.uop as uop_mod
+  from runtime import UOp
+  old = uop_mod._simplifier
+  try:
+    uop_mod.install_simplifier(lambda u: u.const_like(42))
+    assert UOp.variable("x", 0, 10).simplify().arg == 42
+  finally: uop_mod.install_simplifier(old)  # type: ignore[arg-type]

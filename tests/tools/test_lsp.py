@@ -21,7 +21,7 @@ def test_diagnostics_are_the_compilers():
 def test_hover_and_definition_without_a_client(tmp_path):
   path = str(tmp_path / "g.rules")
   text = rules_lsp.hover_text(path, GOOD, 3, 2)
-  assert "in ruleset `t`" in text and "(ADD x Zero) -> x" in text and "def r" in text and "_alone(_u: UOp, ctx):" in text
+  assert "in ruleset `t`" in text and "(ADD x Zero) -> x" in text and "# rule r" in text and "# match:  (ADD x Zero)" in text and "return (r" in text
   assert rules_lsp.hover_text(path, GOOD, 4, GOOD.split("\n")[4].index("fold_alu") + 1).startswith("```python\nfold_alu(u")
   assert rules_lsp.hover_text(path, GOOD, 1, 3) is None  # a `let` line is no rule
   assert rules_lsp.definition(path, GOOD, 3, 8) == (path, 1, 4)  # Zero -> its let
@@ -99,7 +99,7 @@ def test_the_server_over_stdio(tmp_path):
     hover = await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(**at(3, 3))), 60)
     assert hover.contents.kind == lsp.MarkupKind.Markdown
     assert "**rule r" in hover.contents.value and "in ruleset `t`" in hover.contents.value and "RULESTATS: no statistics" in hover.contents.value
-    assert "_alone(_u: UOp, ctx):" in hover.contents.value
+    assert "# match:  (ADD x Zero)" in hover.contents.value and "return (r" in hover.contents.value
     found = await asyncio.wait_for(client.text_document_definition_async(lsp.DefinitionParams(**at(3, 9))), 60)
     assert [(loc.uri, loc.range.start.line) for loc in found] == [(uri, 1)]
     col = GOOD.split("\n")[4].index("fold_alu")
