@@ -19,15 +19,6 @@ def results(r: UOp) -> int:
   """How many values the reduction r makes: the product of its output shape (a symbolic size at its largest)."""
   return math.prod(int(dim_max(d)) for d in r.shape)
 
-# a short reduction (a pooling window's) fused into loops that run it at most this many times per result stays fused: max-pool's
-# backward counts each window's maxima at every pixel of it (a 2x2 window 4 times), cheaper than a kernel and a buffer
-# between (the seeds' CNN step: 3 kernels more)
-SHORT_REDUCTION, FEW_RECOMPUTES = 64, 16
-
-def recomputed(r: UOp, loops) -> bool:
-  """Whether fusing the reduction r into these loops would compute its results over again at a cost: the loops run more
-  often than r has results, and either r is longer than SHORT_REDUCTION or each result would run over FEW_RECOMPUTES times."""
-  n, k = trips(loops), results(r)
-  if n <= k: return False
-  length = math.prod(int(dim_max(r.src[0].shape[a])) for a in r.arg[1])
-  return length > SHORT_REDUCTION or n > FEW_RECOMPUTES * k
+def reduced(r: UOp) -> int:
+  """How many values go into each result of the reduction r: the product of its reduced axes (at their largest)."""
+  return math.prod(int(dim_max(r.src[0].shape[a])) for a in r.arg[1])
