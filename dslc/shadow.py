@@ -46,7 +46,10 @@ class ShadowIndex:
       shapes: list[tuple] = [("any",)]
       if p.rest is not None: shapes.append(("rest", len(p.src or ())))
       elif p.src is not None:
-        def reps(q: Pat) -> list: return ["*"] + ([min(q.ops)] if q.ops is not None and q.alternatives is None else [])
+        def reps(q: Pat) -> list:
+          # an alternation is covered only by a rule whose ops there include every alternative's: one op of the first finds it
+          if q.alternatives is not None: q = q.alternatives[0]
+          return ["*"] + ([min(q.ops)] if q.ops is not None and q.alternatives is None else [])
         first = [reps(q) for q in p.src[:2]]
         shapes += [(len(p.src), *k) for k in itertools.product(*first)]
         if p.any_order and len(p.src) == 2: shapes += [(2, b, a) for a, b in itertools.product(*first)]
