@@ -96,8 +96,10 @@ class Checker:
         if is_unconditional(r): unconditional.add(r)
 
   def check_imports(self) -> None:
+    from rules import stale_allowed  # a module built from a .rules file being rebuilt is read for its names, stale or not
     for module, names, span in self.rf.imports:
-      try: mod = importlib.import_module(module)
+      try:
+        with stale_allowed(): mod = importlib.import_module(module)
       except Exception as e:  # noqa: BLE001 - any failure to import is the user's to fix
         self.error(f"can't import '{module}': {type(e).__name__}: {e}", span, module)  # the caret under the module name
         self.imported |= set(names)  # reported once here, not again at every use

@@ -632,7 +632,10 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
           "from runtime.uop import UOp, uop, uop as _uop",
           "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if consts.helpers & RAISING else ""),
+          *(["from rules import built_from as _built_from"] if rel_path.endswith(".rules") else []),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
+          *([f"_built_from(globals().get('__file__'), {digest!r})  # the .rules file beside it is what it was built from"]
+            if rel_path.endswith(".rules") else []),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
           *(["_ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources"] if consts.loops else []),
