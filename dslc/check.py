@@ -9,6 +9,7 @@ from dslc.diagnostics import Diagnostic, did_you_mean
 from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
+from dslc.guards import problems as guard_problems
 from dslc.infer import DtypeInference, plain_names
 from dslc.ir import (CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update,
                      is_fold, is_unconditional)
@@ -240,6 +241,10 @@ class Checker:
       if (problem := inference.first_problem(b.value)) is not None: self.error(problem, b.value.span)
     if (problem := inference.first_problem(r.result)) is not None: self.error(problem, r.result.span if hasattr(r.result, "span") else r.span)
     self.check_attributes(r, node_names)
+    # names on dtypes, attributes of dtypes and args, helpers' arguments
+    for message, span, name in guard_problems(r, _exprs(r), self.objects):
+      if name.startswith("."): self.attribute_error(message, span, name[1:])
+      else: self.error(message, span, name)
     # dtypes, once the rule is otherwise sound
     if len(self.diags) == errors_before:
       for message, span in type_problems(r): self.error(message, span or r.span)
@@ -298,6 +303,16 @@ class Checker:
   def attr_error(self, message: str, span: Span, attr: str) -> None:
     """An error with its caret under `attr` of the first `ctx.attr` at or after span."""
     pat = re.compile(rf"(?<![A-Za-z0-9_])ctx\s*\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
+    for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
+      m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
+      if m:
+        self.diags.append(Diagnostic(span.file or self.rf.path, i + 1, m.start(1) + 1, message))
+        return
+    self.error(message, span)
+
+  def attribute_error(self, message: str, span: Span, attr: str) -> None:
+    """An error with its caret under the first `.attr` at or after span."""
+    pat = re.compile(rf"\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
     for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
       m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
       if m:
