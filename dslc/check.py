@@ -177,8 +177,9 @@ class Checker:
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
     for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", bound_at(r, n), n)
-    splices = [x.splice for x in r.pattern.walk() if x.splice]
-    for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
+    counts = _splice_counts(r.pattern)
+    splices = list(counts)
+    for n in sorted(set(splices) & (node_names | arg_names) | {x for x, k in counts.items() if k > 1}):
       self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", bound_at(r, n), n)
     self.splices, self.nodes = set(splices), node_names
     # `where` names that hold several nodes (a sequence) or may (a {python} value, a helper's): those a result can splice
@@ -536,6 +537,19 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, Cond): return _node_refs(r.then) + _node_refs(r.other)
   if isinstance(r, Seq): return _node_refs(r.elem)
   return []
+
+def _splice_counts(p: Pat) -> dict[str, int]:
+  """How many times each `rest*` name is bound on one way of matching p: alternatives (an alternation, `CAST?`) are other
+  ways, so a name in two of them is bound once."""
+  if p.alternatives is not None:
+    out: dict[str, int] = {}
+    for a in p.alternatives:
+      for n, k in _splice_counts(a).items(): out[n] = max(out.get(n, 0), k)
+    return out
+  out = {p.splice: 1} if p.splice else {}
+  for s in (*(p.src or ()), *((p.rest,) if p.rest is not None else ())):
+    for n, k in _splice_counts(s).items(): out[n] = out.get(n, 0) + k
+  return out
 
 def first_variant(p: Pat) -> Pat:
   """variants(p)[0] without building the others (their number is exponential in the commutative nodes)."""
