@@ -12,7 +12,7 @@ from dslc.typecheck import type_problems
 from dslc.guards import problems as guard_problems
 from dslc.infer import DtypeInference, plain_names
 from dslc.ir import (CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update,
-                     is_fold, is_unconditional)
+                     fires_when_guards_hold, is_fold, is_unconditional)
 from dslc.lang import BUILTINS, GENERATED_NAMES, PRELUDE_NAMES
 from dslc.pyinfo import Member, class_members
 
@@ -81,6 +81,7 @@ class Checker:
       self.check_params(rs)
       seen: dict[str, Rule] = {}
       unconditional = ShadowIndex()
+      guarded: dict[str, list[tuple[Rule, frozenset[str]]]] = {}   # pattern -> earlier rules that fire whenever their guards hold
       for r in rs.rules:
         self.check_rule(r, rs)
         self.check_ctx(r, rs)
@@ -90,10 +91,20 @@ class Checker:
           self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
           continue
         seen[key] = r
+        # rules are tried by priority, then in file order: an earlier one here is tried first
         for u in unconditional.candidates(r.pattern):
           if shadow.covers(u.pattern, r.pattern):
-            self.error(f"this rule never fires: the rule at line {u.span.line} ({u.text}) matches everything it does, first", r.span)
+            self.error(f"this rule never fires: the rule at line {u.span.line}{_first(u, r)} ({u.text}) matches everything it does, first", r.span)
             break
+        else:
+          # ISLE's overlap check, for guarded rules: the same pattern, and guards that hold whenever this rule's do
+          key, guards = shadow.pattern_key(r.pattern), _guard_set(r)
+          for u, ug in guarded.get(key, ()):
+            if ug <= guards:
+              self.error(f"this rule never fires: the rule at line {u.span.line}{_first(u, r)} ({u.text}) has its pattern, and guards that hold "
+                         "whenever its guards do, and fires first", r.span)
+              break
+          if r.guards and fires_when_guards_hold(r): guarded.setdefault(key, []).append((r, guards))
         if is_unconditional(r): unconditional.add(r)
 
   def check_imports(self) -> None:
@@ -213,10 +224,22 @@ class Checker:
         self.error(f"'{n}' in an arg pattern is a named constant, and it is not imported: add it to a `from rules.MODULE import` line "
                    "(a lower-case name binds the arg instead)", x.arg_expr.span, n)
     where_names = {b.name for b in r.bindings}
+    bound_later = {g.binds for g in r.guards if g.binds}
+    self.known |= bound_later
     for g in r.guards:
       for n in sorted(g.names - known):
         if n in where_names: self.error(f"'{n}' is bound by `where`, after the guards: a guard can't read it", g.span, n)
+        elif n in bound_later: self.error(f"'{n}' is read before its `{n} := ...`: a guard reads the names bound in the guards before it", g.span, n)
         else: self.error(self.unbound(n, r, "a guard"), g.span, n)
+      # `d := f(x)`: a name for the guards after it, the `where` values and the result
+      if (b := g.binds) is not None:
+        if b in node_names | arg_names | bound_ops: self.error(f"'{b}' is already bound by the pattern", g.span, b)
+        elif b in known: self.error(f"'{b}' is bound twice by `:=`", g.span, b)
+        elif b in where_names: self.error(f"'{b}' is bound both by `:=` and by `where`", g.span, b)
+        elif b in caps: self.error(f"'{b}' is a parameter of the rule set, not a name to bind", g.span, b)
+        elif b in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+          self.error(f"'{b}' can't be bound by `:=`: the generated code or a guard uses that name", g.span, b)
+        known = known | {b}
     # `where` names: each usable by the ones after it and by the result
     for b in r.bindings:
       if isinstance(b.value, TupleResult): self.error("a tuple can only be a whole result, not a `where` value", b.value.span)
@@ -537,6 +560,13 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, Cond): return _node_refs(r.then) + _node_refs(r.other)
   if isinstance(r, Seq): return _node_refs(r.elem)
   return []
+
+def _guard_set(r: Rule) -> frozenset[str]:
+  return frozenset(" ".join(g.text.split()) + (f" bound to {g.binds}" if g.binds else "") for g in r.guards)
+
+def _first(u: Rule, r: Rule) -> str:
+  # the shadowing rule comes later in the file: its priority puts it first
+  return f" (priority {u.priority})" if u.priority != r.priority else ""
 
 def _splice_counts(p: Pat) -> dict[str, int]:
   """How many times each `rest*` name is bound on one way of matching p: alternatives (an alternation, `CAST?`) are other
