@@ -128,6 +128,8 @@ def problems(rule: Rule, exprs: list, objects: dict[str, Any]) -> list[tuple[str
         out += [(m, span, "." + n.attr) for m in attribute_problems(n, kinds)]
       elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and callable(f := objects.get(n.func.id)) and not isinstance(f, type):
         out += [(m, span, n.func.id) for m in call_problems(n, f, kinds)]
+      if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and kinds.of(n.func.value) == {"dtype"}:
+        out += [(m, span, "." + n.func.attr) for m in dtype_call_problems(n.func)]
   return out
 
 def attribute_problems(n: ast.Attribute, kinds: Kinds) -> list[str]:
@@ -149,6 +151,13 @@ def attribute_problems(n: ast.Attribute, kinds: Kinds) -> list[str]:
       attrs = {a for k in base for a in dir(SAMPLES[k]) if not a.startswith("_")}
       return [f"'{ast.unparse(n.value)}' is {what}: it has no attribute '{n.attr}'{close(n.attr, attrs)}"]
   return []
+
+def dtype_call_problems(f: ast.Attribute) -> list[str]:
+  """`x.dtype.scalar()`: a dtype's field called as a method (a TypeError at rewrite time)."""
+  value = getattr(dtypes.int32, f.attr, None)
+  if f.attr not in DTYPE_ATTRS or value is None or callable(value): return []
+  what = kinds_text(DTYPE_ATTR_KINDS[f.attr]) if f.attr in DTYPE_ATTR_KINDS else "a field"
+  return [f"a dtype's '{f.attr}' is {what}, not a method: write {ast.unparse(f)}, without the call"]
 
 def call_problems(n: ast.Call, f: Callable, kinds: Kinds) -> list[str]:
   name = n.func.id  # type: ignore[attr-defined]

@@ -81,3 +81,15 @@ def test_priorities_order_the_rules():
   assert graph_rewrite(X + 0, t) is X and graph_rewrite(X + X, t) is X * 2 and t.rewrite(X + 1) is X
   code = compile_rules("p.rules", source=text)
   assert "  # priority: 1\n" in code and "  # priority: -1\n" in code
+
+def test_a_vector_alu_node_lane_by_lane():
+  # nested per-source comprehensions (tinygrad's no_vectorized_alu): ops of every arity, the op from a `for` block
+  t = load("ruleset t\nfor op in ADD, CMPLT, WHERE {\nu@(op rest*) if u.dtype.count > 1\n"
+           "  -> (VECTORIZE:u.dtype (op:u.dtype.scalar (GEP:s.dtype.scalar [(i,)] s) for s in rest) for i in range(u.dtype.count))\n}\n")["t"]
+  v, w = (UOp(Ops.VECTORIZE, dtypes.int32.vec(2), s) for s in ((X, Y), (Y, c(3))))
+  gep = lambda s, i: UOp(Ops.GEP, s.dtype.scalar, (s,), (i,))  # noqa: E731
+  lt = UOp(Ops.CMPLT, dtypes.bool.vec(2), (v, w))
+  assert t.rewrite(lt) is UOp(Ops.VECTORIZE, lt.dtype, tuple(UOp(Ops.CMPLT, dtypes.bool, (gep(v, i), gep(w, i))) for i in range(2)))
+  where = UOp(Ops.WHERE, v.dtype, (lt, v, w))
+  assert t.rewrite(where) is UOp(Ops.VECTORIZE, v.dtype, tuple(UOp(Ops.WHERE, dtypes.int32, (gep(lt, i), gep(v, i), gep(w, i))) for i in range(2)))
+  assert t.rewrite(X + Y) is None
