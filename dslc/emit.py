@@ -16,7 +16,7 @@ from runtime.ops import ARITY, Ops
 from dslc.ir import CallResult, Pat, Rule, RuleFile, RuleSet, TupleResult, has_repeated_names, is_unconditional, root_ops
 from dslc.lang import BUILTINS, DTYPE_CLASSES, GROUPS, PRELUDE_NAMES
 from dslc.shadow import pattern_key
-from dslc.stamp import source_digest
+from dslc.stamp import import_digest, source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
@@ -635,7 +635,7 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if consts.helpers & RAISING else ""),
           *(["from rules import built_from as _built_from"] if rel_path.endswith(".rules") else []),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
-          *([f"_built_from(globals().get('__file__'), {digest!r})  # the .rules file beside it is what it was built from"]
+          *([f"_built_from(globals().get('__file__'), {import_digest(rf.source)!r})  # the .rules file beside it is what it was built from"]
             if rel_path.endswith(".rules") else []),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",

@@ -5,7 +5,7 @@ Importing this package installs UOp.simplify()'s rule set (runtime names no high
 module checks, when imported, that its .rules file is still what it was built from (built_from): a build that failed leaves
 the old module, and using it would silently run the old rules.
 """
-import contextlib, hashlib, os
+import contextlib, os, zlib
 from runtime.rewrite import graph_rewrite as _graph_rewrite
 from runtime.uop import UOp as _UOp, install_simplifier as _install_simplifier
 
@@ -26,16 +26,17 @@ class StaleModuleError(ImportError):
 
 _stale_ok = 0
 
-def built_from(path: str | None, digest: str) -> None:
+def built_from(path: str | None, crc: str) -> None:
   """Called by a generated module at import: raise StaleModuleError when the .rules file beside it (`path`, the module's
-  __file__) no longer has the sha256 it was built from. Nothing to check without a file (code run from a string) or without
-  the .rules file (an install that left the sources out). Costs a read and a hash of one small file; no dslc, no lark."""
+  __file__) no longer has the CRC-32 it was built from (dslc.stamp.import_digest). Nothing to check without a file (code run
+  from a string) or without the .rules file (an install that left the sources out). Costs a read and a CRC of one small
+  file: no dslc, no lark, not even hashlib (whose import alone took longer than every check together)."""
   if path is None or _stale_ok: return
   source = os.path.splitext(path)[0] + ".rules"
   try:
     with open(source, "rb") as f: data = f.read()
   except OSError: return
-  if hashlib.sha256(data).hexdigest()[:16] != digest:
+  if f"{zlib.crc32(data):08x}" != crc:
     rel = os.path.relpath(source)
     raise StaleModuleError(f"{rel} changed since {os.path.relpath(path)} was built from it: run `python build.py` (a build that failed "
                            "leaves the module it had; `python -m dslc check " + rel + "` shows why)")

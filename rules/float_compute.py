@@ -12,7 +12,7 @@ from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules import built_from as _built_from
 from rules.float_compute_helpers import NARROW, WIDE
-_built_from(globals().get('__file__'), '229fbec3c9ddec67')  # the .rules file beside it is what it was built from
+_built_from(globals().get('__file__'), 'c707d43e')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

@@ -16,7 +16,7 @@ from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src, Rewrite
 from rules import built_from as _built_from
 from rules.gradient_helpers import full_like, device_of, expanded_axes, inverse_permutation, unpad, unshrink, is_max, prod_gradient
 from rules.gradient_helpers import gather_gradient
-_built_from(globals().get('__file__'), '8c853b8907878197')  # the .rules file beside it is what it was built from
+_built_from(globals().get('__file__'), '2a85228d')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

@@ -13,7 +13,7 @@ from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
 from rules import built_from as _built_from
 from rules.kernelize_helpers import kernel_input, KernelContext, Params
 from runtime.uop import dim_vars
-_built_from(globals().get('__file__'), '7d724cedab3a2d38')  # the .rules file beside it is what it was built from
+_built_from(globals().get('__file__'), '4a3d053a')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

@@ -16,7 +16,7 @@ from rules import built_from as _built_from
 from rules.vectorize_helpers import VectorCaps, fits, chunk, vec
 from rules.expand_helpers import consecutive, flattened
 from rules.symbolic import symbolic
-_built_from(globals().get('__file__'), 'f599fc1506ecd314')  # the .rules file beside it is what it was built from
+_built_from(globals().get('__file__'), 'a840dcf3')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan
