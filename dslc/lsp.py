@@ -2,11 +2,20 @@
 as you type, hover on a rule (its id, rule set, statistics of the last RULESTATS run, generated code), and go-to-definition
 for imported helpers, `let` patterns and rule sets. The analysis functions below take text and positions, not pygls types,
 so they are tested without a client too; `server()` wires them to LSP.
+
+The server runs no code from the workspace (docs/security.md): helpers are found by reading the source of this installation's
+rules/ and runtime/ modules (the only ones a .rules file may import), never by importing what a document names; the
+compiler's checks import those same installed modules, as the build does, with the working folder taken off sys.path.
 """
 from __future__ import annotations
-import importlib, inspect, json, os, re
+import ast, json, os, re, sys, threading
 from dataclasses import dataclass
+from typing import BinaryIO
 from dslc.diagnostics import Diagnostic, DslError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this installation: its rules/ and runtime/ are the helpers
+HELPER_PACKAGES = ("rules", "runtime")
+MAX_MESSAGE = 64 * 2**20  # bytes: a message longer than this is no edit of a .rules file (read and dropped, never held)
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -72,11 +81,11 @@ def stats_for(stats: dict, file: str, rid: str) -> dict | None:
 def hover_text(path: str, source: str, line: int, col: int, stats_path: str | None = None) -> str | None:
   """Markdown for a hover at 0-based (line, col): a rule's id, set, statistics and generated code, or a helper's signature."""
   w = word_at(source, line, col)
-  if w is not None and (helper := _helper(path, source, w[0])) is not None:
-    fn = helper
-    try: sig = f"{fn.__name__}{inspect.signature(fn)}"
-    except (TypeError, ValueError): sig = fn.__name__
-    return f"```python\n{sig}\n```\n{inspect.getdoc(fn) or ''}".rstrip()
+  if w is not None and (found := _helper(source, w[0])) is not None:
+    _, node = found
+    if isinstance(node, ast.ClassDef): sig = node.name
+    else: sig = f"{node.name}({ast.unparse(node.args)})" + (f" -> {ast.unparse(node.returns)}" if node.returns is not None else "")
+    return f"```python\n{sig}\n```\n{ast.get_docstring(node) or ''}".rstrip()
   at = rule_at(path, source, line + 1)
   if at is None: return None
   from dslc.emit import rule_code
@@ -93,19 +102,37 @@ def hover_text(path: str, source: str, line: int, col: int, stats_path: str | No
   return "\n\n".join(parts)
 
 def _imports(source: str) -> dict[str, str]:
-  """Imported name -> module, from the document's `from M import a, b` lines (continued lines included)."""
+  """Imported name -> module, from the document's `from M import a, b` lines (continued lines included), for the modules
+  a .rules file may import: rules.* and runtime.* (the parser refuses any other)."""
   out: dict[str, str] = {}
   for m in re.finditer(r"^from\s+([\w.]+)\s+import\s+((?:[^\n]*,[ \t]*\n)*[^\n]*)", source, re.M):
+    if m.group(1).split(".")[0] not in HELPER_PACKAGES: continue
     for name in re.split(r"[,\s]+", m.group(2)):
       if name: out[name] = m.group(1)
   return out
 
-def _helper(path: str, source: str, name: str):
+def module_file(module: str) -> str | None:
+  """The source file of the helper module `module` (rules.x, runtime.x) in this installation, by path (nothing imported)."""
+  parts = module.split(".")
+  if parts[0] not in HELPER_PACKAGES or not all(p.isidentifier() for p in parts): return None
+  path = os.path.join(ROOT, *parts) + ".py"
+  return path if os.path.isfile(path) else None
+
+def _top_level(file: str, name: str) -> ast.AST | None:
+  """The top-level def or class `name` of a Python file, read with ast (None when it has none)."""
+  try:
+    with open(file, encoding="utf-8") as f: tree = ast.parse(f.read(), file)
+  except (OSError, SyntaxError, ValueError): return None
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name: return node
+  return None
+
+def _helper(source: str, name: str) -> tuple[str, ast.AST] | None:
+  """(file, its def or class) of a helper function or class the document imports."""
   module = _imports(source).get(name)
-  if module is None: return None
-  try: obj = getattr(importlib.import_module(module), name, None)
-  except Exception: return None
-  return obj if callable(obj) and not type(obj).__name__ == "Matcher" else None
+  file = module_file(module) if module is not None else None
+  node = _top_level(file, name) if file is not None else None
+  return None if node is None else (file, node)  # type: ignore[return-value]
 
 def definition(path: str, source: str, line: int, col: int) -> tuple[str, int, int] | None:
   """Where the name at 0-based (line, col) is defined: (file path, 0-based line, column), or None."""
@@ -118,19 +145,65 @@ def definition(path: str, source: str, line: int, col: int) -> tuple[str, int, i
     m = re.match(rf"(let|ruleset)\s+({name})\b", text)
     if m and i != line: return os.path.abspath(path), i, m.start(2)
   module = _imports(source).get(name)
-  if module is None: return None
-  try: mod = importlib.import_module(module)
-  except Exception: return None
-  obj = getattr(mod, name, None)
+  if module is None or (file := module_file(module)) is None: return None
   # a rule set imported from a generated module: its `ruleset` line in the .rules file beside it
-  if type(obj).__name__ == "Matcher" and mod.__file__ and os.path.exists(rules := mod.__file__[:-3] + ".rules"):
-    for i, text in enumerate(open(rules).read().split("\n")):
-      if (m := re.match(rf"ruleset\s+({name})\b", text)): return rules, i, m.start(1)
-  try:
-    file = inspect.getsourcefile(obj)  # type: ignore[arg-type]
-    _, first = inspect.getsourcelines(obj)  # type: ignore[arg-type]
-  except (TypeError, OSError): return None
-  return (file, max(first - 1, 0), 0) if file else None
+  if os.path.exists(rules := file[:-3] + ".rules"):
+    with open(rules, encoding="utf-8") as f:
+      for i, text in enumerate(f.read().split("\n")):
+        if (m := re.match(rf"ruleset\s+({name})\b", text)): return rules, i, m.start(1)
+  if (node := _top_level(file, name)) is None: return None
+  first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+  return file, first - 1, 0
+
+# ---- the stream from the client ----
+
+DROPPED = b'{"jsonrpc": "2.0", "method": "$/rulegrad/dropped", "params": {}}'  # what pygls reads in place of a message dropped here
+_NEGATIVE = re.compile(rb'"(?:line|character)"\s*:\s*-')
+
+def _negative_position(node, depth: int = 0) -> str | None:
+  """The first `line` or `character` below 0 in a message's params, as `position.character = -1`, or None."""
+  if depth > 32: return None
+  if isinstance(node, dict):
+    for k, v in node.items():
+      if k in ("line", "character") and type(v) is int and v < 0: return f"{k} = {v}"
+      if (inner := _negative_position(v, depth + 1)) is not None: return f"{k}.{inner}"
+  elif isinstance(node, list):
+    for v in node:
+      if (inner := _negative_position(v, depth + 1)) is not None: return inner
+  return None
+
+class GuardedInput:
+  """The client's stream as pygls reads it (readline for headers, read(n) for a body), with two guards pygls lacks:
+  - a body over MAX_MESSAGE bytes is read in pieces and dropped (pygls would allocate it whole, and a MemoryError ends the
+    server), said once on stderr;
+  - a request with a negative line or character (LSP positions are unsigned) is answered here with an InvalidParams error
+    (pygls can't read it and sends no answer, so the client would wait for ever).
+  pygls reads a notification it ignores in place of either."""
+  def __init__(self, raw: BinaryIO, out: BinaryIO):
+    self.raw, self.out, self.lock = raw, out, threading.Lock()
+
+  def readline(self) -> bytes: return self.raw.readline(65536)  # a header line; a longer one is no header pygls knows
+
+  def read(self, n: int) -> bytes:
+    if n > MAX_MESSAGE:
+      left = n
+      while left > 0 and (chunk := self.raw.read(min(left, 1 << 20))): left -= len(chunk)
+      print(f"dslc lsp: a message of {n} bytes is over the limit of {MAX_MESSAGE}: dropped", file=sys.stderr, flush=True)
+      return DROPPED
+    body = self.raw.read(n)
+    if _NEGATIVE.search(body):
+      try: msg = json.loads(body)
+      except (ValueError, RecursionError): return body  # pygls reports what it can't parse
+      if isinstance(msg, dict) and "id" in msg and "method" in msg and (bad := _negative_position(msg.get("params"))) is not None:
+        self.reply({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32602, "message": f"invalid params: {bad} (positions are 0 or more)"}})
+        return DROPPED
+    return body
+
+  def reply(self, message: dict) -> None:
+    body = json.dumps(message).encode()
+    with self.lock:
+      self.out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+      self.out.flush()
 
 # ---- the server ----
 
@@ -154,6 +227,9 @@ def server():
       out.append(lsp.Diagnostic(range=span, message=d.message, source="dslc",
                                 severity=lsp.DiagnosticSeverity.Error if d.severity == "error" else lsp.DiagnosticSeverity.Warning))
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=out))
+
+  @ls.feature("$/rulegrad/dropped")
+  def dropped(params) -> None: pass  # GuardedInput's stand-in for a message it answered or dropped
 
   @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
   def did_open(params: lsp.DidOpenTextDocumentParams) -> None: publish(params.text_document.uri)
@@ -182,10 +258,13 @@ def server():
   return ls
 
 def main() -> int:
+  # `python -m` puts the working folder (the editor's workspace) first on sys.path: take it off, so the compiler's checks
+  # import rules.* and runtime.* from this installation, never a workspace's own rules/ or runtime/ package
+  here = os.path.realpath(os.getcwd())
+  sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here or here == os.path.realpath(ROOT)]
   try: ls = server()
   except ImportError as e:
-    import sys
     print(f"python -m dslc lsp needs pygls ({e}): pip install -e '.[tools]'", file=sys.stderr)
     return 1
-  ls.start_io()
+  ls.start_io(GuardedInput(sys.stdin.buffer, sys.stdout.buffer), sys.stdout.buffer)  # type: ignore[arg-type]
   return 0

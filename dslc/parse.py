@@ -9,6 +9,7 @@ from typing import Any
 import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from runtime import kernel_cache, safe_files
 from runtime.ops import Ops
 from dslc.diagnostics import Diagnostic
 from dslc.expr import ExprBuilder, SourceError, conjuncts, literal_value, pos
@@ -20,23 +21,20 @@ from dslc.split import MAX_DEPTH, split_items
 
 @cache
 def grammar() -> Lark:
-  """The LALR parser. Building its tables takes ~0.2 s, so they are kept in the cache folder (CACHE_DIR, default
-  ~/.cache/rulegrad) keyed by the grammar's and Lark's versions; a missing or unreadable entry is rebuilt."""
+  """The LALR parser. Building its tables takes ~0.2 s, so they are kept in the kernel cache folder (CACHE_DIR, default
+  ~/.cache/rulegrad) keyed by the grammar's and Lark's versions; a missing or unreadable entry is rebuilt. Lark saves them
+  as a pickle, which runs code when loaded: only a file this user wrote, in a folder only they can write, is loaded
+  (runtime/kernel_cache.py checks both, docs/security.md)."""
   with open(os.path.join(os.path.dirname(__file__), "grammar.lark")) as f: text = f.read()
   options = {"start": "item", "parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
   key = hashlib.sha256(f"{text}|{lark.__version__}|{sorted(options.items())}".encode()).hexdigest()[:20]
-  folder = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
-  path = os.path.join(folder, f"dslc-grammar-{key}.lark")
+  path = os.path.join(kernel_cache.cache_dir(), f"dslc-grammar-{key}.lark")
   try:
-    with open(path, "rb") as f: return Lark.load(f)
-  except Exception:  # noqa: BLE001 - missing, truncated or from another Lark: build it again
+    with safe_files.open_trusted(path) as f: return Lark.load(f)
+  except Exception:  # noqa: BLE001 - missing, another user's, truncated or from another Lark: build it again
     pass
   parser = Lark(text, **options)  # type: ignore[arg-type]
-  try:
-    os.makedirs(folder, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f: parser.save(f)
-    os.replace(tmp, path)  # readers see the whole table or none
+  try: safe_files.replace_file(path, parser.save)  # readers see the whole table or none
   except OSError: pass  # a read-only or full disk: parse without the cache
   return parser
 

@@ -11,15 +11,16 @@ class KernelContext:
   def __init__(self, point: UOp, points: set[UOp]):
     self.point, self.points, self.params, self.globals = point, points, [], {}
   def is_input(self, x: UOp) -> bool:
-    b = _below_reshapes(x)
+    b = below_reshapes(x)
     return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))
   def param(self, x: UOp) -> UOp:
-    if (b := _below_reshapes(x)) not in self.globals:
+    if (b := below_reshapes(x)) not in self.globals:
       self.params.append(b)
       self.globals[b] = uop(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), len(self.params))
     return self.globals[b]
 
-def _below_reshapes(u: UOp) -> UOp:
+def below_reshapes(u: UOp) -> UOp:
+  """u below any RESHAPEs: a reshape of stored data is the same memory (the scheduler's walk uses it too)."""
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u
 
@@ -55,4 +56,4 @@ def param_index(var: UOp) -> int | None:
   name = var.arg[0]
   return int(name[len(PARAM_PREFIX):]) if name.startswith(PARAM_PREFIX) and name[len(PARAM_PREFIX):].isdigit() else None
 
-__all__ = ["kernel_input", "dtypes", "KernelContext", "Params", "param_index"]
+__all__ = ["kernel_input", "dtypes", "KernelContext", "below_reshapes", "Params", "param_index"]

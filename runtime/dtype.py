@@ -4,7 +4,7 @@ DTypes are plain objects interned by their fields, so `is` and identity hashing 
 (UOps hash their dtype on every construction). Bottom of the runtime layer: imports only numpy.
 """
 from __future__ import annotations
-import math, struct
+import math, re, struct
 import numpy as np
 
 class DType:
@@ -55,11 +55,21 @@ class PtrDType(DType):
   def vec(self, count: int) -> DType: raise ValueError(f"can't vectorize the pointer type {self}")
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: raise ValueError(f"no pointers to pointers ({self})")
   def __repr__(self) -> str:
-    args = ("" if self.size == -1 else str(self.size)) + ("" if self.addrspace == "global" else f", addrspace={self.addrspace!r}")
+    args = ", ".join(([] if self.size == -1 else [str(self.size)]) + ([] if self.addrspace == "global" else [f"addrspace={self.addrspace!r}"]))
     return f"{self._base!r}.ptr({args})"
 
+# a dtype's repr: dtypes.NAME, then .vec(N), then .ptr(SIZE, addrspace='SPACE') with either argument left out
+_REPR = re.compile(r"dtypes\.([a-z][a-z0-9_]*)(?:\.vec\((\d{1,5})\))?(\.ptr\((-1|\d{1,19})?(?:,? ?addrspace='([a-z]{1,16})')?\))?")
+
 def _dtype_from_repr(text: str) -> DType:
-  return eval(text, {"dtypes": dtypes})  # only ever our own reprs, produced by __reduce__
+  """The dtype whose repr is `text` (pickles and the program cache store dtypes so). Parsed by name, never evaluated: the
+  text may come from a file another program wrote. Raises ValueError for anything else."""
+  m = _REPR.fullmatch(text) if isinstance(text, str) else None
+  d = getattr(dtypes, m.group(1), None) if m is not None else None
+  if m is None or not isinstance(d, DType): raise ValueError(f"not a dtype: {text!r:.100}")
+  if m.group(2) is not None: d = d.vec(int(m.group(2)))
+  if m.group(3) is not None: d = d.ptr(int(m.group(4)) if m.group(4) is not None else -1, m.group(5) or "global")
+  return d
 
 class dtypes:
   """The dtype namespace, as in the seeds: `dtypes.int`, `dtypes.float32`, `dtypes.is_int(d)`, ..."""
@@ -130,7 +140,11 @@ _limits = {dtypes.bool: (False, True), dtypes.float16: (-math.inf, math.inf), dt
            dtypes.float32: (-math.inf, math.inf), dtypes.float64: (-math.inf, math.inf),
            **{d: (0, 2**(8 * d.itemsize) - 1) for d in _uints},
            **{d: (-2**(8 * d.itemsize - 1), 2**(8 * d.itemsize - 1) - 1) for d in _ints - _uints}}
-_to_np = {d: np.dtype(d.fmt) for d in _all if d.fmt is not None}
+# numpy's own types by name (np.dtype("Q") is unsigned long long, which torch.from_numpy refuses: np.uint64 is unsigned long)
+_to_np = {d: np.dtype(n) for d, n in [(dtypes.bool, "bool"), (dtypes.int8, "int8"), (dtypes.uint8, "uint8"), (dtypes.int16, "int16"),
+                                       (dtypes.uint16, "uint16"), (dtypes.int32, "int32"), (dtypes.uint32, "uint32"), (dtypes.int64, "int64"),
+                                       (dtypes.uint64, "uint64"), (dtypes.float16, "float16"), (dtypes.float32, "float32"),
+                                       (dtypes.float64, "float64")]}
 _from_np = {v: k for k, v in _to_np.items()}
 
 # name -> dtype for every spelling a user or a .rules file may write (dtypes.X attributes)
@@ -165,6 +179,11 @@ def least_upper_dtype(*ds: DType) -> DType:
 def least_upper_float(d: DType) -> DType:
   """The float type an op like exp or division computes `d` in: d itself if it is a float, else the default float."""
   return d if dtypes.is_float(d) else least_upper_dtype(d, dtypes.default_float)
+
+def int_acc_dtype(d: DType) -> DType:
+  """The dtype sum, prod, cumsum and cumprod give by default: int64 for bools and ints, as torch; uint64 stays uint64 (as
+  numpy: torch's int64 would make sums past 2**63 negative); floats keep their type."""
+  return d if dtypes.is_float(d) or d is dtypes.uint64 else dtypes.int64
 
 def truncate(d: DType, x):
   """`x` as a value of scalar dtype `d` with C semantics: ints wrap, float32/16 round, bool is nonzero-ness."""

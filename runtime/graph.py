@@ -3,8 +3,9 @@ sources in order. `UOp.to_dot()` / `UOp.to_mermaid()` call these; GRAPH=1 makes 
 the VIZ explorer (tensor/viz) uses the same op classes and colours.
 """
 from __future__ import annotations
-import os, shutil, subprocess, tempfile
+import os, shutil, subprocess
 from typing import Iterator
+from runtime import safe_files
 from runtime.helpers import ContextVar
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp
@@ -97,12 +98,14 @@ def dot_to_svg(dot: str) -> str | None:
   return r.stdout
 
 def graph_dir() -> str:
-  return os.environ.get("GRAPH_DIR") or os.path.join(tempfile.gettempdir(), "rulegrad_graph")
+  """GRAPH_DIR, else the folder graph in this user's private temporary folder (a fixed name in the shared temporary folder
+  could be another user's folder or link)."""
+  return os.environ.get("GRAPH_DIR") or safe_files.private_path("graph")
 
 def write_graph(root: UOp, name: str, folder: str | None = None) -> list[str]:
   """GRAPH=1: write NAME.dot, NAME.mmd and, when Graphviz is installed, NAME.svg; returns the paths written."""
   folder = folder or graph_dir()
-  os.makedirs(folder, exist_ok=True)
+  os.makedirs(folder, mode=0o700, exist_ok=True)
   safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
   dot = to_dot(root, name)
   outs = [(f"{safe}.dot", dot), (f"{safe}.mmd", to_mermaid(root))]
@@ -110,9 +113,5 @@ def write_graph(root: UOp, name: str, folder: str | None = None) -> list[str]:
   if svg is not None: outs.append((f"{safe}.svg", svg))
   paths = []
   for fname, text in outs:
-    path = os.path.join(folder, fname)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f: f.write(text)
-    os.replace(tmp, path)
-    paths.append(path)
+    paths.append(safe_files.write_text(os.path.join(folder, fname), text))
   return paths

@@ -1,5 +1,5 @@
 """The on-disk cache of compiled kernels (used by runtime/ops_cpu.py): one shared object per key, verified before it is loaded;
-and of lowered programs (tensor/engine/program_cache.py): a kernel's rendered source and facts by its AST, so a new process
+and of lowered programs (tensor/codegen/program_cache.py): a kernel's rendered source and facts by its AST, so a new process
 skips lowering and rendering too.
 
 An entry is `k_<key>.so`: the compiler's ELF output followed by a trailer (magic, the key, the SHA-256 of the ELF bytes and
@@ -10,10 +10,15 @@ process (SIGBUS) or running another kernel. Writers build beside the entry and r
 CACHE_DIR picks the folder (default ~/.cache/rulegrad); a folder that is not writable or full falls back to a temporary one
 with one warning; a folder deleted while kernels compile is made again. CACHE_MAX_MB (default 1024) caps its size: the
 entries used least recently are evicted first.
+
+An entry is code that runs as the user, so only what the user wrote is read (docs/security.md): the folder is made 0700; a
+folder another user owns or others may write is not used (one warning: the private temporary folder serves instead, see
+runtime/safe_files.py), and an entry another user owns, others may write or that is a link is rebuilt, never loaded.
 """
 from __future__ import annotations
 import errno, hashlib, os, struct, sys, tempfile, threading, time, warnings
 from typing import Callable, TypeVar
+from runtime import safe_files
 
 T = TypeVar("T")
 MAGIC = b"\0rulegrad-kernel\0"
@@ -27,8 +32,10 @@ class BuildError(Exception):
   """The build function failed for a reason a retry elsewhere can't fix (the compiler rejected the source)."""
 
 _lock = threading.Lock()
+# what this process learnt of the cache folders, which every engine in it shares
 _warned: set[tuple[str, str]] = set()  # (kind, folder): each problem with a folder is told once
 _full: set[str] = set()  # folders that ran out of space in this process: new entries go to the fallback folder
+_untrusted: set[str] = set()  # folders another user could have written: never read
 
 def _warn_once(kind: str, d: str, message: str) -> None:
   with _lock:
@@ -37,21 +44,50 @@ def _warn_once(kind: str, d: str, message: str) -> None:
   warnings.warn(message, stacklevel=4)
 
 def fallback_dir() -> str:
-  d = os.path.join(tempfile.gettempdir(), f"rulegrad-{os.getuid() if hasattr(os, 'getuid') else 'user'}")
-  os.makedirs(d, exist_ok=True)
-  return d
+  """This user's private temporary folder (runtime/safe_files.py: <tmp>/rulegrad-<uid>, 0700, verified)."""
+  return safe_files.private_dir()
+
+def configured_dir() -> str:
+  """The folder CACHE_DIR names (default $XDG_CACHE_HOME/rulegrad or ~/.cache/rulegrad), whether or not it is usable."""
+  return os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
 
 def cache_dir() -> str:
-  """The folder new entries go to: CACHE_DIR (default ~/.cache/rulegrad), made if missing; a temporary folder when it is
-  not writable or has run out of space (told once per folder)."""
-  d = os.environ.get("CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
-  if d in _full: return fallback_dir()
-  try:
-    os.makedirs(d, exist_ok=True)
-    if os.access(d, os.W_OK): return d
+  """The folder new entries go to: CACHE_DIR (default ~/.cache/rulegrad), made 0700 if missing; the private temporary folder
+  when it is not writable, has run out of space, or could hold another user's files (told once per folder)."""
+  d = configured_dir()
+  if d in _full or d in _untrusted: return fallback_dir()
+  try: os.makedirs(d, mode=0o700, exist_ok=True)
   except OSError: pass
+  if (why := safe_files.folder_problem(d)) is not None and _close_own_folder(d):
+    why = safe_files.folder_problem(d)
+  if why is not None and os.path.exists(d):
+    with _lock: _untrusted.add(d)
+    _warn_once("untrusted", d, f"the kernel cache folder {d} {why}: its entries could run code as you, so it is not used; compiling into "
+                               f"{fallback_dir()} instead (make the folder yours alone, chmod go-w, or set CACHE_DIR)")
+    return fallback_dir()
+  if why is None and os.access(d, os.W_OK): return d
   _warn_once("readonly", d, f"the kernel cache folder {d} is not writable: compiling into a temporary folder (set CACHE_DIR to a writable one)")
   return fallback_dir()
+
+def _close_own_folder(d: str) -> bool:
+  """A cache folder of ours that its group or others may write (made under umask 002, say) is closed to 0700, told once:
+  True when it was. Another user's folder is left alone (and not used)."""
+  try:
+    st = os.lstat(d)
+    if not (os.path.isdir(d) and st.st_uid == os.geteuid() and st.st_mode & 0o022): return False
+    os.chmod(d, 0o700)
+  except (OSError, AttributeError): return False
+  _warn_once("closed", d, f"the kernel cache folder {d} could be written by others (mode {st.st_mode & 0o777:o}): made it 0700, as its "
+                          f"entries run as you")
+  return True
+
+def open_trusted(path: str) -> int:
+  """A read-only descriptor of the entry at path, after checking that only this user (or root) could have written it (owner,
+  mode; a link is refused). Raises CacheError for an entry that fails, FileNotFoundError when there is none."""
+  try: return safe_files.open_trusted_fd(path)
+  except FileNotFoundError: raise
+  except PermissionError as e: raise CacheError(str(e)) from None
+  except OSError as e: raise CacheError(f"{path} can't be opened ({e.strerror}): not read") from None
 
 def max_bytes() -> int:
   try: return int(float(os.environ.get("CACHE_MAX_MB", "1024")) * 2**20)
@@ -74,7 +110,7 @@ def open_verified(path: str, key: str | None = None) -> int:
   """A file descriptor of the entry at `path`, after checking its trailer: the ELF bytes hash to the stored digest and the
   stored key is `key` (by default the key in the file name). Raises CacheError (FileNotFoundError when there is none)."""
   key = _key_of(path) if key is None else key
-  fd = os.open(path, os.O_RDONLY)
+  fd = open_trusted(path)
   try:
     _check(path, _read_all(fd), key, elf=True)
     return fd
@@ -103,7 +139,9 @@ def load_data(key: str) -> bytes | None:
   for d in dict.fromkeys((cache_dir(), fallback_dir())):
     path = data_path(d, key)
     try:
-      with open(path, "rb") as f: data = _check(path, f.read(), key, elf=False)
+      fd = open_trusted(path)
+      try: data = _check(path, _read_all(fd), key, elf=False)
+      finally: os.close(fd)
     except FileNotFoundError: continue
     except OSError as e:
       print(f"warning: the cached program {path} is not usable ({e}); deleting it", file=sys.stderr)
@@ -175,6 +213,7 @@ def _build_into(d: str, key: str, out: str, build: Callable[[str], None]) -> Non
     with open(tmp, "rb") as f: elf = f.read()
     if not elf.startswith(ELF):
       raise BuildError(f"the compiler wrote no shared object ({len(elf)} bytes{', not ELF' if elf else ''})")
+    os.chmod(tmp, 0o700)  # the compiler made it with the umask (group-writable under umask 002): the entry check wants it ours alone
     with open(tmp, "ab") as f:
       f.write(_TRAILER.pack(MAGIC, key.encode(), hashlib.sha256(elf).digest(), len(elf)))
       f.flush()

@@ -2,7 +2,9 @@
 with ctypes. Shared objects are cached on disk (runtime/kernel_cache.py: verified before loading, size-capped), keyed by a
 hash of the source, the flags, the compiler's version and what -march=native means on this machine (native_target).
 
-CC picks the compiler (default `cc`), CC_TIMEOUT how long a compile may take (default 300 s), CACHE_DIR the cache folder
+CC picks the compiler (default `cc`), CC_TIMEOUT how long any run of it may take (a compile or a probe of its version, flags or
+macros; default 300 s: past it the compiler's whole process group is killed, and later runs in this process fail at once),
+CACHE_DIR the cache folder
 (default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
 assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
@@ -15,7 +17,7 @@ once, by a probe through the cache); elsewhere the pragma is ignored and the ker
 results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
 """
 from __future__ import annotations
-import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys, uuid
+import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys
 from typing import Callable
 from runtime import kernel_cache
 from runtime.device import Buffer, Compiled, CompileError
@@ -59,20 +61,44 @@ def _compiler_env() -> dict[str, str]:
   # the compiler runs without a preloaded sanitizer runtime (SANITIZE=1 tests preload libasan into this process)
   return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 
+_hung: dict[str, str] = {}  # compiler -> the probe that timed out: a compiler that hangs on `--version` is not waited for again
+
+def run_compiler(cmd: list[str], stdin: str = "", what: str = "", probe: bool = False) -> tuple[int, str, str]:
+  """(exit code, stdout, stderr) of the compiler command `cmd` fed `stdin`; its output is decoded leniently (a compiler may
+  print bytes that are not UTF-8). Past CC_TIMEOUT its process group (the driver, cc1, as, ld, whatever they started) is
+  killed and CompileError raised, naming `what` it was doing; OSError when it can't be started. A probe (version, flags,
+  macros) that times out is remembered: later runs of that compiler in this process fail at once (a kernel that takes too
+  long says nothing about the next one)."""
+  cc, timeout = cmd[0], compile_timeout()
+  if cc in _hung: raise CompileError(_hung[cc])
+  p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_compiler_env(), start_new_session=True)
+  try: out, err = p.communicate(stdin.encode(), timeout=timeout)
+  except BaseException as e:
+    try: os.killpg(p.pid, signal.SIGKILL)
+    except OSError: pass
+    p.kill()
+    for f in (p.stdin, p.stdout, p.stderr):  # not read: a process that left the group may still hold the pipes
+      if f is not None: f.close()
+    p.wait()
+    if not isinstance(e, subprocess.TimeoutExpired): raise
+    message = (f"{cc} did not finish {what or 'running'} in {timeout:g} s and was stopped; set CC_TIMEOUT to allow more time or CC to "
+               f"another compiler")
+    if probe: _hung[cc] = message
+    raise CompileError(message) from None
+  return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
 @functools.cache
 def compiler_version() -> str:
   cc = find_compiler()
-  try: out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30, env=_compiler_env()).stdout  # type: ignore[list-item]
-  except (OSError, subprocess.TimeoutExpired): out = ""
+  try: out = run_compiler([cc, "--version"], what="printing its version (--version)", probe=True)[1]  # type: ignore[list-item]
+  except OSError: out = ""
   return out.splitlines()[0] if out else cc or ""
 
 @functools.cache
 def _takes_flag(cc: str, flag: str) -> bool:
-  try:
-    r = subprocess.run([cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"], input="int x;", capture_output=True, text=True, timeout=60,
-                       env=_compiler_env())
-  except (OSError, subprocess.TimeoutExpired): return False
-  return r.returncode == 0
+  cmd = [cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"]
+  try: return run_compiler(cmd, "int x;", f"checking that it takes {flag} (-fsyntax-only)", probe=True)[0] == 0
+  except OSError: return False
 
 def cflags(src: str | None = None) -> list[str]:
   """The flags the kernel `src` is compiled with (they are part of the cache key); without a source, those of a kernel
@@ -89,37 +115,17 @@ def compile_timeout() -> float:
   try: return float(os.environ.get("CC_TIMEOUT", "300"))
   except ValueError: return 300.0
 
-def _kill_leftovers(tag: str) -> None:
-  # the compiler driver is killed on timeout; what it started (cc1, as, ld) carries our tag in its environment: kill it too
-  if not os.path.isdir("/proc"): return
-  needle = f"RULEGRAD_COMPILE={tag}".encode()
-  for pid in os.listdir("/proc"):
-    if not pid.isdigit() or int(pid) == os.getpid(): continue
-    try:
-      with open(f"/proc/{pid}/environ", "rb") as f:
-        if needle in f.read().split(b"\0"): os.kill(int(pid), signal.SIGKILL)
-    except OSError: pass
-
 def _run_compiler(cc: str, flags: list[str], src: str, out: str) -> None:
-  """cc builds `src` into the shared object `out`; raises BuildError with the compiler's message, or on timeout."""
-  timeout, tag = compile_timeout(), uuid.uuid4().hex
-  try:
-    r = subprocess.run([cc, *flags, "-x", "c", "-", "-o", out, "-lm"], input=src, capture_output=True, text=True, timeout=timeout,
-                       env={**_compiler_env(), "RULEGRAD_COMPILE": tag})
-  except subprocess.TimeoutExpired:
-    _kill_leftovers(tag)
-    raise CompileError(f"{cc} did not finish compiling a generated kernel in {timeout:g} s and was stopped; set CC_TIMEOUT to allow more time "
-                       f"or CC to another compiler\n--- source (first 2000 characters) ---\n{src[:2000]}") from None
+  """cc builds `src` into the shared object `out`; raises BuildError with the compiler's message, or CompileError on timeout."""
+  try: code, _, err = run_compiler([cc, *flags, "-x", "c", "-", "-o", out, "-lm"], src, "compiling a generated kernel")
+  except CompileError as e: raise CompileError(f"{e}\n--- source (first 2000 characters) ---\n{src[:2000]}") from None
   except OSError as e: raise CompileError(f"could not run the C compiler {cc}: {e}") from None
-  if r.returncode != 0:
-    raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{r.stderr.strip()}\n--- source ---\n{src}")
+  if code != 0: raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{err.strip()}\n--- source ---\n{src}")
 
 @functools.cache
 def _predefined_macros(cc: str, march: str) -> str:
-  try:
-    out = subprocess.run([cc, f"-march={march}", "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True, timeout=60,
-                         env=_compiler_env()).stdout
-  except (OSError, subprocess.TimeoutExpired): out = ""
+  try: out = run_compiler([cc, f"-march={march}", "-dM", "-E", "-x", "c", "-"], "", f"listing its macros (-dM -E -march={march})", True)[1]
+  except OSError: out = ""
   return "\n".join(sorted(out.splitlines()))
 
 def target_macros(march: str = "native") -> str:
@@ -242,3 +248,4 @@ def program(src: str, name: str) -> Callable:
   return run
 
 def device() -> Compiled: return Compiled("CPU", program)
+def available() -> bool: return find_compiler(required=False) is not None

@@ -2,17 +2,19 @@
 Chrome trace events and written at exit as JSON that Perfetto and chrome://tracing open. Runtime layer: the engine and
 graph_rewrite call `scope`, `add_span` and `kernel_run`; each checks PROFILE once and returns at once when it is off.
 
-PROFILE_PATH names the file (default: rulegrad_profile_<pid>.json in the temporary folder); the path is printed at exit.
+PROFILE_PATH names the file (default: rulegrad_profile_<pid>.json in this user's private temporary folder, runtime/safe_files.py);
+the path is printed at exit. The file is written whole under a fresh temporary name and renamed, never through a link.
 """
 from __future__ import annotations
-import atexit, json, os, sys, tempfile, threading, time
+import atexit, json, os, sys, threading, time
 from typing import Any
+from runtime import safe_files
 from runtime.helpers import ContextVar
 
 PROFILE = ContextVar("PROFILE", 0)
 
 _T0 = time.perf_counter()  # trace timestamps are microseconds since this module was imported
-events: list[dict] = []
+events: list[dict] = []  # the process's PROFILE trace (one file per process, whatever engines ran)
 _tids: dict[int, int] = {}
 _exit_hooked = False
 # the end of the engine's last span: the Python from there to the next realize built the tensor graph
@@ -67,18 +69,11 @@ def trace_json() -> dict:
   return {"traceEvents": meta + events, "displayTimeUnit": "ms", "otherData": {"producer": "rulegrad PROFILE=1"}}
 
 def default_path() -> str:
-  return os.environ.get("PROFILE_PATH") or os.path.join(tempfile.gettempdir(), f"rulegrad_profile_{os.getpid()}.json")
+  return os.environ.get("PROFILE_PATH") or safe_files.private_path(f"rulegrad_profile_{os.getpid()}.json")
 
 def save(path: str | None = None) -> str:
   """Write the trace (via a temporary file and a rename); returns the path."""
-  path = path or default_path()
-  tmp = f"{path}.tmp{os.getpid()}"
-  try:
-    with open(tmp, "w") as f: json.dump(trace_json(), f)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp): os.unlink(tmp)
-  return path
+  return safe_files.write_text(path or default_path(), json.dumps(trace_json()))
 
 def reset() -> None:
   global _last_engine_end

@@ -9,8 +9,9 @@ Graphs are stored flat: every distinct node once, as (head, source ids), where a
 are hash-consed by content like UOps, so the graph after each step can be rebuilt from the steps alone (tensor/viz).
 """
 from __future__ import annotations
-import atexit, json, os, pickle, subprocess, sys, tempfile, time
+import atexit, json, os, pickle, subprocess, sys, time
 from typing import Any, Callable
+from runtime import kernel_cache, safe_files
 from runtime.helpers import ContextVar, getenv
 from runtime.profile import PROFILE, add_span
 from runtime.uop import UOp, _cache_key
@@ -144,13 +145,7 @@ class Recording:
     for f, _, _, _ in self.rules:
       if f not in self.sources and (p := find_source(f)) is not None:
         with open(p, encoding="utf-8", errors="replace") as fh: self.sources[f] = fh.read()
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-      with open(tmp, "wb") as fh: pickle.dump(self, fh, protocol=pickle.HIGHEST_PROTOCOL)
-      os.replace(tmp, path)
-    finally:
-      if os.path.exists(tmp): os.unlink(tmp)
-    return path
+    return safe_files.replace_file(path, lambda fh: pickle.dump(self, fh, protocol=pickle.HIGHEST_PROTOCOL))
 
 def find_source(file: str) -> str | None:
   """A rule's file as its Rule names it (rules/symbolic.rules): from the working folder, else from the project root."""
@@ -184,15 +179,19 @@ def load(path: str) -> Recording:
 
 def _viz_at_exit() -> None:
   if _recording is None or not _recording.rewrites: return
-  path = os.environ.get("VIZ_PATH") or os.path.join(tempfile.gettempdir(), f"rulegrad_viz_{os.getpid()}.pkl")
+  path = os.environ.get("VIZ_PATH") or safe_files.private_path(f"rulegrad_viz_{os.getpid()}.pkl")
   _recording.save(path)
   print(f"VIZ: {len(_recording.rewrites)} graph rewrites recorded in {path}", file=sys.stderr)
   if os.environ.get("VIZ_SERVE", "1") in ("", "0"):
     print(f"VIZ: serve it with `python -m tensor.viz {path}`", file=sys.stderr)
     return
-  # the explorer lives in the tensor package (runtime imports no other package): run it as its own process
-  try: subprocess.call([sys.executable, "-m", "tensor.viz", path])
-  except KeyboardInterrupt: pass
+  # the explorer lives in the tensor package (runtime imports no other package): run it as its own process. It reads a pipe
+  # from this one and stops when the pipe closes, so it never outlives this process (SIGTERM or SIGKILL included)
+  proc = subprocess.Popen([sys.executable, "-m", "tensor.viz", path, "--until-stdin-closes"], stdin=subprocess.PIPE)
+  try: proc.wait()
+  except KeyboardInterrupt:  # Ctrl-C reached the server too (one process group): let it finish
+    try: proc.wait(timeout=10)
+    except (KeyboardInterrupt, subprocess.TimeoutExpired): proc.kill()
 
 # ---- rule coverage and statistics files ----
 
@@ -216,9 +215,7 @@ def _add_into(path: str, entries: dict[str, dict]) -> None:
       else:
         for k in ("attempts", "hits", "time_ns"):
           if k in e: old[k] = old.get(k, 0) + e[k]
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f: json.dump(data, f)
-    os.replace(tmp, path)
+    safe_files.write_text(path, json.dumps(data))
 
 def _rule_key(r: Any) -> str: return f"{r.file}:{r.id}"
 def _entry(r: Any, **counts) -> dict: return {"file": str(r.file), "line": int(r.line), "text": str(r.text), "id": str(r.id), **counts}
@@ -235,7 +232,7 @@ def _default_cache() -> str: return os.path.join(os.environ.get("XDG_CACHE_HOME"
 def rulestats_path() -> str:
   """Where RULESTATS=1 leaves its table for the language server's hover: RULESTATS_FILE, else the kernel cache folder."""
   if (p := os.environ.get("RULESTATS_FILE")): return p
-  return os.path.join(os.environ.get("CACHE_DIR") or _default_cache(), "rulestats.json")
+  return os.path.join(kernel_cache.configured_dir(), "rulestats.json")
 
 def rulestats_pointer() -> str:
   """A file in the default cache folder naming where the last RULESTATS run wrote its table when that was elsewhere
@@ -260,13 +257,10 @@ def save_rule_stats(path: str | None = None) -> None:
   path = path or rulestats_path()
   try:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-      json.dump({"argv": sys.argv, "rules": {_rule_key(r): _entry(r, attempts=r.attempts, hits=r.hits, time_ns=r.time_ns) for r in rules}}, f)
-    os.replace(tmp, path)
+    safe_files.write_text(path, json.dumps({"argv": sys.argv, "rules": {_rule_key(r): _entry(r, attempts=r.attempts, hits=r.hits, time_ns=r.time_ns)
+                                                                     for r in rules}}))
     if os.path.abspath(path) != os.path.abspath(os.path.join(_default_cache(), "rulestats.json")):
       pointer = rulestats_pointer()
       os.makedirs(os.path.dirname(pointer), exist_ok=True)
-      with open(f"{pointer}.tmp{os.getpid()}", "w") as f: json.dump({"path": os.path.abspath(path)}, f)
-      os.replace(f"{pointer}.tmp{os.getpid()}", pointer)
+      safe_files.write_text(pointer, json.dumps({"path": os.path.abspath(path)}))
   except OSError as e: print(f"RULESTATS: could not write {path}: {e}", file=sys.stderr)

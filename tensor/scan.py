@@ -1,5 +1,5 @@
 """Scans and sorting: cumsum, cumprod, cummax, cummin, logcumsumexp, sort, argsort, topk. Part of the Tensor frontend:
-ScanMixin's methods join Tensor in tensor/tensor.py.
+ScanMixin is a base class of Tensor (tensor/tensor.py); this module needs nothing of tensor.py to load.
 
 A scan of n elements reduces, for each output, the window of the elements up to it (sliding windows of the input padded
 with the op's identity, tensor/movement.windows): n * n work for n up to BLOCK, then blockwise (scans inside blocks of
@@ -9,12 +9,14 @@ places each at its rank: n * n work per row.
 """
 from __future__ import annotations
 import math
-from typing import Callable
-from runtime.dtype import dtypes
+from typing import TYPE_CHECKING, Callable
+from runtime.dtype import dtypes, int_acc_dtype, least_upper_float
+from runtime.ops import Ops
 from tensor.errors import ShapeError, as_int, axis_arg
 from tensor.movement import windows
 from tensor.random import iota
-from tensor.tensor import Tensor, least_upper_float
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 BLOCK = 256
 
@@ -35,8 +37,6 @@ def _scan(x: Tensor, axis: int, reduce: Callable[[Tensor], Tensor], combine: Cal
     out = combine(inner, before.unsqueeze(-1)).reshape(*lead, nb * BLOCK).shrink(tuple((0, d) for d in lead) + ((0, n),))
   return out.transpose(axis, -1) if axis != out.ndim - 1 else out
 
-def _sum_dtype(x: Tensor):
-  return x.sum().dtype  # sum's accumulation rule: small ints and bools in int32, unsigned ones in uint32
 
 def _before(xi: Tensor, xj: Tensor, descending: bool) -> Tensor:
   """Whether xj sorts strictly before xi (nan is the largest value, as numpy and torch order it)."""
@@ -49,15 +49,16 @@ def _same(xi: Tensor, xj: Tensor) -> Tensor:
 
 class ScanMixin:
   """Tensor's scans and sorts (torch's and tinygrad's names; like tinygrad, cummax/cummin give the values only)."""
+  __slots__ = ()
 
   def cumsum(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
-    """Running sums along axis; ints and bools add up as sum does (int32 for small ints)."""
-    x = self.cast(dtype if dtype is not None else _sum_dtype(self))
-    return _scan(x, axis_arg(axis, self.shape), lambda w: w.sum(-1), lambda a, b: a + b, 0)
+    """Running sums along axis; ints and bools add up as sum does (in int64, as torch)."""
+    x = self.cast(dtype if dtype is not None else int_acc_dtype(self.dtype))
+    return _scan(x, axis_arg(axis, self.shape), lambda w: w.sum(-1, dtype=w.dtype), lambda a, b: a + b, 0)
 
   def cumprod(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
-    x = self.cast(dtype if dtype is not None else (dtypes.int32 if self.dtype is dtypes.bool else self.dtype))
-    return _scan(x, axis_arg(axis, self.shape), lambda w: w.prod(-1), lambda a, b: a * b, 1)
+    x = self.cast(dtype if dtype is not None else int_acc_dtype(self.dtype))
+    return _scan(x, axis_arg(axis, self.shape), lambda w: w.prod(-1, dtype=w.dtype), lambda a, b: a * b, 1)
 
   def cummax(self: Tensor, axis: int = 0) -> Tensor:
     """Running maxima along axis (nan propagates, as numpy's maximum.accumulate)."""
@@ -74,19 +75,19 @@ class ScanMixin:
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along dim, stably: equal values keep their order; nan last (first when descending)."""
     axis = axis_arg(dim, self.shape, "sort dim")
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    if self.ndim == 0: return self, self.zeros((), dtype=dtypes.int32, device=self.device)
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self                     # (..., n)
     n = x.shape[-1]
-    if n == 0: idx = Tensor.zeros(*x.shape, dtype=dtypes.int32, device=self.device)
+    if n == 0: idx = self.zeros(*x.shape, dtype=dtypes.int32, device=self.device)
     else:
-      pos = iota(n, dtypes.int32, self.device)
+      pos = iota(type(self), n, dtypes.int32, self.device)
       xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)                                           # (..., n, 1), (..., 1, n)
       earlier = pos.reshape(1, n) < pos.reshape(n, 1)                                     # j < i
       rank = (_before(xi, xj, descending) | (_same(xi, xj) & earlier)).sum(-1).contiguous()  # (..., n): where x[i] goes
       # element i goes to place rank[i]: for each place r, the i with rank[i] == r
       at = rank.unsqueeze(-2) == pos.reshape(n, 1)                                        # (..., r, i)
-      idx = at.where(pos.reshape(1, n), -1).max(-1)
-      x = at.where(x.unsqueeze(-2), x._const_like(dtypes.min(x.dtype))).max(-1)
+      idx = at.where(pos.reshape(1, n), -1)._reduce(Ops.MAX, -1, False)
+      x = at.where(x.unsqueeze(-2), x._const_like(dtypes.min(x.dtype)))._reduce(Ops.MAX, -1, False)
     if axis != self.ndim - 1: x, idx = x.transpose(axis, -1), idx.transpose(axis, -1)
     return x, idx.cast(dtypes.int32)
 

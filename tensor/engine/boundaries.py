@@ -143,4 +143,13 @@ _PLAIN = {Ops.RANGE, Ops.CONST}
 def _holds_read(u: UOp) -> bool: return any(n.op is Ops.AT for n in u.toposort(gate=lambda n: n.op is not Ops.AT))
 
 def _ranges(idx: tuple[UOp, ...]) -> frozenset:
-  return frozenset(u for i in idx for u in i.toposort(gate=lambda n: n.op is not Ops.AT) if u.op is Ops.RANGE)
+  """The loops (RANGEs) index expressions use, those of a read inside them included (a gather's index is a read of its index
+  tensor at the output's loops: the value read depends on them), never walking into the tensor graph below a read."""
+  out, seen, stack = set(), set(), list(idx)
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.RANGE: out.add(u)
+    stack.extend(u.src[1:] if u.op is Ops.AT else u.src)
+  return frozenset(out)

@@ -7,6 +7,7 @@ convs (zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor 
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
+from runtime.dtype import least_upper_dtype
 from runtime.ops import Ops
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
@@ -57,9 +58,9 @@ IMPLICIT_GEMM_MIN_REDUCE = 32
 
 def vector_floats(device: str) -> int:
   """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
-  from tensor.codegen import vector_caps
   from tensor.codegen.heuristic import VECTOR_CAPS
-  return max(1, (vector_caps(device) or VECTOR_CAPS).register_bytes // 4)
+  from tensor.engine.state import ENGINE
+  return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
 
 def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...], width: int) -> bool:
   """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
@@ -71,9 +72,8 @@ def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[i
 
 def contiguous_backward(t: Tensor) -> Tensor:
   """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
-  from tensor.tensor import Tensor
   from runtime.uop import uop
-  return Tensor(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
+  return type(t)(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
 
 def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
                   dtype: Any) -> Tensor:
@@ -165,7 +165,9 @@ def _conv_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding,
   if groups < 1: raise value_error(f"{name}: groups={groups} must be at least 1")
   kernel = weight.shape[2:]
   st, dl = int_tuple(stride, n, f"{name}: stride", 1), int_tuple(dilation, n, f"{name}: dilation", 1)
-  return conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  out = conv(x, weight, bias, groups, st, dl, _conv_pads(padding, kernel, st, dl, name), dtype, name)
+  # ints accumulate in int64 (as sum) and give their own type back, as matmul does
+  return out if dtype is not None or out.dtype is (want := least_upper_dtype(x.dtype, weight.dtype)) else out.cast(want)
 
 def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation, padding, output_padding, nd: int | None, name: str) -> Tensor:
   """The gradient of a conv with respect to its input: the input spread out by the stride (zeros between), padded by

@@ -5,6 +5,7 @@ out as soon as no later operand and not the output uses it, so a chain stays a s
 from __future__ import annotations
 import string
 from typing import TYPE_CHECKING, Sequence
+from runtime.dtype import dtypes, least_upper_dtype
 from tensor.functional.args import shape_error, type_error, value_error
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
@@ -94,7 +95,9 @@ class EinsumMixin:
       acc = _align(acc, acc_letters, union) * _align(nxt, nxt_letters, union)
       acc_letters = union
     acc = _align(acc, acc_letters, out).expand(*[sizes[c] for c in out]) if out else acc
-    return acc.cast(dtype) if dtype is not None else acc
+    # ints accumulate in int64 (as sum) and give their own type back, as matmul does (bools give their counts)
+    if dtype is not None: return acc.cast(dtype)
+    return acc if (want := least_upper_dtype(*(x.dtype for x in xs))) is dtypes.bool else acc.cast(want)
 
 def _align(x: Tensor, letters: str, target: str) -> Tensor:
   """x with its dims in the order of `target` (size 1 where it lacks a letter)."""

@@ -1,18 +1,24 @@
 """Model state: the tensors of a model by name (get_state_dict, get_parameters, load_state_dict) and safetensors files
-(safe_save, safe_load, safe_load_metadata). The reader checks a file as strictly as the format allows, maps it into
-memory, and copies each tensor's bytes into its device buffer only when the tensor is first used.
+(safe_save, safe_load, safe_load_metadata). The reader checks a file as strictly as the format allows (in time and memory
+linear in its header), keeps it open, and reads each tensor's bytes into its device buffer only when the tensor is first used.
 
   safe_save(get_state_dict(model), "model.safetensors")
   load_state_dict(model, safe_load("model.safetensors"))
 """
 from __future__ import annotations
-import json, math, mmap, os, pathlib, struct, tempfile
+import json, math, os, pathlib, re, stat, struct, tempfile, time
 from typing import Any
 import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DType, dtypes
-from runtime.ops import Ops
-from tensor.tensor import Tensor, buffer_uop, buffers
+from runtime.helpers import GlobalCounters
+from tensor.engine.state import ENGINE
+from tensor.engine.storage import realized_buffer
+from tensor.parameters import get_parameters, get_state_dict
+from tensor.tensor import Tensor, buffer_uop
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
+           "file_buffer"]
 
 class SafetensorsError(ValueError):
   """A safetensors file that breaks the format, or tensors that can't be saved in it. The message names the file and the fault."""
@@ -27,34 +33,7 @@ MAX_HEADER = 100_000_000
 
 # ---- state dicts ----
 
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-  """The tensors reachable from obj by attribute, list index and dict key, named by their path: {"l1.weight": ...}."""
-  out: dict[str, Tensor] = {}
-  _collect(obj, prefix, out, set())
-  return out
-
-def _collect(obj: Any, prefix: str, out: dict[str, Tensor], seen: set[int]) -> None:
-  if isinstance(obj, Tensor):
-    out[prefix.strip(".")] = obj
-    return
-  if isinstance(obj, (str, bytes, int, float, bool, type(None))) or id(obj) in seen: return
-  seen.add(id(obj))  # an object graph with a cycle (a layer pointing back at its model) is walked once
-  if hasattr(obj, "_asdict"): obj = obj._asdict()  # namedtuple
-  elif hasattr(obj, "__dict__") and not isinstance(obj, type): obj = vars(obj)
-  if isinstance(obj, (list, tuple)):
-    for i, x in enumerate(obj): _collect(x, f"{prefix}{i}.", out, seen)
-  elif isinstance(obj, dict):
-    for k, v in obj.items(): _collect(v, f"{prefix}{k}.", out, seen)
-
-def get_parameters(obj: Any) -> list[Tensor]:
-  """Every tensor reachable from obj, each once (a weight tied to two layers counts once), in state-dict order."""
-  seen: dict[int, Tensor] = {}
-  for t in get_state_dict(obj).values(): seen.setdefault(id(t), t)
-  return list(seen.values())
-
-def _is_buffer(t: Tensor) -> bool:
-  u = t.uop
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _is_buffer(t: Tensor) -> bool: return realized_buffer(t.uop) is not None
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, consume: bool = False, realize: bool = True) -> list[Tensor]:
   """Copy state_dict's tensors into model's (matched by name); returns the model's tensors that were loaded.
@@ -94,7 +73,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
   """Write tensors to fn in the safetensors format, with optional string metadata. The file is written beside fn under a
-  temporary name and renamed over it at the end, so fn is never left half-written."""
+  temporary name and renamed over it at the end, so fn is never left half-written; temporary files of an earlier save of fn
+  that was killed are deleted first."""
   if metadata is not None and (not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
     raise SafetensorsError(f"safe_save {fn}: metadata must be a dict of str to str, got {metadata!r}")
   header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
@@ -112,7 +92,8 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
   head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
   head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned, as the reference writer does
   path = pathlib.Path(fn)
-  fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+  _remove_stale_temps(path)
+  fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
   try:
     with os.fdopen(fd, "wb") as f:
       f.write(struct.pack("<Q", len(head)))
@@ -123,14 +104,38 @@ def safe_save(tensors: dict[str, Tensor], fn: str | os.PathLike, metadata: dict[
     pathlib.Path(tmp).unlink(missing_ok=True)
     raise
 
+STALE_AFTER = 60  # seconds without a write: a save's temporary file whose writer is gone and that old is left over
+def _remove_stale_temps(path: pathlib.Path) -> None:
+  """Delete the temporary files an earlier save of `path` left when it was killed (`.NAME.<pid>.<random>.tmp`, ours and
+  regular): those whose process is gone and that have not been written for a minute, and any over an hour old (names
+  without a pid, from before the pid was in them, included). A 240 MB leftover stayed for ever."""
+  pattern = re.compile(re.escape(f".{path.name}.") + r"(?:(\d+)\.)?[a-z0-9_]{8}\.tmp")
+  try: entries = list(os.scandir(path.parent))
+  except OSError: return
+  now = time.time()
+  for e in entries:
+    if (m := pattern.fullmatch(e.name)) is None: continue
+    try: st = e.stat(follow_symlinks=False)
+    except OSError: continue
+    if not stat.S_ISREG(st.st_mode) or (hasattr(os, "geteuid") and st.st_uid != os.geteuid()): continue
+    age = now - st.st_mtime
+    if age > 3600 or (m.group(1) is not None and age > STALE_AFTER and not _alive(int(m.group(1)))):
+      try: os.unlink(e.path)
+      except OSError: pass
+
+def _alive(pid: int) -> bool:
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except OSError: pass  # another user's process (EPERM): alive
+  return True
+
 def _host_bytes(t: Tensor) -> np.ndarray:
   """t's values as a C-contiguous little-endian numpy array of its storage type (bfloat16 as its raw 16 bits, read from
   the buffer: no kernel, since not every device renders bfloat16)."""
   if t.numel() == 0: return np.zeros(0, np.uint8)
   t.realize()
   if not _is_buffer(t): t = t.contiguous().realize()
-  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  a = buffers[u].as_array()
+  a = ENGINE.storage.buffers[realized_buffer(t.uop)].as_array()
   return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
 
 # ---- reading safetensors ----
@@ -145,6 +150,19 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out[k] = v
   return out
 
+# The header is read one entry at a time, each checked as it is read: a header of 2,000,000 dims or of 33 million empty lists
+# fails at its first bad entry, in time linear in its bytes, holding no more than the entries read so far (json.loads of the
+# whole header took 74 s on the first and 2.6 GB on the second). A tensor's entry is a small object ({"dtype", "shape" of
+# at most MAX_DIMS dims, "data_offsets"}), the metadata an object of strings.
+_STR = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_KEY = re.compile(r"\s*(" + _STR + r")\s*:\s*")
+_OBJECT = re.compile(r"\{[^{}\"]*(?:" + _STR + r"[^{}\"]*)*\}")  # an object holding no object (strings may hold braces)
+_NEXT = re.compile(r"\s*([,}])")
+_JSON_TYPES = {"[": "list", '"': "str", "t": "bool", "f": "bool", "n": "NoneType"}
+MAX_DIMS = 64  # numpy's limit; no model has more
+MAX_ENTRY = 64 * 1024  # bytes of one tensor's entry: MAX_DIMS dims need well under 2 KB, even pretty-printed
+MAX_METADATA_KEYS = 65536
+
 def _read_header(fn: Any, f) -> tuple[int, dict[str, Any], int]:
   """(data start, header, file size) of an open file, after every check of the header and the byte ranges it gives."""
   size = os.fstat(f.fileno()).st_size
@@ -156,13 +174,14 @@ def _read_header(fn: Any, f) -> tuple[int, dict[str, Any], int]:
   if len(raw) != n: raise _fail(fn, f"the file ended inside the header ({len(raw)} of {n} bytes read)")
   try: text = raw.decode("utf-8")
   except UnicodeDecodeError as e: raise _fail(fn, f"the header is not UTF-8 ({e.reason} at byte {e.start})") from None
+  del raw
   if not text.startswith("{"): raise _fail(fn, "the header does not start with '{'")
-  try: header = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-  except (ValueError, RecursionError) as e: raise _fail(fn, f"the header is not valid JSON: {e}") from None
-  if not isinstance(header, dict): raise _fail(fn, f"the header is a JSON {type(header).__name__}, not an object")
   data_len = size - 8 - n
+  header: dict[str, Any] = {}
   ranges = []
-  for name, info in header.items():
+  for name, info in _entries(fn, text):
+    if name in header: raise _fail(fn, f"the header is not valid JSON: duplicate key {name!r}")
+    header[name] = info
     if name == "__metadata__":
       if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
         raise _fail(fn, f"__metadata__ must map strings to strings, got {info!r:.200}")
@@ -177,8 +196,41 @@ def _read_header(fn: Any, f) -> tuple[int, dict[str, Any], int]:
   if pos != data_len: raise _fail(fn, f"the tensors cover {pos} bytes of data but the file holds {data_len} after the header (trailing bytes)")
   return 8 + n, header, size
 
+def _entries(fn: Any, text: str):
+  """(name, value) of each entry of the header's object, in order; a value that is no object is given as a JSON type name."""
+  def bad(at: int, what: str) -> SafetensorsError: return _fail(fn, f"the header is not valid JSON: {what} at character {at} ({text[at:at + 40]!r})")
+  def load(part: str, at: int) -> Any:
+    try: return json.loads(part, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as e: raise bad(at, str(e)) from None
+  pos = 1
+  if (m := _NEXT.match(text, pos)) is not None and m.group(1) == "}": pos = m.end()
+  else:
+    while True:
+      if (m := _KEY.match(text, pos)) is None: raise bad(pos, "expected a tensor's name")
+      name, pos = load(m.group(1), pos), m.end()
+      if (o := _OBJECT.match(text, pos)) is None:
+        if text.startswith("{", pos): raise bad(pos, "an entry holding an object (tensor entries hold strings, numbers and lists)")
+        yield name, _JsonValue(_JSON_TYPES.get(text[pos:pos + 1], "int"))
+        return  # no valid header goes on: the caller refuses this entry
+      if name != "__metadata__" and o.end() - pos > MAX_ENTRY:
+        raise _fail(fn, f"tensor {name!r}: its entry is {o.end() - pos} bytes, more than {MAX_ENTRY} (a shape has at most {MAX_DIMS} dims)")
+      if name == "__metadata__" and re.sub(_STR, "", o.group()).count(":") > MAX_METADATA_KEYS:
+        raise _fail(fn, f"__metadata__ has more than {MAX_METADATA_KEYS} keys")
+      yield name, load(o.group(), pos)
+      pos = o.end()
+      if (m := _NEXT.match(text, pos)) is None: raise bad(pos, "expected ',' or '}'")
+      pos = m.end()
+      if m.group(1) == "}": break
+  if text[pos:].strip(" \t\r\n"): raise bad(pos, "extra data after the header's object")
+
+class _JsonValue:
+  """A header value that is not an object, kept only as its JSON type (the entry is refused: nothing more of it is read)."""
+  def __init__(self, kind: str): self.kind = kind
+  def __repr__(self) -> str: return f"a JSON {self.kind}"
+
 def _check_entry(fn: Any, name: str, info: Any, data_len: int) -> tuple[int, int]:
   where = f"tensor {name!r}"
+  if isinstance(info, _JsonValue): raise _fail(fn, f"{where}: its entry is a JSON {info.kind}, not an object")
   if not isinstance(info, dict): raise _fail(fn, f"{where}: its entry is a JSON {type(info).__name__}, not an object")
   if set(info) != {"dtype", "shape", "data_offsets"}:
     raise _fail(fn, f"{where}: its entry has keys {sorted(info)}, expected dtype, shape and data_offsets")
@@ -186,6 +238,11 @@ def _check_entry(fn: Any, name: str, info: Any, data_len: int) -> tuple[int, int
   if not isinstance(dt, str) or dt not in SAFE_DTYPES: raise _fail(fn, f"{where}: unknown or unsupported dtype {dt!r}")
   if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
     raise _fail(fn, f"{where}: shape {shape!r:.100} is not a list of non-negative integers")
+  if len(shape) > MAX_DIMS: raise _fail(fn, f"{where}: shape has {len(shape)} dims, more than {MAX_DIMS}")
+  # as the reference reader: the element count must fit in 64 bits, counting every dim ([2**62, 2**62, 0] is refused)
+  count = 1
+  for s in shape:
+    if s and (count := count * s) >= 2**63: raise _fail(fn, f"{where}: shape {shape!r:.100} has 2**63 or more elements")
   if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets) or not 0 <= offsets[0] <= offsets[1]:
     raise _fail(fn, f"{where}: data_offsets {offsets!r:.100} is not [begin, end] with 0 <= begin <= end")
   begin, end = offsets
@@ -196,53 +253,87 @@ def _check_entry(fn: Any, name: str, info: Any, data_len: int) -> tuple[int, int
 
 def safe_load_metadata(fn: str | os.PathLike) -> tuple[Tensor, int, dict[str, Any]]:
   """(the whole file as a lazy uint8 tensor, where the data starts, the parsed header) of a checked safetensors file."""
-  with open(fn, "rb") as f:
-    start, header, size = _read_header(fn, f)
-    raw = _map(f, size)
-  return _lazy_tensor(raw, 0, size, dtypes.uint8, (size,), None), start, header
+  f = open(fn, "rb")
+  try: start, header, size = _read_header(fn, f)
+  except BaseException:
+    f.close()
+    raise
+  return _lazy_tensor(_FileBytes(fn, f), 0, size, dtypes.uint8, (size,), None), start, header
 
 def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
   """The tensors of a safetensors file by name, on device (the default device if None). The file is checked whole first
-  (SafetensorsError on any fault) and memory-mapped; a tensor's bytes are copied into its buffer when it is first used."""
-  with open(fn, "rb") as f:
-    start, header, size = _read_header(fn, f)
-    raw = _map(f, size)
+  (SafetensorsError on any fault) and kept open; a tensor's bytes are read into its buffer when it is first used, and a
+  file that has become shorter by then (overwritten, truncated) is a SafetensorsError naming it, never a crash."""
+  f = open(fn, "rb")
+  try: start, header, _ = _read_header(fn, f)
+  except BaseException:
+    f.close()
+    raise
+  src = _FileBytes(fn, f)
   out: dict[str, Tensor] = {}
   for name, info in header.items():
     if name == "__metadata__": continue
     begin, end = info["data_offsets"]
-    out[name] = _lazy_tensor(raw, start + begin, start + end, SAFE_DTYPES[info["dtype"]], tuple(info["shape"]), device)
+    out[name] = _lazy_tensor(src, start + begin, start + end, SAFE_DTYPES[info["dtype"]], tuple(info["shape"]), device, name)
   return out
 
-def _map(f, size: int) -> memoryview:
-  # read-only: loaded tensors copy out of it, nothing writes through it
-  return memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)) if size else memoryview(b"")
+class _FileBytes:
+  """An open file that loaded tensors read their bytes from (closed when the last of them is gone). Read with positioned
+  reads, not a memory map: a file truncated after loading (`cp` over it) is a short read and an error, where a mapped page
+  past the new end killed the process with SIGBUS on first use."""
+  def __init__(self, fn: Any, f):
+    self.fn, self.f = fn, f
+
+  def read_into(self, out: memoryview, begin: int, what: str) -> None:
+    # pread: at a position, from the file as it is now (a buffered reader could answer from bytes it read ahead earlier)
+    fd, got = self.f.fileno(), 0
+    while got < len(out):
+      if hasattr(os, "preadv"): k = os.preadv(fd, [out[got:]], begin + got)
+      else:
+        chunk = os.pread(fd, min(len(out) - got, 1 << 24), begin + got)
+        out[got:got + len(chunk)] = chunk
+        k = len(chunk)
+      if k == 0: break
+      got += k
+    if got != len(out):
+      size = os.fstat(self.f.fileno()).st_size
+      raise SafetensorsError(f"{self.fn}: {what} needs bytes [{begin}, {begin + len(out)}) of the file but it now has {size}: it changed "
+                             f"after safe_load (overwritten or truncated); load it again")
+
+  def __del__(self) -> None:
+    try: self.f.close()
+    except Exception: pass  # noqa: BLE001 - at interpreter exit anything may be gone
 
 class FileBuffer(Buffer):
-  """A device buffer whose first contents are bytes of a mapped file, copied in when the buffer is first allocated."""
+  """A device buffer whose first contents are bytes of a safetensors file, read in when the buffer is first allocated."""
   __slots__ = ("_source",)
-  def __init__(self, device: str, size: int, dtype: DType, source: memoryview):
+  def __init__(self, device: str, size: int, dtype: DType, source: tuple[_FileBytes, int, str] | None):
     super().__init__(device, size, dtype)
-    self._source: memoryview | None = source
+    self._source = source
   def ensure_allocated(self) -> Buffer:
     if self.is_allocated(): return self
     super().ensure_allocated()
-    if self._source is not None:
-      self.as_array().view(np.uint8)[:] = np.frombuffer(self._source, dtype=np.uint8)
-      self._source = None  # the mapping can go once every tensor of the file is in memory
+    if self._source is not None and self.nbytes:
+      src, begin, what = self._source
+      try: src.read_into(memoryview(self.as_array().view(np.uint8)), begin, what)
+      except BaseException:  # not allocated after all: a later use must not see the bytes that were not read
+        self._array, self._ptr = None, 0
+        GlobalCounters.mem_used -= self.nbytes
+        raise
+    self._source = None  # the file can close once every tensor of it is in memory
     return self
   def is_loaded(self) -> bool:
     """Whether the file's bytes have been copied in yet."""
     return self._source is None
 
-def _lazy_tensor(raw: memoryview, begin: int, end: int, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
+def _lazy_tensor(src: _FileBytes, begin: int, end: int, dtype: DType, shape: tuple[int, ...], device: str | None, name: str = "") -> Tensor:
   n = math.prod(shape)
-  u = buffer_uop(FileBuffer(Device.canonicalize(device), n, dtype, raw[begin:end]))
+  what = f"tensor {name!r}" if name else "the file's bytes"
+  u = buffer_uop(FileBuffer(Device.canonicalize(device), n, dtype, (src, begin, what)))
   t = Tensor(u)
   return t.reshape(shape) if shape != (n,) else t
 
 def file_buffer(t: Tensor) -> FileBuffer | None:
   """The FileBuffer behind a tensor safe_load returned (None for any other tensor): tells whether it was copied in yet."""
-  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  b = buffers.get(u) if u.op is Ops.BUFFER else None
+  b = ENGINE.storage.buffers.get(u) if (u := realized_buffer(t.uop)) is not None else None
   return b if isinstance(b, FileBuffer) else None

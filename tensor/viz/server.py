@@ -1,5 +1,7 @@
 """The VIZ explorer's web server: serves page.html and a small JSON API over a recording (runtime/trace.py), on 127.0.0.1
 only. The page asks for the index of rewrites, then one drawn step at a time; graphs are laid out here (graphs.py).
+Requests must name a loopback host (Host: 127.0.0.1, localhost or [::1]): a web page elsewhere can't read the recording
+through a name it points at 127.0.0.1 (DNS rebinding, docs/security.md). A client that hangs up is no error.
 
   GET /                          the page
   GET /api/index                 kernels (groups) and their rewrites: name, steps, node counts
@@ -9,6 +11,7 @@ only. The page asks for the index of rewrites, then one drawn step at a time; gr
 """
 from __future__ import annotations
 import json, os, socket, sys, threading
+from typing import BinaryIO
 from functools import lru_cache
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +21,15 @@ from runtime.trace import Recording
 from tensor.viz.graphs import Replay, label, svg
 
 DEFAULT_PORT = 8000
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+def loopback_host(host: str | None) -> bool:
+  """Whether a Host header names this machine's loopback interface (any port): 127.0.0.1, localhost or [::1]."""
+  if not host: return False
+  host = host.strip().lower()
+  if host.startswith("["): name = host[1:host.index("]")] if "]" in host else ""
+  else: name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+  return name in LOOPBACK_HOSTS
 PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page.html")
 
 class Explorer:
@@ -94,6 +106,8 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
       self.wfile.write(data)
 
     def do_GET(self) -> None:
+      if not loopback_host(self.headers.get("Host")):
+        return self.send(403, "VIZ answers only requests addressed to 127.0.0.1, localhost or [::1]\n", "text/plain; charset=utf-8")
       url = urlparse(self.path)
       q = {k: v[0] for k, v in parse_qs(url.query).items()}
       try:
@@ -111,19 +125,34 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
       except ValueError as e: self.send(400, f"bad request: {e}", "text/plain; charset=utf-8")
   return Handler
 
+class Server(ThreadingHTTPServer):
+  daemon_threads = True  # a client that keeps its connection open does not hold the process at exit
+  def handle_error(self, request, client_address) -> None:
+    # a browser that closes a tab or cancels a request mid-answer: not worth a traceback on the user's terminal
+    if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)): return
+    super().handle_error(request, client_address)
+
 def make_server(rec: Recording, port: int | None = None) -> ThreadingHTTPServer:
   """A server on 127.0.0.1 (never another interface): port VIZ_PORT or 8000, or any free one if that is taken; 0 picks one."""
   if port is None: port = int(os.environ.get("VIZ_PORT", DEFAULT_PORT))
   handler = make_handler(Explorer(rec))
-  try: return ThreadingHTTPServer(("127.0.0.1", port), handler)
+  try: return Server(("127.0.0.1", port), handler)
   except OSError:
     if "VIZ_PORT" in os.environ and port == int(os.environ["VIZ_PORT"]): raise
-    return ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    return Server(("127.0.0.1", 0), handler)
 
-def serve(rec: Recording, port: int | None = None) -> None:
-  """Serve the explorer until Ctrl-C, printing its address."""
+def serve(rec: Recording, port: int | None = None, until_eof: BinaryIO | None = None) -> None:
+  """Serve the explorer until Ctrl-C, printing its address; with until_eof, also until that stream ends (VIZ=1 serves from a
+  child process reading a pipe from the script: when the script ends, killed or not, the pipe closes and the server stops)."""
   server = make_server(rec, port)
   print(f"VIZ: {len(rec.rewrites)} graph rewrites at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", file=sys.stderr)
+  if until_eof is not None:
+    def watch() -> None:
+      try:
+        while until_eof.read(4096): pass
+      except (OSError, ValueError): pass
+      server.shutdown()
+    threading.Thread(target=watch, daemon=True).start()
   try: server.serve_forever()
   except KeyboardInterrupt: pass
   finally: server.server_close()

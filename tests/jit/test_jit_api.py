@@ -1,4 +1,4 @@
-"""tensor/engine/jit.py: TinyJit's phases, the input checks (each kind of mismatch names what differs), reset, nested capture,
+"""tensor/jit.py: TinyJit's phases, the input checks (each kind of mismatch names what differs), reset, nested capture,
 nothing captured, JIT=0 and JIT=2, DEBUG lines, methods, keyword inputs, copies, the PYTHON device."""
 import numpy as np
 import pytest
@@ -167,7 +167,50 @@ def test_methods():
     def __call__(self, x): return (x * self.w).realize()
   s = Scaler(3.0)
   for i in range(4): assert s(Tensor([1.0, float(i)]).realize()).tolist() == [3.0, 3.0 * i]
-  assert Scaler.__call__.captured is not None
+  assert s.__call__.captured is not None and Scaler.__call__.captured is None  # the capture is the instance's
+
+def test_a_method_captures_per_instance():
+  """@TinyJit on a method shared one capture across instances: captured on instance 1, a call on instance 2 silently
+  returned instance 1's result."""
+  class Model:
+    def __init__(self, k: float): self.w = Tensor([k, k]).realize()
+    @TinyJit
+    def step(self, x): return (x * self.w).realize()
+  a, b = Model(2.0), Model(10.0)
+  x = Tensor([1.0, 2.0]).realize()
+  for _ in range(3): assert a.step(x).tolist() == [2.0, 4.0]
+  assert a.step.cnt == 3 and a.step.captured is not None
+  for _ in range(3): assert b.step(x).tolist() == [10.0, 20.0]  # was [2.0, 4.0]: a's capture replayed
+  assert a.step(Tensor([3.0, 1.0]).realize()).tolist() == [6.0, 2.0]
+  b.step.reset()
+  assert b.step.cnt == 0 and a.step.cnt == 4  # one instance's reset leaves the others
+  n = len(Model.step._per_instance)
+  del b
+  import gc; gc.collect()  # noqa: E702
+  assert len(Model.step._per_instance) == n - 1  # an instance's capture goes with it
+
+def test_a_method_of_an_instance_without_weakref_is_a_clear_error():
+  class Slotted:
+    __slots__ = ("w",)
+    def __init__(self): self.w = Tensor([1.0]).realize()
+    @TinyJit
+    def step(self, x): return (x + self.w).realize()
+  with pytest.raises(JitError, match=r"@TinyJit on the method .*Slotted.step: a Slotted can't be weakly referenced.*__weakref__"):
+    Slotted().step(Tensor([1.0]).realize())
+
+def test_what_a_capture_bakes_in():
+  """docs/jit.md, 'What a capture keeps': a global rebound by name and a Python number (closed over or passed) are read when
+  the function runs, so their values at the capture are kept; tensors are inputs, and a Variable's value is bound per call."""
+  global SCALE
+  SCALE = 2.0
+  @TinyJit
+  def f(x, k): return (x * SCALE * k).realize()
+  x = Tensor([1.0]).realize()
+  for _ in range(3): assert f(x, 1.0).item() == 2.0
+  SCALE = 5.0
+  assert f(x, 3.0).item() == 2.0  # both baked: 2.0 * 1.0 from the capture
+  f.reset()
+  for _ in range(3): assert f(x, 3.0).item() == 15.0  # reset() captures again with the values of now
 
 def test_copies_are_captured():
   @TinyJit
@@ -204,3 +247,26 @@ def test_a_returned_input_is_this_calls_input():
     x, y = Tensor([float(i)] * 4).realize(), Tensor([float(-i)] * 4).realize()
     a, b, c = f(x, y)
     assert a.tolist() == [2.0 * i] * 4 and b.tolist() == [-float(i)] * 4 and c.tolist() == [[-float(i)] * 2] * 2
+
+def test_a_capture_sees_the_kernels_of_its_engine():
+  # TinyJit captures through the engine it is given, the one the function realizes with: an engine of its own (caches of its
+  # own, the process's storage) shows the capture every kernel, prepared schedule-cache hits included, and a replay runs them
+  from tensor.engine.state import ENGINE, Engine
+  from tensor.tensor import realize
+  mine = Engine(storage=ENGINE.storage)
+  def step(x):
+    out = x * 3 + 1
+    realize([out], mine)
+    return out
+  jitted = TinyJit(step, engine=mine)
+  rng = np.random.default_rng(3)
+  for _ in range(4):
+    x = Tensor(rng.standard_normal(8).astype(np.float32)).realize()
+    out = jitted(x)
+    np.testing.assert_allclose(out.numpy(), x.numpy() * 3 + 1, rtol=1e-6)
+  assert len(jitted.captured.steps) == 1 and jitted.captured.engine is mine  # type: ignore[union-attr]
+  assert len(mine.programs) >= 1 and not mine.capturing and not ENGINE.capturing
+  # an engine with a storage of its own does not hold these tensors' buffers: refused, saying what to make instead
+  with pytest.raises(JitError, match="Engine.storage=ENGINE.storage."): TinyJit(step, engine=Engine())
+  from tensor.errors import ArgumentValueError
+  with pytest.raises(ArgumentValueError, match="another storage"): realize([x + 1], Engine())

@@ -165,7 +165,8 @@ MALFORMED = {
   "no brace": (_file(None, raw_header=b'  {"a":1}'), "does not start with"),
   "array header": (_file(None, raw_header=b"[1,2]"), "does not start with"),
   "nan constant": (_file(None, raw_header=b'{"__metadata__":{"a":NaN}}'), "not valid JSON"),
-  "duplicate key": (_file(None, raw_header=b'{"a":{},"a":{}}'), "duplicate key"),
+  "duplicate key": (_file(None, raw_header=b'{"a":%s,"a":%s}' % (json.dumps(_entry()).encode(), json.dumps(_entry()).encode()), data=b"\0" * 8),
+                    "duplicate key"),
   "metadata not strings": (_file({"__metadata__": {"a": 1}}), "__metadata__ must map strings to strings"),
   "metadata not object": (_file({"__metadata__": "x"}), "__metadata__ must map strings to strings"),
   "entry not object": (_file({"a": [1]}), "not an object"),
@@ -263,3 +264,109 @@ def test_bfloat16_interoperates_through_torch(tmp_path):
   assert x.dtype is dtypes.bfloat16 and x.tolist() == vals
   safe_save({"x": x}, tmp_path / "o.safetensors")
   assert st_torch.load_file(str(tmp_path / "o.safetensors"))["x"].float().tolist() == vals
+
+# ---- hardening (issue 22 items 9, 11, 12, 15) ----
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def test_a_file_truncated_after_safe_load_is_an_error_naming_it(tmp_path):
+  """`cp` of a shorter file over a checkpoint after safe_load killed the process with SIGBUS on first use (in a child here,
+  so a crash can't take the test run with it)."""
+  import subprocess, sys
+  fn = tmp_path / "ckpt.safetensors"
+  code = f"""
+import numpy as np
+from tensor import Tensor
+from tensor.nn.state import SafetensorsError, safe_load, safe_save
+fn = {str(fn)!r}
+safe_save({{"a": Tensor(np.ones(4096, np.float32)), "b": Tensor(np.arange(1 << 18, dtype=np.float32))}}, fn)
+loaded = safe_load(fn)
+with open(fn, "r+b") as f: f.truncate(4096)
+try: loaded["b"].numpy()
+except SafetensorsError as e: print("error:", e)
+with open(fn, "r+b") as f: f.truncate(0)
+try: loaded["a"].numpy()
+except SafetensorsError as e: print("error:", e)
+"""
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, f"the child died ({r.returncode}): {r.stderr[-2000:]}"
+  lines = r.stdout.splitlines()
+  assert len(lines) == 2 and all(line.startswith(f"error: {fn}: ") for line in lines), r.stdout
+  assert "tensor 'b' needs bytes" in lines[0] and "now has 4096" in lines[0] and "changed after safe_load" in lines[0]
+  assert "tensor 'a'" in lines[1] and "now has 0" in lines[1]
+
+def test_a_truncated_file_leaves_the_tensor_unloaded(tmp_path):
+  fn = tmp_path / "t.safetensors"
+  safe_save({"a": Tensor(np.arange(1000, dtype=np.int32))}, fn)
+  a = safe_load(fn)["a"]
+  data = fn.read_bytes()
+  with open(fn, "r+b") as f: f.truncate(100)
+  with pytest.raises(SafetensorsError, match="changed after safe_load"): a.numpy()
+  assert not file_buffer(a).is_loaded()
+  fn.write_bytes(data)  # the same bytes back: the next use reads them
+  assert a.numpy().tolist() == list(range(1000))
+
+def _header_file(tmp_path, header: bytes, data: bytes = b""):
+  fn = tmp_path / "bomb.safetensors"
+  fn.write_bytes(struct.pack("<Q", len(header)) + header + data)
+  return fn
+
+def _peak_bytes(f) -> tuple[int, BaseException | None]:
+  import tracemalloc
+  tracemalloc.start()
+  err = None
+  try: f()
+  except BaseException as e: err = e  # noqa: BLE001
+  peak = tracemalloc.get_traced_memory()[1]
+  tracemalloc.stop()
+  return peak, err
+
+def test_a_header_of_millions_of_dims_is_refused_at_once(tmp_path):
+  """A 4 MB header with 2,000,000 dims took 74 s, then raised ValueError (not SafetensorsError)."""
+  dims = b"[" + b",".join([b"4611686018427387904"] * 200_000) + b"]"
+  fn = _header_file(tmp_path, b'{"a":{"dtype":"F32","shape":' + dims + b',"data_offsets":[0,4]}}', b"\0" * 4)
+  peak, err = _peak_bytes(lambda: safe_load(fn))
+  assert isinstance(err, SafetensorsError) and "its entry is" in str(err) and f"at most {64} dims" in str(err), err
+  assert peak < 4 * fn.stat().st_size + (1 << 20)  # the header's text, not a list of its numbers
+  fn = _header_file(tmp_path, json.dumps({"a": _entry(shape=[1] * 65, off=(0, 4))}).encode(), b"\0" * 4)
+  with pytest.raises(SafetensorsError, match="65 dims, more than 64"): safe_load(fn)
+
+def test_a_header_of_empty_lists_costs_no_more_than_its_bytes(tmp_path):
+  """99 MB of `[[],[],...]` in a header took 2.6 GB of memory to parse (10 MB here: 10 times less)."""
+  bomb = b"[],"  * 3_300_000
+  for header in (b'{"a":[' + bomb + b'[]]}', b'{"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[' + bomb + b'[]],"data_offsets":[0,0]}}',
+                 b'{' + b",".join(b'"k%d":{}' % i for i in range(1_400_000)) + b'}'):
+    fn = _header_file(tmp_path, header)
+    peak, err = _peak_bytes(lambda: safe_load(fn))  # noqa: B023
+    assert isinstance(err, SafetensorsError), err
+    assert peak < 4 * len(header) + (1 << 20), (peak, str(err)[:200])
+
+def test_shapes_with_too_many_elements_are_refused(tmp_path):
+  """[2**62, 2**62, 0] was accepted (0 elements); the reference reader refuses a count past 64 bits, as here."""
+  for shape in ([2**62, 2**62, 0], [0, 2**62, 2**62], [2**63]):
+    fn = _header_file(tmp_path, json.dumps({"a": _entry(shape=shape, off=(0, 0))}).encode())
+    with pytest.raises(SafetensorsError, match=r"2\*\*63 or more elements"): safe_load(fn)
+  fn = _header_file(tmp_path, json.dumps({"a": _entry(shape=[2**40, 0], off=(0, 0))}).encode())
+  assert safe_load(fn)["a"].shape == (2**40, 0)
+
+def test_a_save_killed_mid_write_leaves_nothing_for_ever(tmp_path):
+  """safe_save killed before its rename left a 240 MB .tmp forever: the next save of the same file deletes it."""
+  import subprocess, sys, time
+  fn = tmp_path / "m.safetensors"
+  code = (f"import os\nfrom tensor import Tensor\nfrom tensor.nn import state\nos.replace = lambda *a: os.kill(os.getpid(), 9)\n"
+          f"state.safe_save({{'a': Tensor([1.0] * 1000)}}, {str(fn)!r})\n")
+  r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=300)
+  assert r.returncode == -9
+  (left,) = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+  assert left.name.startswith(".m.safetensors.") and left.stat().st_size > 4000
+  other = tmp_path / ".other.safetensors.123.abcdefgh.tmp"  # another file's temporary: not ours to delete
+  other.write_bytes(b"x")
+  live = tmp_path / f".m.safetensors.{os.getpid()}.abcdefgh.tmp"  # a save still running (this process): kept
+  live.write_bytes(b"x")
+  old = time.time() - 120
+  for p in (left, other, live): os.utime(p, (old, old))
+  safe_save({"a": Tensor([2.0])}, fn)
+  assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fn.name, other.name, live.name])
+  os.utime(live, (old - 7200, old - 7200))  # over an hour without a write: whoever made it is not coming back
+  safe_save({"a": Tensor([2.0])}, fn)
+  assert not live.exists() and other.exists() and safe_load(fn)["a"].tolist() == [2.0]

@@ -11,7 +11,8 @@ from runtime.device import Buffer, CompileError
 from runtime.dtype import dtypes
 from runtime.ops import Ops
 from tensor import Tensor
-from tensor.engine import program_cache
+from tensor.codegen import program_cache, target as codegen_target
+from tensor.codegen.target import Target, target_for
 from tensor.renderer import cstyle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -137,6 +138,42 @@ def test_a_failing_compiler_is_a_compile_error(cache, compiler):
   with pytest.raises(CompileError, match="failed on a generated kernel:\nerror: bad kernel"): ops_cpu.compile_c(new_kernel()[1])
   assert entries(cache) == []
 
+def test_compiler_output_that_is_not_utf8_is_shown_not_a_crash(cache, compiler):
+  """Non-UTF-8 compiler output crashed the driver with UnicodeDecodeError (subprocess.run(text=True))."""
+  compiler('case "$*" in *-shared*) printf "error: \\377\\376 in a Latin-1 locale\\n" >&2; exit 1;; esac\nexec $REAL "$@"')
+  with pytest.raises(CompileError, match="failed on a generated kernel:\nerror: \ufffd\ufffd in a Latin-1 locale"): ops_cpu.compile_c(new_kernel()[1])
+  compiler('case "$*" in *--version*) printf "cc \\377 1.0\\n"; exit 0;; esac\nexec $REAL "$@"')
+  assert ops_cpu.compiler_version() == "cc \ufffd 1.0"
+
+@pytest.mark.parametrize("probe", ["--version", "-dM", "-fsyntax-only"])
+def test_every_probe_of_the_compiler_keeps_cc_timeout(cache, compiler, monkeypatch, tmp_path, probe):
+  """The --version, flag and macro probes had their own 30-60 s timeouts: a hung compiler took 216 s to fail, and the
+  processes it started were left running. Each run of the compiler now keeps CC_TIMEOUT, and its process group is killed."""
+  pids = tmp_path / "pids"
+  tag = f"600.{uuid.uuid4().int % 10**9}"
+  compiler(f'case "$*" in *{probe}*) sleep {tag} & echo $! >> {pids}; wait; exit 0;; esac\nexec $REAL "$@"')
+  monkeypatch.setenv("CC_TIMEOUT", "1")
+  monkeypatch.setattr(ops_cpu, "_hung", {})
+  t0 = time.monotonic()
+  with pytest.raises(CompileError, match=f"did not finish .*{probe}.* in 1 s .*CC_TIMEOUT"):
+    ops_cpu.compile_c(new_kernel()[1])
+    ops_cpu.cflags(new_kernel()[1])
+    ops_cpu.target_macros("x86-64-v2")  # a march no earlier probe asked about
+  with pytest.raises(CompileError, match="CC_TIMEOUT"): ops_cpu.compile_c(new_kernel()[1])  # at once: the compiler hung
+  assert time.monotonic() - t0 < 30
+  time.sleep(0.2)
+  for pid in pids.read_text().split(): assert not running(int(pid)), "a process the stopped compiler started still runs"
+
+def running(pid: int) -> bool:
+  """Whether pid is a live process (a zombie left for init to reap is not)."""
+  try:
+    with open(f"/proc/{pid}/stat") as f: return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except FileNotFoundError: return False
+  except OSError:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    return True
+
 # ---- the folder ----
 
 def test_the_folder_deleted_while_compiling_is_made_again(cache, compiler, tmp_path):
@@ -217,13 +254,11 @@ def test_the_machine_is_in_the_key_of_lowered_programs(monkeypatch):
   a = Tensor(np.ones(64, np.float32)).realize() * 2
   a.kernelize()
   ast = next(u.arg.ast for u in a.uop.toposort() if u.op is Ops.KERNEL)
-  key = program_cache.program_key(ast, "CPU", False)
+  key = program_cache.program_key(ast, target_for("CPU"), False)
   caps = cstyle.cpu_vector_caps()
-  assert program_cache.program_key(ast, "CPU", False) == key
+  assert program_cache.program_key(ast, target_for("CPU"), False) == key
   other = dataclasses.replace(caps, register_bytes=caps.register_bytes // 2, registers=caps.registers // 2)  # AVX2 on AVX-512
-  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: other)
-  assert program_cache.program_key(ast, "CPU", False) != key
-  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: caps)
-  n = program_cache.cores()
-  monkeypatch.setattr(program_cache, "cores", lambda: n + 1)
-  assert program_cache.program_key(ast, "CPU", False) != key
+  assert program_cache.program_key(ast, Target("CPU", cstyle.CRenderer(other)), False) != key
+  n = codegen_target.cores()
+  monkeypatch.setattr(codegen_target, "cores", lambda: n + 1)
+  assert program_cache.program_key(ast, target_for("CPU"), False) != key

@@ -34,11 +34,11 @@ def cache(tmp_path, monkeypatch):
 def compiles(monkeypatch):
   """The list of compiler runs (each a command line) made while the test runs."""
   calls = []
-  real = ops_cpu.subprocess.run
+  real = ops_cpu.run_compiler
   def spy(cmd, *args, **kwargs):
     if "-shared" in cmd: calls.append(cmd)
     return real(cmd, *args, **kwargs)
-  monkeypatch.setattr(ops_cpu.subprocess, "run", spy)
+  monkeypatch.setattr(ops_cpu, "run_compiler", spy)
   return calls
 
 def test_second_compile_hits_the_cache(cache, compiles):

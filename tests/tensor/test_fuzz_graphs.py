@@ -134,6 +134,7 @@ def values(draw, dtype, n: int) -> np.ndarray:
 def apply(t: Tensor, other: Tensor, op: str) -> Tensor:
   # libm's float functions (sinf, exp2f) may differ from a double result rounded by an ulp: exact only for bfloat16 and double
   if op in ("exp2", "sin") and least_upper_float(t.dtype) in (dtypes.float16, dtypes.float32): op = "neg"
+  if op == "sub" and t.dtype is dtypes.bool: return t ^ other  # bool - bool is refused, as torch and numpy do
   if op in ("lt", "eq"): return t < other if op == "lt" else t == other
   if op == "where": return (t < other).where(t, other)
   if op == "neg": return -t

@@ -90,7 +90,8 @@ def test_reduce_dtype(device):
   check(t.sum(1, dtype=dtypes.int64), np.sum(a, 1, dtype=np.int64), dtypes.int64)
   check(t.sum(0, dtype=dtypes.float32), np.sum(a, 0, dtype=np.float32), dtypes.float32)
   check(t.prod(1, dtype=dtypes.int64), np.prod(a, 1, dtype=np.int64), dtypes.int64)
-  check(t.prod(0), np.prod(a, 0, dtype=np.int8), dtypes.int8)
+  check(t.prod(0), np.prod(a, 0, dtype=np.int64), dtypes.int64)                          # ints multiply in int64, as torch
+  check(t.prod(0, dtype=dtypes.int8), np.prod(a, 0, dtype=np.int8), dtypes.int8)
   check(t.mean(1, dtype=dtypes.float64), np.mean(a, 1, dtype=np.float64), dtypes.float64)
   check(t.mean(dtype="float16"), np.float16(np.mean(a.astype(np.float32))), dtypes.float16)
   check(Tensor([True, True, False], device=device).sum(dtype=dtypes.bool), np.array(True), dtypes.bool)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 from tensor import Tensor, dtypes, Device
+from tensor.errors import ArgumentValueError
 from runtime.dtype import DType
 
 DEVICES = ["CPU", "PYTHON"]
@@ -241,7 +242,7 @@ UNARY = {
   "sqrt": (Tensor.sqrt, np.sqrt, ALL, (-1, 1e4), "float", 1),
   "sin": (Tensor.sin, np.sin, ALL, (-10, 10), "float", 4),
   "cos": (Tensor.cos, np.cos, ALL, (-10, 10), "float", 8),
-  "relu": (Tensor.relu, lambda x: np.where(x > 0, x, 0).astype(x.dtype), NUMERIC, None, "same", 1),
+  "relu": (Tensor.relu, lambda x: np.where(x < 0, 0, x).astype(x.dtype), NUMERIC, None, "same", 1),
   "sigmoid": (Tensor.sigmoid, _np_sigmoid, ALL, (-20, 20), "float", 4),
   "tanh": (Tensor.tanh, np.tanh, ALL, (-10, 10), "float", 8),
   "bitwise_not": (operator.invert, np.invert, INTS + [dtypes.bool], None, "same", 1),
@@ -341,15 +342,12 @@ def test_bitcast(device):
 
 # ---- reductions ----
 def _acc(d: DType) -> DType:
-  """sum's dtype: small ints and bools add up in int32 (unsigned in uint32), everything else in its own type."""
-  if d is dtypes.bool or d in (dtypes.int8, dtypes.int16): return dtypes.int32
-  if d in (dtypes.uint8, dtypes.uint16): return dtypes.uint32
-  return d
+  """sum's and prod's dtype: bools and ints add up in int64 (as torch), uint64 in itself, floats in their own type."""
+  return d if dtypes.is_float(d) or d is dtypes.uint64 else dtypes.int64
 
 REDUCE = {
   "sum": (Tensor.sum, lambda a, ax, kd: np.sum(a.astype(np_dt(_acc(dt_of(a)))), axis=ax, keepdims=kd), _acc),
-  "prod": (Tensor.prod, lambda a, ax, kd: np.prod(a, axis=ax, keepdims=kd, dtype=a.dtype if a.dtype != bool else np.int32),
-           lambda d: dtypes.int32 if d is dtypes.bool else d),
+  "prod": (Tensor.prod, lambda a, ax, kd: np.prod(a, axis=ax, keepdims=kd, dtype=np_dt(_acc(dt_of(a)))), _acc),
   "max": (Tensor.max, lambda a, ax, kd: np.max(a, axis=ax, keepdims=kd), lambda d: d),
   "min": (Tensor.min, lambda a, ax, kd: np.min(a, axis=ax, keepdims=kd), lambda d: d),
   "mean": (Tensor.mean, lambda a, ax, kd: np.mean(a.astype(np.float64), axis=ax, keepdims=kd), float_of),
@@ -389,7 +387,10 @@ def test_reduce(device, name):
     norm = tuple(range(len(shape))) if axis is None else tuple(x % len(shape) for x in (axis if isinstance(axis, tuple) else (axis,)))
     if any(shape[x] == 0 for x in norm):
       if arg: return  # an empty axis has no maximum: test_errors
-      # a reduction over nothing gives the op's identity (numpy raises for max and min)
+      if name in ("max", "min"):  # no value to give: an error, as torch and numpy
+        with pytest.raises(ArgumentValueError, match=f"{name} over axis .* an axis of size 0 has no"): fn(Tensor(a, device=device), axis, keepdim)
+        return
+      # a reduction over nothing gives the op's identity
       ref = np.sum(np.zeros(shape), axis=None if axis is None else norm, keepdims=keepdim)
       check(fn(Tensor(a, device=device), axis, keepdim), np.full(ref.shape, IDENTITY[name](d)), out_rule(d))
       return

@@ -82,7 +82,8 @@ def test_a_reduction_of_a_value_that_does_not_use_the_loop_folds():
   # Tensor.ones(10**12).sum() hung (10**12 iterations of an int counter that wrapped): n equal terms sum to n * x, no loop
   assert Tensor.ones(10**12).sum().item() == float(np.float32(1e12))
   assert "for (" not in c_source(Tensor.ones(10**12).sum())
-  assert Tensor.ones(10**12, dtype=dtypes.int32).sum().item() == (10**12 + 2**31) % 2**32 - 2**31  # wraps as the loop would
+  assert Tensor.ones(10**12, dtype=dtypes.int32).sum().item() == 10**12  # ints add up in int64, as torch
+  assert Tensor.ones(10**12, dtype=dtypes.int32).sum(dtype=dtypes.int32).item() == (10**12 + 2**31) % 2**32 - 2**31  # wraps as the loop would
   np.testing.assert_array_equal(Tensor.ones(3, 10**10).sum(1).numpy(), np.full(3, 1e10, np.float32))
   np.testing.assert_array_equal(Tensor.full((3, 10**10), -2.5).max(1).numpy(), np.full(3, -2.5, np.float32))
   # a value loaded per output element, broadcast over a long reduced axis: one multiply per output

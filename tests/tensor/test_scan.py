@@ -13,13 +13,12 @@ from tensor.scan import BLOCK
 from test_ops import DEVICES, arrays, check, int_values, run, shapes
 from hypothesis.extra import numpy as hnp
 
-def _acc(d):
-  return dtypes.int32 if d in (dtypes.bool, dtypes.int8, dtypes.int16) else dtypes.uint32 if d in (dtypes.uint8, dtypes.uint16) else d
+def _acc(d):  # as sum and prod: bools and ints in int64 (torch), uint64 in itself
+  return d if dtypes.is_float(d) or d is dtypes.uint64 else dtypes.int64
 
 SCANS = {  # name: (method, numpy oracle, result dtype, value strategy)
   "cumsum": (Tensor.cumsum, lambda a, ax: np.cumsum(a, ax, dtype=dtypes.to_numpy(_acc(dtypes.from_numpy(a.dtype)))), _acc),
-  "cumprod": (Tensor.cumprod, lambda a, ax: np.cumprod(a.astype(np.int32) if a.dtype == bool else a, ax),
-              lambda d: dtypes.int32 if d is dtypes.bool else d),
+  "cumprod": (Tensor.cumprod, lambda a, ax: np.cumprod(a, ax, dtype=dtypes.to_numpy(_acc(dtypes.from_numpy(a.dtype)))), _acc),
   "cummax": (Tensor.cummax, lambda a, ax: np.maximum.accumulate(a, ax), lambda d: d),
   "cummin": (Tensor.cummin, lambda a, ax: np.minimum.accumulate(a, ax), lambda d: d),
   "logcumsumexp": (Tensor.logcumsumexp, lambda a, ax: np.logaddexp.accumulate(a.astype(np.float32) if a.dtype.kind != "f" else a, ax),
@@ -48,13 +47,14 @@ def test_scan_long(n):
   rng = np.random.default_rng(n)
   a = rng.integers(-3, 4, (2, n)).astype(np.int32)
   t = Tensor(a, device="CPU")
-  check(t.cumsum(1), np.cumsum(a, 1, dtype=np.int32), dtypes.int32)
+  check(t.cumsum(1), np.cumsum(a, 1, dtype=np.int64), dtypes.int64)
   check(t.cummax(1), np.maximum.accumulate(a, 1), dtypes.int32)
   check(t.float().cummin(-1), np.minimum.accumulate(a, 1).astype(np.float32), dtypes.float32)
   f = rng.standard_normal((n, 2)).astype(np.float32)
   check(Tensor(f, device="CPU").logcumsumexp(0), np.logaddexp.accumulate(f, 0), dtypes.float32, scale=10)
   p = np.where(rng.random(n) < 0.5, 1, -1).astype(np.int8)
-  check(Tensor(p, device="CPU").cumprod(0), np.cumprod(p, dtype=np.int8), dtypes.int8)
+  check(Tensor(p, device="CPU").cumprod(0), np.cumprod(p, dtype=np.int64), dtypes.int64)
+  check(Tensor(p, device="CPU").cumprod(0, dtype=dtypes.int8), np.cumprod(p, dtype=np.int8), dtypes.int8)
   h = np.ones(n, np.float16)
   check(Tensor(h, device="CPU").cumsum(), np.arange(1, n + 1).astype(np.float16), dtypes.float16)   # accumulates in float32
 

@@ -116,3 +116,117 @@ def test_without_pygls_the_command_says_what_to_install(tmp_path):
   r = subprocess.run([sys.executable, "-m", "dslc", "lsp"], cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
                      env={**os.environ, "PYTHONPATH": str(tmp_path)})
   assert r.returncode == 1 and "needs pygls" in r.stderr and "pip install -e '.[tools]'" in r.stderr
+
+# ---- hardening (issue 22 items 2 and 14) ----
+
+EVIL = "import os\nopen(os.environ['MARKER'], 'w').close()\nprint('junk on stdout breaks the LSP framing')\ndef f(x): return x\n"
+
+def test_hover_and_definition_never_import_workspace_modules(tmp_path, monkeypatch):
+  """A hover or go-to-definition on a helper ran importlib.import_module on the module the document names: a workspace's
+  evil.py ran as the user (and its prints killed the session)."""
+  marker = tmp_path / "ran"
+  monkeypatch.setenv("MARKER", str(marker))
+  (tmp_path / "evil.py").write_text(EVIL)
+  monkeypatch.syspath_prepend(str(tmp_path))  # as `python -m dslc lsp` started in that workspace has it
+  monkeypatch.chdir(tmp_path)
+  src = "from evil import f\nruleset t\nu@(ADD x 0) -> f(u)\n"
+  col = src.split("\n")[2].index("f(u)")
+  assert not rules_lsp.hover_text("t.rules", src, 2, col).startswith("```python\nf(")  # the rule's hover, no helper's
+  assert rules_lsp.definition("t.rules", src, 2, col) is None
+  assert rules_lsp.hover_text("t.rules", src, 0, 8) is None
+  assert not marker.exists()
+  # the installation's helpers are still found, by reading their source
+  assert rules_lsp.module_file("rules.symbolic_helpers").endswith(os.path.join("rules", "symbolic_helpers.py"))
+  assert rules_lsp.module_file("evil") is None and rules_lsp.module_file("rules.x.__init__") is None
+
+def raw_server(cwd, **env):
+  import resource
+  def limit():  # a server that tried to hold a 100 GB message dies of MemoryError at once
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+  return subprocess.Popen([sys.executable, "-m", "dslc", "lsp"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env={**os.environ, "PYTHONPATH": ROOT, **env}, preexec_fn=limit)
+
+def frame(msg: dict) -> bytes:
+  body = json.dumps(msg).encode()
+  return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+def read_message(stream) -> dict:
+  length = None
+  while (line := stream.readline()) not in (b"\r\n", b""):
+    if line.lower().startswith(b"content-length:"): length = int(line.split(b":")[1])
+  assert length is not None, "the server closed the stream"
+  return json.loads(stream.read(length))
+
+def answer_to(proc, msg_id) -> dict:
+  while (m := read_message(proc.stdout)).get("id") != msg_id or "method" in m: pass
+  return m
+
+def start(proc, text: str, uri: str = "file:///w/t.rules") -> None:
+  proc.stdin.write(frame({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}))
+  proc.stdin.flush()
+  answer_to(proc, 1)
+  proc.stdin.write(frame({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+  open_doc(proc, text, uri)
+
+def open_doc(proc, text: str, uri: str) -> None:
+  proc.stdin.write(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                          "params": {"textDocument": {"uri": uri, "languageId": "rules", "version": 1, "text": text}}}))
+  proc.stdin.flush()
+
+def hover(proc, msg_id: int, line: int, character: int, uri: str = "file:///w/t.rules") -> dict:
+  proc.stdin.write(frame({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/hover",
+                          "params": {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}}))
+  proc.stdin.flush()
+  return answer_to(proc, msg_id)
+
+def test_the_server_imports_nothing_from_its_workspace(tmp_path):
+  """Started in a workspace (editors do), the compiler's import check found rules.* there first: a workspace rules/
+  package ran. The server takes the working folder off sys.path: rules.* are this installation's."""
+  pytest.importorskip("pygls", reason="the language server needs pygls (pip install -e '.[tools]')")
+  marker = tmp_path / "ran"
+  (tmp_path / "rules").mkdir()
+  (tmp_path / "rules" / "__init__.py").write_text(EVIL)
+  (tmp_path / "rules" / "evil.py").write_text(EVIL)
+  (tmp_path / "evil.py").write_text(EVIL)
+  proc = raw_server(tmp_path, MARKER=str(marker))  # this tree on PYTHONPATH, after the workspace (cwd) that python -m puts first
+  try:
+    for i, module in enumerate(("evil", "rules.evil")):
+      src = f"from {module} import f\nruleset t\nu@(ADD x 0) -> f(u)\n"
+      uri = f"file://{tmp_path}/t{i}.rules"
+      start(proc, src, uri) if i == 0 else open_doc(proc, src, uri)
+      assert "rule r" in hover(proc, 10 * i + 2, 2, 1, uri)["result"]["contents"]["value"]
+      assert not hover(proc, 10 * i + 3, 2, src.split("\n")[2].index("f(u)"), uri)["result"]["contents"]["value"].startswith("```python\nf(")
+      proc.stdin.write(frame({"jsonrpc": "2.0", "id": 10 * i + 4, "method": "textDocument/definition",
+                              "params": {"textDocument": {"uri": uri}, "position": {"line": 2, "character": src.split("\n")[2].index("f(u)")}}}))
+      proc.stdin.flush()
+      assert answer_to(proc, 10 * i + 4)["result"] is None
+  finally:
+    proc.stdin.close()
+    proc.wait(timeout=60)
+  assert not marker.exists(), proc.stderr.read().decode()[-2000:]
+
+def test_a_huge_content_length_is_dropped_not_allocated(tmp_path):
+  """`Content-Length: 99999999999` made the server exit with MemoryError."""
+  pytest.importorskip("pygls", reason="the language server needs pygls (pip install -e '.[tools]')")
+  proc = raw_server(ROOT)
+  start(proc, "ruleset t\n(ADD x 0) -> x\n")
+  assert "result" in hover(proc, 2, 1, 2)
+  proc.stdin.write(b"Content-Length: 99999999999\r\n\r\n{}")
+  proc.stdin.close()
+  assert proc.wait(timeout=60) == 0
+  err = proc.stderr.read().decode()
+  assert "a message of 99999999999 bytes is over the limit" in err and "MemoryError" not in err
+
+def test_a_negative_position_gets_an_error_answer(tmp_path):
+  """A hover with a negative character got no answer at all (pygls could not read it): the client waited for ever."""
+  pytest.importorskip("pygls", reason="the language server needs pygls (pip install -e '.[tools]')")
+  proc = raw_server(ROOT)
+  try:
+    start(proc, "ruleset t\n(ADD x 0) -> x\n")
+    bad = hover(proc, 2, 1, -1)
+    assert bad["error"]["code"] == -32602 and "position.character = -1" in bad["error"]["message"]
+    assert hover(proc, 3, -5, 0)["error"]["code"] == -32602
+    assert "rule r" in hover(proc, 4, 1, 2)["result"]["contents"]["value"]  # and it goes on answering
+  finally:
+    proc.stdin.close()
+    proc.wait(timeout=60)
