@@ -30,7 +30,7 @@ def built_from(path: str | None, crc: str) -> None:
   """Called by a generated module at import: raise StaleModuleError when the .rules file beside it (`path`, the module's
   __file__) no longer has the CRC-32 it was built from (dslc.stamp.import_digest). Nothing to check without a file (code run
   from a string) or without the .rules file (an install that left the sources out). Costs a read and a CRC of one small
-  file: no dslc, no lark, not even hashlib (whose import alone took longer than every check together)."""
+  file with zlib: no dslc, no lark, nothing runtime has not loaded already."""
   if path is None or _stale_ok: return
   source = os.path.splitext(path)[0] + ".rules"
   try:
