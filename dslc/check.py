@@ -9,9 +9,10 @@ from dslc.diagnostics import Diagnostic, did_you_mean
 from dslc import shadow
 from dslc.shadow import ShadowIndex, subsumes
 from dslc.typecheck import type_problems
+from dslc.guards import problems as guard_problems
 from dslc.infer import DtypeInference, plain_names
 from dslc.ir import (CallResult, Cond, Construct, Lit, Pat, PyResult, Ref, Result, Rule, RuleFile, RuleSet, Seq, Span, Splice, TupleResult, Update,
-                     is_fold, is_unconditional)
+                     fires_when_guards_hold, is_fold, is_unconditional)
 from dslc.lang import BUILTINS, GENERATED_NAMES, PRELUDE_NAMES
 from dslc.pyinfo import Member, class_members
 
@@ -80,6 +81,7 @@ class Checker:
       self.check_params(rs)
       seen: dict[str, Rule] = {}
       unconditional = ShadowIndex()
+      guarded: dict[str, list[tuple[Rule, frozenset[str]]]] = {}   # pattern -> earlier rules that fire whenever their guards hold
       for r in rs.rules:
         self.check_rule(r, rs)
         self.check_ctx(r, rs)
@@ -89,15 +91,27 @@ class Checker:
           self.error(f"duplicate rule: the same as the rule at line {seen[key].span.line}", r.span)
           continue
         seen[key] = r
+        # rules are tried by priority, then in file order: an earlier one here is tried first
         for u in unconditional.candidates(r.pattern):
           if shadow.covers(u.pattern, r.pattern):
-            self.error(f"this rule never fires: the rule at line {u.span.line} ({u.text}) matches everything it does, first", r.span)
+            self.error(f"this rule never fires: the rule at line {u.span.line}{_first(u, r)} ({u.text}) matches everything it does, first", r.span)
             break
+        else:
+          # ISLE's overlap check, for guarded rules: the same pattern, and guards that hold whenever this rule's do
+          key, guards = shadow.pattern_key(r.pattern), _guard_set(r)
+          for u, ug in guarded.get(key, ()):
+            if ug <= guards:
+              self.error(f"this rule never fires: the rule at line {u.span.line}{_first(u, r)} ({u.text}) has its pattern, and guards that hold "
+                         "whenever its guards do, and fires first", r.span)
+              break
+          if r.guards and fires_when_guards_hold(r): guarded.setdefault(key, []).append((r, guards))
         if is_unconditional(r): unconditional.add(r)
 
   def check_imports(self) -> None:
+    from rules import stale_allowed  # a module built from a .rules file being rebuilt is read for its names, stale or not
     for module, names, span in self.rf.imports:
-      try: mod = importlib.import_module(module)
+      try:
+        with stale_allowed(): mod = importlib.import_module(module)
       except Exception as e:  # noqa: BLE001 - any failure to import is the user's to fix
         self.error(f"can't import '{module}': {type(e).__name__}: {e}", span, module)  # the caret under the module name
         self.imported |= set(names)  # reported once here, not again at every use
@@ -174,8 +188,9 @@ class Checker:
     node_names, arg_names = set(), set()
     self.check_pattern(r.pattern, node_names, arg_names, r, top=True)
     for n in node_names & arg_names: self.error(f"'{n}' is bound both to a node and to an arg", bound_at(r, n), n)
-    splices = [x.splice for x in r.pattern.walk() if x.splice]
-    for n in sorted(set(splices) & (node_names | arg_names) | {x for x in splices if splices.count(x) > 1}):
+    counts = _splice_counts(r.pattern)
+    splices = list(counts)
+    for n in sorted(set(splices) & (node_names | arg_names) | {x for x, k in counts.items() if k > 1}):
       self.error(f"'{n}*' binds the other sources of a node: its name can't be bound again in the pattern", bound_at(r, n), n)
     self.splices, self.nodes = set(splices), node_names
     # `where` names that hold several nodes (a sequence) or may (a {python} value, a helper's): those a result can splice
@@ -209,10 +224,22 @@ class Checker:
         self.error(f"'{n}' in an arg pattern is a named constant, and it is not imported: add it to a `from rules.MODULE import` line "
                    "(a lower-case name binds the arg instead)", x.arg_expr.span, n)
     where_names = {b.name for b in r.bindings}
+    bound_later = {g.binds for g in r.guards if g.binds}
+    self.known |= bound_later
     for g in r.guards:
       for n in sorted(g.names - known):
         if n in where_names: self.error(f"'{n}' is bound by `where`, after the guards: a guard can't read it", g.span, n)
+        elif n in bound_later: self.error(f"'{n}' is read before its `{n} := ...`: a guard reads the names bound in the guards before it", g.span, n)
         else: self.error(self.unbound(n, r, "a guard"), g.span, n)
+      # `d := f(x)`: a name for the guards after it, the `where` values and the result
+      if (b := g.binds) is not None:
+        if b in node_names | arg_names | bound_ops: self.error(f"'{b}' is already bound by the pattern", g.span, b)
+        elif b in known: self.error(f"'{b}' is bound twice by `:=`", g.span, b)
+        elif b in where_names: self.error(f"'{b}' is bound both by `:=` and by `where`", g.span, b)
+        elif b in caps: self.error(f"'{b}' is a parameter of the rule set, not a name to bind", g.span, b)
+        elif b in PRELUDE_NAMES | GENERATED_NAMES | self.imported | BUILTINS & self.used:
+          self.error(f"'{b}' can't be bound by `:=`: the generated code or a guard uses that name", g.span, b)
+        known = known | {b}
     # `where` names: each usable by the ones after it and by the result
     for b in r.bindings:
       if isinstance(b.value, TupleResult): self.error("a tuple can only be a whole result, not a `where` value", b.value.span)
@@ -238,6 +265,10 @@ class Checker:
       if (problem := inference.first_problem(b.value)) is not None: self.error(problem, b.value.span)
     if (problem := inference.first_problem(r.result)) is not None: self.error(problem, r.result.span if hasattr(r.result, "span") else r.span)
     self.check_attributes(r, node_names)
+    # names on dtypes, attributes of dtypes and args, helpers' arguments
+    for message, span, name in guard_problems(r, _exprs(r), self.objects):
+      if name.startswith("."): self.attribute_error(message, span, name[1:])
+      else: self.error(message, span, name)
     # dtypes, once the rule is otherwise sound
     if len(self.diags) == errors_before:
       for message, span in type_problems(r): self.error(message, span or r.span)
@@ -296,6 +327,16 @@ class Checker:
   def attr_error(self, message: str, span: Span, attr: str) -> None:
     """An error with its caret under `attr` of the first `ctx.attr` at or after span."""
     pat = re.compile(rf"(?<![A-Za-z0-9_])ctx\s*\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
+    for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
+      m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
+      if m:
+        self.diags.append(Diagnostic(span.file or self.rf.path, i + 1, m.start(1) + 1, message))
+        return
+    self.error(message, span)
+
+  def attribute_error(self, message: str, span: Span, attr: str) -> None:
+    """An error with its caret under the first `.attr` at or after span."""
+    pat = re.compile(rf"\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
     for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
       m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
       if m:
@@ -519,6 +560,26 @@ def _node_refs(r: Result) -> list[Ref]:
   if isinstance(r, Cond): return _node_refs(r.then) + _node_refs(r.other)
   if isinstance(r, Seq): return _node_refs(r.elem)
   return []
+
+def _guard_set(r: Rule) -> frozenset[str]:
+  return frozenset(" ".join(g.text.split()) + (f" bound to {g.binds}" if g.binds else "") for g in r.guards)
+
+def _first(u: Rule, r: Rule) -> str:
+  # the shadowing rule comes later in the file: its priority puts it first
+  return f" (priority {u.priority})" if u.priority != r.priority else ""
+
+def _splice_counts(p: Pat) -> dict[str, int]:
+  """How many times each `rest*` name is bound on one way of matching p: alternatives (an alternation, `CAST?`) are other
+  ways, so a name in two of them is bound once."""
+  if p.alternatives is not None:
+    out: dict[str, int] = {}
+    for a in p.alternatives:
+      for n, k in _splice_counts(a).items(): out[n] = max(out.get(n, 0), k)
+    return out
+  out = {p.splice: 1} if p.splice else {}
+  for s in (*(p.src or ()), *((p.rest,) if p.rest is not None else ())):
+    for n, k in _splice_counts(s).items(): out[n] = out.get(n, 0) + k
+  return out
 
 def first_variant(p: Pat) -> Pat:
   """variants(p)[0] without building the others (their number is exponential in the commutative nodes)."""

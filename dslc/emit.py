@@ -15,7 +15,8 @@ from runtime.dtype import DTYPE_NAMES, DType
 from runtime.ops import ARITY, Ops
 from dslc.ir import CallResult, Pat, Rule, RuleFile, RuleSet, TupleResult, has_repeated_names, is_unconditional, root_ops
 from dslc.lang import BUILTINS, DTYPE_CLASSES, GROUPS, PRELUDE_NAMES
-from dslc.stamp import source_digest
+from dslc.shadow import pattern_key
+from dslc.stamp import import_digest, source_digest
 from dslc.emit_result import HELPERS, RAISING, ROOT, ResultBuilder, _result_names
 
 MAX_COLS = 150
@@ -88,7 +89,7 @@ class Consts:
     return self.fns.get(f, "f")
   def rest_function(self, p: Pat, names: list[str]) -> str:
     """The name of a module-level function matching one repeated pattern `p...` (returns its captures or None)."""
-    key = _pat_key(p)
+    key = pattern_key(p)
     if key in self.rest_names: return self.rest_names[key]
     name = self.rest_names[key] = f"_rest_{self.n_rest}"
     self.n_rest += 1
@@ -247,7 +248,7 @@ def variants(p: Pat, swap_free: bool, loops: bool = False) -> list[Pat]:
       uniq, seen = [], set()
       for o in orders:
         # an unconditional rule fires on the first order that matches: orders differing only in names add nothing
-        k = tuple(_pat_key(sv[i], names=swap_free) for i in o)
+        k = tuple(pattern_key(sv[i], names=swap_free) for i in o)
         if k in seen: continue
         seen.add(k)
         uniq.append(o)
@@ -276,15 +277,6 @@ def _is_capture(p: Pat) -> bool:
 
 def _is_free(p: Pat) -> bool:
   return p.is_wildcard() and p.alternatives is None
-
-def _pat_key(p: Pat, names: bool = True) -> str:
-  # structural identity of a pattern (two orders with the same key match the same nodes)
-  parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
-           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else "", p.arg_expr.text if p.arg_expr else ""]
-  if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
-  sub = ",".join(_pat_key(s, names) for s in p.src) if p.src is not None else "-"
-  alts = "{" + ";".join(_pat_key(a, names) for a in p.alternatives) + "}" if p.alternatives is not None else ""
-  return "(" + "|".join(parts) + ("~" if p.any_order else "") + "[" + sub + "]" + (_pat_key(p.rest, names) if p.rest else "") + alts + ")"
 
 # ---- code blocks and the decision tree ----
 
@@ -401,7 +393,8 @@ def _already(stmt: str, done: dict[str, str]) -> bool: return all(done.get(n) ==
 def rule_header(rule: Rule) -> list[str]:
   """The comment lines above a rule's code: its id and `file:line` (runtime/rule_alone.py finds a rule's block by this line),
   then its whole text, one line per part (`# match:`, `# cond:`, `# result:`, `# where:`)."""
-  return [f"# rule {rule.id}, {rule.span.file}:{rule.span.line}"] + [f"# {k}: {' ' * (6 - len(k))}{v}" for k, v in rule_parts(rule.text)]
+  parts = rule_parts(rule.text) + ([("priority", str(rule.priority))] if rule.priority else [])
+  return [f"# rule {rule.id}, {rule.span.file}:{rule.span.line}"] + [f"# {k}: {' ' * max(6 - len(k), 0)}{v}" for k, v in parts]
 
 def rule_parts(text: str) -> list[tuple[str, str]]:
   """A rule's one-line text cut where its pattern, guard, result and `where` bindings meet (outside brackets and strings)."""
@@ -440,8 +433,11 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, loops: 
   """dispatched: the op the calling function is for (its root op test is skipped), True for "one of the rule's root ops",
   None when the function must test the root op itself. loops: try commutative orders in a loop (None: when that pays)."""
   if loops is None: loops = loops_pay(rule, consts)
-  guards_cheap = sorted([g for g in rule.guards if g.cost <= 1], key=lambda g: g.cost)
-  guards_dear = sorted([g for g in rule.guards if g.cost > 1], key=lambda g: g.cost)
+  # a guard binding a name (`d := f(x)`) and every guard reading one run in the order written, after the structural tests
+  bound = {g.binds for g in rule.guards if g.binds}
+  ordered = [g for g in rule.guards if g.binds or g.names & bound]
+  guards_cheap = sorted([g for g in rule.guards if g.cost <= 1 and g not in ordered], key=lambda g: g.cost)
+  guards_dear = sorted([g for g in rule.guards if g.cost > 1 and g not in ordered], key=lambda g: g.cost) + ordered
   unconditional = is_unconditional(rule)
   out = []
   # orders that differ only in names fire alike, unless a name also appears elsewhere (then it is a constraint)
@@ -467,11 +463,11 @@ def rule_alts(rule: Rule, consts: Consts, dispatched: Ops | bool | None, loops: 
     for i in range(len(steps) + 1):
       for g in placed.get(i, []):
         alias(g.names, final)
-        final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
+        final.append(Step("test", _guard_text(consts.op_aliases(_binding_text(g)))))
       if i < len(steps): final.append(steps[i])
     for g in guards_dear:
       alias(g.names, final)
-      final.append(Step("test", _guard_text(consts.op_aliases(g.text))))
+      final.append(Step("test", _guard_text(consts.op_aliases(_binding_text(g)))))
     rb = ResultBuilder(consts, rule, sb.plain, sb.rest_names, v.perm)
     text, conditional = rb.top()
     loop_var = "_"
@@ -533,6 +529,10 @@ def _swap_names(text: str, x: str, y: str) -> str:
   """A test with the variables x and y (and the sources bound from them) exchanged."""
   return re.sub(r"\b(" + re.escape(x) + "|" + re.escape(y) + r")((?:_\d+)*)\b", lambda m: (y if m[1] == x else x) + m[2], text)
 
+def _binding_text(g) -> str:
+  """A guard's Python test: `(d := f(x)) is not None` for a binding (the rule does not fire on None, as ISLE's if-let)."""
+  return f"({g.binds} := {g.text}) is not None" if g.binds else g.text
+
 def _guard_text(text: str) -> str:
   return f"({text})" if " or " in text and not text.startswith("(") else text
 
@@ -589,6 +589,7 @@ def _root_names(alts: list[list[Alt]], binds: list[str]) -> list[str]:
   others = {name for stmt in binds if not _ROOT_NAME.fullmatch(stmt) for name in _assigned(stmt)}
   others |= {m[1] for rule_alts_ in alts for a in rule_alts_ for line in a.result if (m := _ASSIGN.match(line)) is not None}
   others |= {a.loop_var for rule_alts_ in alts for a in rule_alts_}
+  others |= {n for rule_alts_ in alts for a in rule_alts_ for st in a.steps for n in re.findall(r"\b([A-Za-z_]\w*) :=", st.text)}
   texts: dict[str, set[str]] = {}
   for stmt in counts: texts.setdefault(_assigned(stmt)[0], set()).add(stmt)
   return sorted(stmt for stmt, k in counts.items() if k > 1 and len(texts[_assigned(stmt)[0]]) == 1 and _assigned(stmt)[0] not in others)
@@ -632,7 +633,10 @@ def emit_module(rf: RuleFile, rel_path: str, fns: dict[Any, str] | None = None) 
           "from runtime.ops import Ops, GroupOp, exec_alu, cast_value",
           "from runtime.uop import UOp, uop, uop as _uop",
           "from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src" + (", RewriteError" if consts.helpers & RAISING else ""),
+          *(["from rules import built_from as _built_from"] if rel_path.endswith(".rules") else []),
           *(f"from {module} import {', '.join(names)}" for module, names, _ in rf.imports),
+          *([f"_built_from(globals().get('__file__'), {import_digest(rf.source)!r})  # the .rules file beside it is what it was built from"]
+            if rel_path.endswith(".rules") else []),
           "_const = UOp.const",
           "_NUMBERS = (int, float, bool)",
           *(["_ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources"] if consts.loops else []),

@@ -158,7 +158,12 @@ class Interpreter:
       for env in self.matches(v, u, fails):
         try:
           for g in r.guards:
-            if not self.eval(self.consts.op_aliases(g.text), env): raise NoMatch(f"guard `{g.text}` is false")
+            value = self.eval(self.consts.op_aliases(g.text), env)
+            if g.binds is not None:
+              # `d := f(x)`: bound for the guards after it and the result; None means the rule does not fire
+              if value is None: raise NoMatch(f"`{g.binds} := {g.text}` is None")
+              env[g.binds] = value
+            elif not value: raise NoMatch(f"guard `{g.text}` is false")
           result = self.result(r, v, env)
         except NoMatch as e:
           fails.append(str(e))

@@ -2,8 +2,8 @@
 the names it reads and a cost estimate. Used by the parser (parse.py, parse_patterns.py, parse_results.py).
 """
 from __future__ import annotations
-import ast, math, operator, warnings
-from typing import Any
+import ast, math, operator, re, warnings
+from typing import Any, Callable
 from lark import Token, Tree
 from runtime.ops import Ops
 from dslc.ir import Expr
@@ -27,7 +27,11 @@ def parse_python(text: str) -> ast.Expression:
 
 def free_names(text: str, line: int, col: int) -> frozenset[str]:
   try: tree = parse_python(text)
-  except SyntaxError as e: raise SourceError(f"invalid Python expression: {e.msg}", line, col + max((e.offset or 1) - 1, 0)) from None
+  except SyntaxError as e:
+    # `{f((NEG x))}`: a constructor is .rules, not Python
+    node = re.search(r"\(\s*[A-Z][A-Z0-9_]*[\s:\[]", text) is not None
+    hint = " (a node, (OP ...), is .rules syntax, not Python: build it outside the braces, as f((NEG x)))" if node else ""
+    raise SourceError(f"invalid Python expression: {e.msg}{hint}", line, col + max((e.offset or 1) - 1, 0)) from None
   except (RecursionError, MemoryError): raise SourceError("this Python expression is nested too deeply", line, col) from None
   loads, stores = set(), set()
   for n in ast.walk(tree):
@@ -41,11 +45,13 @@ def free_names(text: str, line: int, col: int) -> frozenset[str]:
 
 class ExprBuilder:
   """Turns an expression tree into (python text, precedence); collects the names it reads. `rename` maps a named pattern's
-  parameters to the names a use gave them."""
-  def __init__(self, rename: dict[str, str] | None = None):
+  parameters to the names a use gave them. `node` takes a node built inside the expression, `(NEG x)`, and gives the name
+  that holds it (results only: elsewhere there is none)."""
+  def __init__(self, rename: dict[str, str] | None = None, node: Callable[[Tree], str] | None = None):
     self.names: set[str] = set()
     self.cost = 1
     self.rename = rename or {}
+    self.node = node
 
   def build(self, t: Tree | Token) -> Expr:
     text = self.wrap(t, 1)  # a conditional expression in parentheses: callers put the text after `and`, `in`, ...
@@ -117,6 +123,16 @@ class ExprBuilder:
       body, comp = (c[1], c[2]) if k == "fcall_gen" else (c[0], c[1])
       text = f"{self.comprehension(body, comp)}"
       return (head + text + ")" if k == "fcall_gen" else f"[{text}]" if k == "listcomp" else f"({text})"), 9
+    if k == "walrus":
+      raise SourceError(f"a binding `{c[0]} := ...` is a whole part of a rule's guard, between `if` and `->` and joined by `and`: "
+                        f"`if {c[0]} := f(x) and {c[0]} > 1`", *pos(t))
+    if k == "node_expr":
+      if self.node is None:
+        raise SourceError(f"a node, ({c[0]} ...), can be built only in a rule's result: in the result, a `where` value, an update's fields, "
+                          "a constructor's [arg] or a helper's arguments there (a guard or a pattern compares with what is matched)", *pos(t))
+      name = self.node(t)
+      self.names.add(name)
+      return name, 9
     if k == "pyexpr":
       text = str(c[0])[1:-1].strip()
       names = free_names(text, *pos(c[0]))
@@ -135,7 +151,7 @@ class ExprBuilder:
       clauses.append((targets, c.children[1], c.children[2], bound))
       bound = bound | names
       c = c.children[3]
-    inner = ExprBuilder({k: v for k, v in self.rename.items() if k not in bound})
+    inner = ExprBuilder({k: v for k, v in self.rename.items() if k not in bound}, self.node)
     parts = []
     for targets, it, cond, before in clauses:
       # the first clause's iter is read outside the comprehension; the others' see the targets before them
@@ -217,5 +233,8 @@ def rename_python(text: str, rename: dict[str, str]) -> str:
   return ast.unparse(Renamer().visit(parse_python(text)))
 
 def conjuncts(e) -> list:
-  """The parts of a top-level `and`: each is a test of its own."""
-  return e.children if isinstance(e, Tree) and e.data == "and_" else [e]
+  """The parts of a top-level `and`: each is a test of its own. `a and b and c` nests to the left, as (a and b) and c; with a
+  binding among them (`d := f(x)`) every part is one, so the binding splits the guard where it is written."""
+  if not (isinstance(e, Tree) and e.data == "and_"): return [e]
+  flat = [x for c in e.children for x in conjuncts(c)]
+  return flat if any(isinstance(x, Tree) and x.data == "walrus" for x in flat) else e.children

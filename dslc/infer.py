@@ -20,6 +20,8 @@ class DtypeInference:
     for b in rule.bindings:
       if isinstance(b.value, Lit): self.plain.add(b.name)
       elif isinstance(b.value, (PyResult, CallResult)): self.python.add(b.name)
+    # a guard's `d := f(x)`: a value of Python, a node or not, as a {python} one
+    self.python |= {g.binds for g in rule.guards if g.binds}
 
   def dtype_of(self, r: Result) -> str | None:
     if isinstance(r, Ref): return None if r.name in self.plain or r.name in self.python else f"{r.name}.dtype"

@@ -62,6 +62,7 @@ class Expr:
   names: frozenset[str]
   cost: int = 1                              # 1: attribute tests; 3: range analysis; 10: calls
   span: Span | None = None
+  binds: str | None = None                   # a guard `name := value`: binds name (the rule does not fire when it is None)
 
 # ---- results ----
 
@@ -168,6 +169,7 @@ class Binding:
   name: str
   value: Result
   span: Span | None = None
+  hidden: bool = False                       # made by the parser for a node built inside an expression (`f((NEG x))`)
 
 @dataclass(eq=False)
 class Rule:
@@ -180,6 +182,7 @@ class Rule:
   id: str = ""
   returns: str = "node"                      # its rule set's kind of result (RuleSet.returns)
   bindings: list[Binding] = field(default_factory=list)  # `where name = term`, in order: evaluated before the result
+  priority: int = 0                          # `priority N` before it: rules are tried by priority, then in file order
 
 @dataclass(eq=False)
 class RuleSet:
@@ -232,7 +235,11 @@ def root_ops(rule: Rule) -> frozenset[Ops] | None:
 
 def is_unconditional(rule: Rule) -> bool:
   """No guard, and a result that is never None: the rule fires whenever its pattern matches."""
-  if rule.guards or isinstance(rule.result, (PyResult, CallResult)): return False
+  return not rule.guards and fires_when_guards_hold(rule)
+
+def fires_when_guards_hold(rule: Rule) -> bool:
+  """A result that is never None: the rule fires whenever its pattern matches and its guards hold."""
+  if isinstance(rule.result, (PyResult, CallResult)): return False
   if isinstance(rule.result, Cond) and any(isinstance(x, (PyResult, CallResult)) for x in (rule.result.then, rule.result.other)): return False
   if any(isinstance(b.value, (PyResult, CallResult)) for b in rule.bindings): return False
   # a name bound only inside a repeated pattern is None when it repeats zero times

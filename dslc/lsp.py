@@ -64,10 +64,14 @@ def rule_at(path: str, source: str, line: int) -> RuleAt | None:
   return best
 
 def load_stats(path: str | None = None) -> dict:
-  from runtime.trace import rulestats_path
-  try:
-    with open(path or rulestats_path()) as f: return json.load(f)
-  except (OSError, ValueError): return {}
+  """The last RULESTATS table: `path`, else the newest of the places a run may have left one (runtime/trace.py), wherever
+  CACHE_DIR pointed for that run."""
+  from runtime.trace import rulestats_files
+  for p in [path] if path else rulestats_files():
+    try:
+      with open(p) as f: return json.load(f)
+    except (OSError, ValueError): continue
+  return {}
 
 def stats_for(stats: dict, file: str, rid: str) -> dict | None:
   for key, e in stats.get("rules", {}).items():

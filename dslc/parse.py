@@ -54,6 +54,8 @@ class FileParser(PatternReader, ResultReader):
     self.optionals: set[int] = set()  # ids of the alternation Pats `(OP? x)` made (a name can't bind them)
     self.contexts: dict[str, CtxDecl] = {}
     self.where_names: set[str] = set()  # of the rule being read
+    self.hoisted: list[Binding] = []    # of the rule being read: the nodes built inside its result's expressions
+    self.priority: tuple[int, Span] | None = None  # a `priority N` line waiting for its rule
 
   def error(self, message: str, line: int, col: int) -> None: self.diags.append(Diagnostic(self.path, line, col, message))
   def span(self, t) -> Span:
@@ -76,9 +78,16 @@ class FileParser(PatternReader, ResultReader):
       except UnexpectedInput as e:
         self.syntax_error(e, item)
         continue
+      if self.priority is not None and tree.data not in ("rule", "priority_decl"):
+        _, span = self.priority
+        self.priority = None
+        self.error("a `priority` line goes right before the rule it is for", span.line, span.col)
       try: self.item(tree, item.text)
       except SourceError as e: self.error(str(e), e.line, e.col)
+    if self.priority is not None: self.error("a `priority` line goes right before the rule it is for", self.priority[1].line, self.priority[1].col)
     for var, _, span in self.scopes: self.error(f"'for {var}' block is never closed with '}}'", span.line, span.col)
+    # the order rules are tried in: by priority, highest first, then as written
+    for rs in self.rulesets: rs.rules.sort(key=lambda r: -r.priority)
     return RuleFile(self.path, self.source, self.rulesets, self.imports, header=_header_comment(self.source), contexts=self.contexts)
 
   def syntax_error(self, e: UnexpectedInput, item) -> None:
@@ -102,6 +111,7 @@ class FileParser(PatternReader, ResultReader):
         has_arrow = any("->" in x for x in code)
         self.error("unexpected end of the rule" if has_arrow else "unexpected end of the rule: it needs '-> result'", n + 1, len(code[n]) + 1)
       elif (hint := _misplaced_guard(item.text, tok)) is not None: self.error(*hint)
+      elif (hint := _sequence_without_for(item.text, tok)) is not None: self.error(*hint)
       else: self.error(f"unexpected {tok.value!r}{_expected_hint(e.expected)}", tok.line or line, tok.column or col)
     else: self.error("unexpected end of input", line, col)
 
@@ -172,7 +182,15 @@ class FileParser(PatternReader, ResultReader):
     elif k == "for_close":
       if not self.scopes: raise SourceError("'}' closes no 'for' block", *pos(t))
       self.scopes.pop()
-    elif k == "rule": self.rule(t, text)
+    elif k == "rule":
+      prio, self.priority = self.priority, None
+      self.rule(t, text)
+      if prio is not None and self.current is not None and self.current.rules: self.current.rules[-1].priority = prio[0]
+    elif k == "priority_decl":
+      if self.priority is not None: raise SourceError(f"two `priority` lines for one rule (the first at line {self.priority[1].line})", *pos(t))
+      value = literal_value(str(t.children[0]), *pos(t.children[0]))
+      if not isinstance(value, int) or isinstance(value, bool): raise SourceError(f"a priority is an integer, not {value!r}", *pos(t.children[0]))
+      self.priority = (value, self.span(t))
     else: raise SourceError(f"unexpected item '{k}'", *pos(t))
 
   def ctx_decl(self, t: Tree) -> None:
@@ -242,23 +260,43 @@ class FileParser(PatternReader, ResultReader):
     guards += self.guards(t.children[1]) if t.children[1] is not None else []
     # `where` names, known before any value is read: a constructor may take its dtype from one, (CAST:wide x)
     self.where_names = {str(b.children[0]) for w in t.children[3:] for b in w.children}
-    bindings = [(str(b.children[0]), self.value(b.children[1]), self.span(b)) for w in t.children[3:] for b in w.children]
+    # each value after the nodes built inside its expressions (hoisted into hidden bindings: parse_results.hoist_node)
+    self.hoisted = []
+    bindings: list[Binding] = []
+    for w in t.children[3:]:
+      for b in w.children:
+        value = self.value(b.children[1])
+        bindings += self.hoisted
+        self.hoisted = []
+        bindings.append(Binding(str(b.children[0]), value, self.span(b)))
     result = self.top_result(t.children[2])
+    bindings += self.hoisted
     one_line = _one_line(text)
     opvars = {v: ops for v, ops, _ in self.scopes}
     seen: set[str] = set()
-    for name, _, span in bindings:
-      self.check_capture_name(name, Token("NAME", name, line=span.line, column=span.col))
-      if name in seen: raise SourceError(f"'{name}' is bound twice by `where`", span.line, span.col)
-      seen.add(name)
-    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns,
-             bindings=[Binding(name, value, span) for name, value, span in bindings])
+    for b in bindings:
+      if b.hidden: continue
+      span = b.span
+      self.check_capture_name(b.name, Token("NAME", b.name, line=span.line, column=span.col))
+      if b.name in seen: raise SourceError(f"'{b.name}' is bound twice by `where`", span.line, span.col)
+      seen.add(b.name)
+    r = Rule(pattern, guards, result, one_line, self.span(t), opvars, returns=self.current.returns, bindings=bindings)
     domain = ";".join(f"{v}={sorted(o.name for o in ops)}" for v, ops in opvars.items())
     r.id = "r" + hashlib.sha1(f"{self.current.name}|{domain}|{one_line}".encode()).hexdigest()[:6]
     self.current.rules.append(r)
 
   def guards(self, t: Tree) -> list[Expr]:
-    return [self.guard_expr(c, {}) for c in conjuncts(t.children[0])]
+    out = []
+    for c in conjuncts(t.children[0]):
+      if isinstance(c, Tree) and c.data == "walrus":
+        # `d := f(x)`: a computed binding for the guards after it and the result (ISLE's if-let, match.pd's with)
+        name, _, value = c.children
+        self.check_capture_name(str(name), name)
+        e = self.guard_expr(value, {})
+        e.binds, e.span = str(name), self.span(c)
+        out.append(e)
+      else: out.append(self.guard_expr(c, {}))
+    return out
 
   def guard_expr(self, t, rename: dict[str, str]) -> Expr:
     x = ExprBuilder(rename).build(t)
@@ -272,6 +310,22 @@ def _misplaced_guard(text: str, tok) -> tuple[str, int, int] | None:
   code = "\n".join(_strip_comment(x) for x in before.split("\n"))
   if (m := re.search(r"\bif\s*-?\s*$", code)) is not None and tok.value in (">", "->"):
     return ("an empty guard: write a condition after 'if' (`if x.vmin >= 0 ->`), or leave the 'if' out",) + _position(code, m.start())
+  return None
+
+def _sequence_without_for(text: str, tok) -> tuple[str, int, int] | None:
+  """`(AT x v [(ADD i 1)])`: a '[' among a constructor's sources (after the first) starts a sequence, which needs its `for`.
+  (message, line, col), the caret under the '['."""
+  if tok.value != "]" or tok.start_pos is None or "->" not in text[:tok.start_pos]: return None
+  depth = 0
+  for i in range(tok.start_pos - 1, text.index("->"), -1):
+    ch = text[i]
+    if ch in ")]}": depth += 1
+    elif ch in "([{":
+      if depth: depth -= 1
+      elif ch != "[": return None
+      else:
+        return ("a '[' among a node's sources starts a sequence, `[TERM for NAME in ITER]*`; a node's arg goes right after its op and dtype, "
+                "(OP:dtype [arg] sources...)",) + _position(text, i)
   return None
 
 def _choice_without_else(text: str) -> tuple[str, int, int] | None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 from lark import Token, Tree
 from runtime.dtype import DTYPE_NAMES, DType
-from runtime.ops import GroupOp, Ops
+from runtime.ops import ARITY, GroupOp, Ops
 from dslc.diagnostics import did_you_mean
 from dslc.expr import ExprBuilder, SourceError, literal_node_value, literal_value, pos
 from dslc.ir import Pat
@@ -86,7 +86,7 @@ class PatternReader:
       groups[-1].append(b)
       if any(c is not None for c in b.children[1:]): groups.append([])
     if not groups[-1]: groups.pop()
-    alts = [self.node_body(g) for g in groups]
+    alts = [self.node_body(g, first=i == 0) for i, g in enumerate(groups)]
     if len(alts) == 1:
       alts[0].span = self.span(t)  # at its '(' (an alternative's span is where its body starts)
       return alts[0]
@@ -99,7 +99,7 @@ class PatternReader:
         raise SourceError(f"every alternative must bind the same names: {what}", a.span.line, a.span.col)  # type: ignore[union-attr]
     return Pat(alternatives=tuple(alts), span=self.span(t))
 
-  def node_body(self, bodies: list[Tree]) -> Pat:
+  def node_body(self, bodies: list[Tree], first: bool = True) -> Pat:
     """One alternative: the ops of `bodies` (all bare but the last) with the last one's '!', '?', dtype, arg and sources."""
     refs = [b.children[0] for b in bodies]
     body = bodies[-1]
@@ -107,7 +107,9 @@ class PatternReader:
     p = Pat(span=self.span(body))
     ordered = bang is not None
     ops: set[Ops] = set()
-    for r in refs:
+    named: list[tuple[Ops, Token, bool]] = []  # ops written by name (not a group): (op, where, written bare before a '|')
+    for i, r in enumerate(refs):
+      if isinstance(r, Token) and r.type == "UNAME" and str(r) in Ops.__members__: named.append((Ops[str(r)], r, not first and i < len(refs) - 1))
       if isinstance(r, Tree):  # `Binary - THREEFRY`
         if r.children[0].type == "NAME": raise SourceError(f"the for variable '{r.children[0]}' can't have ops taken out of it", *pos(r))
         ops |= self.minus(r)
@@ -147,7 +149,23 @@ class PatternReader:
     if ordered and not (p.ops and all(o in GroupOp.Commutative for o in p.ops)):
       raise SourceError("'!' (sources in the order written) is only meaningful on commutative ops", *pos(refs[0]))
     if ordered and not srcs: raise SourceError("'!' (sources in the order written) needs the sources written", *pos(bang))
+    if len(refs) > 1: self.check_listed_arity(named, p)
     return self.optional(p, qmark) if qmark is not None else p
+
+  def check_listed_arity(self, named: list, p: Pat) -> None:
+    """An op listed with others, `(NEG|ADD x y)` or a bare `(... | NEG | ADD x y)`, whose number of sources the body can't
+    have: it would never match, and no other check says so (the node matches the others)."""
+    if p.src is None: return
+    n = len(p.src)
+    for o, tok, bare in named:
+      k = ARITY.get(o)
+      if k is None or (k == n if p.rest is None else k >= n): continue
+      what = f"{n} or more" if p.rest is not None else str(n)
+      if bare:
+        raise SourceError(f"{o.name}, bare before '|', joins the next alternative, whose body gives it {what} source{'s' if what != '1' else ''}, "
+                          f"and {o.name} takes {k}: it never matches. Give it a body of its own, ({o.name} _...), or list it with ops of its "
+                          "arity", *pos(tok))
+      raise SourceError(f"{o.name} takes {k} source{'s' if k != 1 else ''}, this body gives it {what}: listed here it never matches", *pos(tok))
 
   def minus(self, t: Tree | Token) -> frozenset[Ops]:
     """The ops of `GROUP - OP - ...` (`_ - OP`: every op but those), or of one op or group."""

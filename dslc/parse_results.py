@@ -6,7 +6,7 @@ from lark import Token, Tree
 from runtime.dtype import DTYPE_NAMES
 from runtime.ops import Ops
 from dslc.expr import ExprBuilder, SourceError, comp_targets, literal_node_value, pos
-from dslc.ir import Comprehension, Cond, Construct, Expr, Lit, PyResult, Ref, Result, Seq, Splice, TupleResult, Update
+from dslc.ir import Binding, Comprehension, Cond, Construct, Expr, Lit, PyResult, Ref, Result, Seq, Splice, TupleResult, Update
 from dslc.diagnostics import did_you_mean
 from dslc.lang import GROUPS
 from dslc.parse_patterns import resolve_ops
@@ -14,7 +14,31 @@ from dslc.parse_patterns import resolve_ops
 UPDATE_FIELDS = ("op", "dtype", "arg", "src", "tag")
 
 class ResultReader:
-  """Reads results; FileParser supplies current, scopes and span()."""
+  """Reads results; FileParser supplies current, scopes, hoisted and span()."""
+  def exprs(self) -> ExprBuilder:
+    """An ExprBuilder for an expression of the result: a node built in it is hoisted into a `where` of its own."""
+    return ExprBuilder(node=self.hoist_node)
+
+  def hoist_node(self, t: Tree) -> str:
+    """`f((NEG x))`, `u{src: ((ADD a 1), b)}`: the node is a hidden `where` binding, made before the part that reads it."""
+    uname, rest = t.children
+    kids = list(rest.children)
+    cdt = kids.pop(0) if kids and isinstance(kids[0], Tree) and kids[0].data == "cdtype" else None
+    if cdt is not None: carg = kids.pop(0)
+    else: carg = kids.pop(0) if kids and isinstance(kids[0], Tree) and kids[0].data == "carg" else None
+    node = self.construct(Tree("constructor", [uname, cdt, carg, *kids, None], meta=t.meta))
+    name = f"_n{len(self.hoisted)}"
+    self.hoisted.append(Binding(name, node, self.span(t), hidden=True))
+    return name
+
+  def check_hoisted(self, since: int, comp: Comprehension | None) -> None:
+    """A node hoisted out of an expression is built before the result: it can't read a comprehension's names."""
+    if comp is None: return
+    for b in self.hoisted[since:]:
+      if (bad := sorted(_reads(b.value) & comp.bound)):
+        line, col = (b.span.line, b.span.col) if b.span is not None else (1, 1)
+        raise SourceError(f"a node built inside an expression is made once, before the result: it can't read '{bad[0]}' of the comprehension "
+                          "around it; make it a source (OP ... (NODE ...) for ...) or a sequence [(NODE ...) for ...]", line, col)
   def top_result(self, t) -> Result:
     """A rule's whole result: in a rule set that returns per-source, a tuple (or a helper's call giving one)."""
     per_source = self.current is not None and self.current.returns == "per-source"
@@ -58,7 +82,7 @@ class ResultReader:
     if isinstance(t, Tree) and t.data == "seq": return self.seq(t)
     if isinstance(t, Tree) and t.data == "cond_term":
       then, test, other = t.children
-      e = ExprBuilder().build(test)
+      e = self.exprs().build(test)
       e.span = self.span(test)
       return Cond(e, self.value(then), self.value(other), self.span(t))
     return self.result(t)
@@ -66,7 +90,10 @@ class ResultReader:
   def seq(self, t: Tree) -> Seq:
     """`[TERM for TARGETS in ITER if COND]`."""
     elem, comp = t.children
-    return Seq(self.value(elem), self.comp(comp), self.span(t))  # type: ignore[arg-type]
+    since = len(self.hoisted)
+    out = Seq(self.value(elem), self.comp(comp), self.span(t))  # type: ignore[arg-type]
+    self.check_hoisted(since, out.comp)
+    return out
 
   def result(self, t) -> Result:
     if isinstance(t, Token): raise SourceError(f"unexpected result {t!r}", *pos(t))
@@ -84,7 +111,7 @@ class ResultReader:
       return Lit(v, self.span(t))
     if k == "constructor": return self.construct(t)
     if k in ("call", "term_attr", "pyexpr"):
-      b = ExprBuilder()
+      b = self.exprs()
       if k == "call": text = f"{t.children[0]}{b.args(t.children[1])})"; b.names.add(str(t.children[0])[:-1])  # noqa: E702
       elif k == "pyexpr": text = b.emit(t)[0]
       else: text = self.term_attr(t, b)
@@ -112,11 +139,11 @@ class ResultReader:
     if t is None: return None
     targets, bound = comp_targets(t.children[0])
     for n in sorted(bound - {"_"}): self.check_capture_name(n, t)
-    it = ExprBuilder().build(t.children[1])
+    it = self.exprs().build(t.children[1])
     it.span = self.span(t.children[1])
     cond = None
     if t.children[2] is not None:
-      cond = ExprBuilder().build(t.children[2])
+      cond = self.exprs().build(t.children[2])
       cond.span = self.span(t.children[2])
     inner = self.comp(t.children[3])
     return Comprehension(targets, bound | (inner.bound if inner is not None else frozenset()), it, cond, self.span(t), inner)
@@ -139,7 +166,7 @@ class ResultReader:
       call = next((x for x in cdt.children if isinstance(x, Token) and x.type == "CALL"), None)
       if call is not None:
         # `:dtypes.float32.vec(x.dtype.count)`: a dtype computed by a method call at the end
-        b = ExprBuilder()
+        b = self.exprs()
         args = b.args(cdt.children[-1])
         dtype = Expr(".".join(names) + f".{call}{args})", frozenset({names[0]}) | frozenset(b.names), 10, self.span(cdt))
       elif len(names) == 1 and names[0] in DTYPE_NAMES: dtype = Expr(f"dtypes.{names[0]}", frozenset({"dtypes"}), 1, self.span(cdt))
@@ -147,14 +174,16 @@ class ResultReader:
       elif len(names) == 1: raise SourceError(f"unknown dtype '{names[0]}'{did_you_mean(names[0], DTYPE_NAMES)}", *pos(cdt))
       else: dtype = Expr(".".join(names), frozenset({names[0]}), 1, self.span(cdt))
     arg = None
+    since = len(self.hoisted)
     if carg is not None:
-      b = ExprBuilder()
-      arg = b.build(carg.children[0])
+      arg = self.exprs().build(carg.children[0])
       arg.span = self.span(carg)
     src = [Splice(str(s.children[0]), self.span(s)) if isinstance(s, Tree) and s.data == "splice" else
            self.seq(s.children[0]) if isinstance(s, Tree) and s.data == "seq_splice" else self.result(s) for s in srcs]
     if comp is not None and not srcs: raise SourceError("a comprehension repeats the sources written before its 'for': write them", *pos(comp))
-    return Construct(op, opvar, dtype, arg, src, self.span(t), self.comp(comp))
+    out = Construct(op, opvar, dtype, arg, src, self.span(t), self.comp(comp))
+    self.check_hoisted(since, out.comp)
+    return out
 
   def update(self, t: Tree) -> Update:
     """`x{field: value, ...}`: a bare dtype name is that dtype (as in (CAST:float32 ...)), a bare op name that op."""
@@ -172,9 +201,21 @@ class ResultReader:
         resolve_ops(bare, *pos(value))
         if bare not in Ops.__members__: raise SourceError(f"'{bare}' is a group of ops: a node gets one op", *pos(value))
         e = Expr(f"Ops.{bare}", frozenset({"Ops"}), 1)
-      else: e = ExprBuilder().build(value)
+      else: e = self.exprs().build(value)
       # sources are a tuple: anything else (a list, `(x,) + rest`) is made one
       if key == "src" and not (isinstance(value, Tree) and value.data == "tuple"): e.text = f"tuple({e.text})"
       e.span = self.span(value)
       fields[key] = e
     return Update(name, fields, self.span(t))
+
+def _reads(r: Result) -> set[str]:
+  """The names a result reads (to tell whether a hoisted node reads a comprehension's names)."""
+  if isinstance(r, (Ref, Splice)): return {r.name}
+  if isinstance(r, PyResult): return set(r.expr.names)
+  if isinstance(r, Construct):
+    return set().union(*(e.names for e in (r.dtype, r.arg) if e is not None), *(_reads(s) for s in r.src),
+                       *([{n for e in r.comp.exprs() for n in e.names}] if r.comp is not None else []))
+  if isinstance(r, Seq): return _reads(r.elem) | {n for e in r.comp.exprs() for n in e.names}
+  if isinstance(r, Cond): return set(r.test.names) | _reads(r.then) | _reads(r.other)
+  if isinstance(r, Update): return {r.name}.union(*(e.names for e in r.fields.values()))
+  return set()

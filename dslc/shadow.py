@@ -46,7 +46,10 @@ class ShadowIndex:
       shapes: list[tuple] = [("any",)]
       if p.rest is not None: shapes.append(("rest", len(p.src or ())))
       elif p.src is not None:
-        def reps(q: Pat) -> list: return ["*"] + ([min(q.ops)] if q.ops is not None and q.alternatives is None else [])
+        def reps(q: Pat) -> list:
+          # an alternation is covered only by a rule whose ops there include every alternative's: one op of the first finds it
+          if q.alternatives is not None: q = q.alternatives[0]
+          return ["*"] + ([min(q.ops)] if q.ops is not None and q.alternatives is None else [])
         first = [reps(q) for q in p.src[:2]]
         shapes += [(len(p.src), *k) for k in itertools.product(*first)]
         if p.any_order and len(p.src) == 2: shapes += [(2, b, a) for a, b in itertools.product(*first)]
@@ -87,5 +90,13 @@ def covers(p1: Pat, p2: Pat) -> bool:
   return all(covers(a, b) for a, b in zip(s1, s2))
 
 
+def pattern_key(p: Pat, names: bool = True) -> str:
+  """The structural identity of a pattern (two with the same key match the same nodes; with names, bind them alike)."""
+  parts = [str(sorted(o.name for o in p.ops)) if p.ops else "*", str(p.opvar), str(sorted(map(repr, p.dtypes))) if p.dtypes else "",
+           str(sorted(p.dtype_classes)) if p.dtype_classes else "", repr(p.arg_eq) if p.has_arg_eq else "", p.arg_expr.text if p.arg_expr else ""]
+  if names: parts += [str(p.arg_name), str(p.name), str(p.splice)]
+  sub = ",".join(pattern_key(s, names) for s in p.src) if p.src is not None else "-"
+  alts = "{" + ";".join(pattern_key(a, names) for a in p.alternatives) + "}" if p.alternatives is not None else ""
+  return "(" + "|".join(parts) + ("~" if p.any_order else "") + "[" + sub + "]" + (pattern_key(p.rest, names) if p.rest else "") + alts + ")"
 
-__all__ = ["ShadowIndex", "subsumes", "covers"]
+__all__ = ["ShadowIndex", "subsumes", "covers", "pattern_key"]

@@ -8,13 +8,18 @@ its header, the compiler matches the stamp, and the module is byte for byte what
 Imports nothing but the standard library: build.py loads this file alone, before dslc or lark, to keep a no-op build fast.
 """
 from __future__ import annotations
-import glob, hashlib, json, os, re
+import glob, hashlib, json, os, re, zlib
 
 HEADER = re.compile(r"# Regenerate with `python build.py`\. Source sha256: ([0-9a-f]{16})")
 # what emitted code depends on besides the .rules file: the compiler and the runtime tables it reads (ops, arities, dtypes)
 COMPILER_FILES = ("dslc/*.py", "dslc/grammar.lark", "runtime/ops.py", "runtime/dtype.py", "runtime/uop.py")
 
 def source_digest(text: str) -> str: return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+def import_digest(text: str) -> str:
+  """What a generated module checks its .rules file against when imported (rules.built_from): a CRC-32 (zlib is loaded
+  already; enough to tell an edited file, cheaper than a sha256)."""
+  return f"{zlib.crc32(text.encode()):08x}"
 
 def compiler_digest(root: str) -> str:
   h = hashlib.sha256()

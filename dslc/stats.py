@@ -66,6 +66,11 @@ def code_lines(module_path: str, names: list[str], root: str) -> set[tuple[str, 
 def _generated(path: str) -> bool:
   with open(path, encoding="utf-8") as f: return f.readline().startswith("# Code generated")
 
+def counted_rules(rf) -> list:
+  """The rules of a rule file that count: those of its rule sets, not of the sets it composes from them (`dslc coverage`
+  counts the same)."""
+  return [r for rs in rf.rulesets if rs.compose is None for r in rs.rules]
+
 def file_stats(path: str, root: str) -> FileStats:
   from dslc.parse import parse_rules
   rf, _ = parse_rules(path)
@@ -77,7 +82,7 @@ def file_stats(path: str, root: str) -> FileStats:
     mpath = os.path.join(root, *module.split(".")) + ".py"
     if not os.path.exists(mpath) or _generated(mpath): continue  # another rule file's rule sets (`from rules.symbolic import symbolic`)
     helpers |= code_lines(mpath, names, root)
-  return FileStats(os.path.relpath(path, root).replace(os.sep, "/"), len(rulesets), sum(len(rs.rules) for rs in rulesets),
+  return FileStats(os.path.relpath(path, root).replace(os.sep, "/"), len(rulesets), len(counted_rules(rf)) if rf is not None else 0,
                    rule_lines(source), len(helpers))
 
 def all_stats(paths: list[str] | None = None, root: str | None = None) -> list[FileStats]:

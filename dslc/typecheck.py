@@ -129,6 +129,22 @@ class RuleTypes:
       if isinstance(d, DType): return frozenset({d.scalar})
     return None
 
+  def python_dtype(self, text: str) -> object | frozenset[DType] | None:
+    """The dtype of a {python} result where it says: a capture `x`, `x.cast(D)`, `x.bitcast(D)`, `x.const_like(v)`,
+    `x.replace(dtype=D)`."""
+    try: e = ast.parse(text, mode="eval").body
+    except SyntaxError: return None
+    if isinstance(e, ast.Name): return self.names.get(e.id)
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) and e.func.value.id in self.names):
+      return None
+    x, method = self.names[e.func.value.id], e.func.attr
+    if method in ("cast", "bitcast") and len(e.args) == 1: return self.dtype_of_expr(e.args[0])
+    if method == "const_like": return x
+    if method == "replace":
+      d = next((k.value for k in e.keywords if k.arg == "dtype"), None)
+      return self.dtype_of_expr(d) if d is not None else x
+    return None
+
   def dtype_text(self, text: str) -> object | frozenset[DType] | None:
     try: return self.dtype_of_expr(ast.parse(text, mode="eval").body)
     except SyntaxError: return None
@@ -150,6 +166,13 @@ class RuleTypes:
       parts = head.split(".")
       if len(parts) == 2 and parts[0] in self.names and parts[1] in NOT_NODES and "(" not in r.expr.text:
         self.problems.append((f"this result is {r.expr.text}, not a node: a rule results in a node (or a number, made a constant)", r.span))
+        return None
+      # {x.cast(dtypes.float32)} in place of an int32 node: only a dtype the check is sure of is reported
+      got = self.python_dtype(r.expr.text)
+      a, b = self.possible(got), self.possible(want)
+      if want == "root" and a is not None and b is not None and not a & b:
+        self.problems.append((f"this {{python}} result is {describe(a)}, where {describe(b)} belongs (the node it replaces): a result keeps the "
+                              "dtype, cast it or build another node", r.span))
       return None
     if isinstance(r, Construct): return self.construct(r, want, span)
     if isinstance(r, Cond):

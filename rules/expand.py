@@ -13,8 +13,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src, RewriteError
+from rules import built_from as _built_from
 from rules.expand_helpers import axes_of, grid, lane, consecutive, CACHE_LINE, flattened
 from rules.symbolic import symbolic
+_built_from(globals().get('__file__'), '3077f920')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

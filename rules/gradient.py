@@ -13,8 +13,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src, RewriteError
+from rules import built_from as _built_from
 from rules.gradient_helpers import full_like, device_of, expanded_axes, inverse_permutation, unpad, unshrink, is_max, prod_gradient
 from rules.gradient_helpers import gather_gradient, conv_input_gradient, conv_weight_gradient
+_built_from(globals().get('__file__'), '7d998063')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

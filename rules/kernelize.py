@@ -10,8 +10,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
+from rules import built_from as _built_from
 from rules.kernelize_helpers import kernel_input, KernelContext, Params, along_axes, reduced_factor
 from runtime.uop import dim_vars
+_built_from(globals().get('__file__'), 'd7446912')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 _ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources

@@ -10,8 +10,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
+from rules import built_from as _built_from
 from rules.lower_helpers import unused_loops, without_unused_loops, repeats, loops_around
 from rules.rangeify_helpers import CodegenContext
+_built_from(globals().get('__file__'), '70453e4b')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 _ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources

@@ -14,7 +14,9 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src, RewriteError
+from rules import built_from as _built_from
 from rules.opt_helpers import combined, with_loops, OptContext, Stash, Split, Prefetch
+_built_from(globals().get('__file__'), 'f108678e')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

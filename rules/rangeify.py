@@ -14,7 +14,9 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
+from rules import built_from as _built_from
 from rules.rangeify_helpers import ix, bound, flat_index, reshape_plan, is_plus_zero, implied_by, CodegenContext
+_built_from(globals().get('__file__'), 'fd90e28f')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

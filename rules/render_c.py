@@ -14,8 +14,10 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
+from rules import built_from as _built_from
 from rules.render_c_helpers import ctype, fn, c, line, named, loop, close, param, lanes, unsigned, bits, math_fn, float_text, binary, vmax_select
 from rules.render_c_helpers import mask_type, plain_constant, fma_body
+_built_from(globals().get('__file__'), '4794982a')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 _ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources

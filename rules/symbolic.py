@@ -20,7 +20,9 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src
+from rules import built_from as _built_from
 from rules.symbolic_helpers import fold_alu, exact, add_term, lt_fold, divmod_linear, divmod_factor, mod_reduce, div_split, div_nest, divmod_common_factor, where_given, index_given, and_given, int_min, int_max
+_built_from(globals().get('__file__'), '580257ce')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 _ORDERS = (0, 1)  # a loop over the two orders of a commutative node's sources

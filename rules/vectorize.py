@@ -12,9 +12,11 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 from runtime.uop import UOp, uop, uop as _uop
 from runtime.rewrite import Matcher, Rule, match_all, as_src as _as_src, RewriteError
+from rules import built_from as _built_from
 from rules.vectorize_helpers import VectorCaps, fits, chunk, vec, mask_lanes
 from rules.expand_helpers import consecutive, flattened
 from rules.symbolic import symbolic
+_built_from(globals().get('__file__'), '0c0bd2ff')  # the .rules file beside it is what it was built from
 _const = UOp.const
 _NUMBERS = (int, float, bool)
 inf, nan = math.inf, math.nan

@@ -227,10 +227,27 @@ def save_coverage() -> None:
     _coverage.clear()
 if COVERAGE_FILE: atexit.register(save_coverage)
 
+def _default_cache() -> str: return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rulegrad")
+
 def rulestats_path() -> str:
   """Where RULESTATS=1 leaves its table for the language server's hover: RULESTATS_FILE, else the kernel cache folder."""
   if (p := os.environ.get("RULESTATS_FILE")): return p
   return os.path.join(kernel_cache.configured_dir(), "rulestats.json")
+
+def rulestats_pointer() -> str:
+  """A file in the default cache folder naming where the last RULESTATS run wrote its table when that was elsewhere
+  (CACHE_DIR or RULESTATS_FILE pointed away): a language server started without those finds it."""
+  return os.path.join(_default_cache(), "rulestats-where.json")
+
+def rulestats_files() -> list[str]:
+  """Every place a RULESTATS table may be, newest first: RULESTATS_FILE, this process's cache folder, the default one and
+  the place the last run named in rulestats_pointer()."""
+  out = [rulestats_path(), os.path.join(_default_cache(), "rulestats.json")]
+  try:
+    with open(rulestats_pointer()) as f: out.append(str(json.load(f)["path"]))
+  except (OSError, ValueError, KeyError, TypeError): pass
+  found = [p for p in dict.fromkeys(out) if os.path.isfile(p)]
+  return sorted(found, key=lambda p: -os.path.getmtime(p))
 
 def save_rule_stats(path: str | None = None) -> None:
   """Write the RULESTATS counters of every rule that ran (replacing the last run's file)."""
@@ -242,4 +259,8 @@ def save_rule_stats(path: str | None = None) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     safe_files.write_text(path, json.dumps({"argv": sys.argv, "rules": {_rule_key(r): _entry(r, attempts=r.attempts, hits=r.hits, time_ns=r.time_ns)
                                                                      for r in rules}}))
+    if os.path.abspath(path) != os.path.abspath(os.path.join(_default_cache(), "rulestats.json")):
+      pointer = rulestats_pointer()
+      os.makedirs(os.path.dirname(pointer), exist_ok=True)
+      safe_files.write_text(pointer, json.dumps({"path": os.path.abspath(path)}))
   except OSError as e: print(f"RULESTATS: could not write {path}: {e}", file=sys.stderr)

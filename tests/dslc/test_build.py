@@ -138,3 +138,22 @@ def test_what_invalidates_the_skip(repo):
   assert compiled(r) == n and " 0 regenerated" in r.stdout
   # --check and --all always compile everything
   assert build(repo, "--check").returncode == 0 and compiled(build(repo, "--all")) == n
+
+def test_a_module_older_than_its_rules_does_not_import(repo):
+  # a failed build leaves the old module: importing it is an error that says to build (issue 23), cheaply (no dslc, no lark)
+  path = os.path.join(repo, "rules", "symbolic.rules")
+  text = open(path).read()
+  with open(path, "w") as f: f.write(text + EXTRA + "(ADDD x 0) -> x\n")
+  assert build(repo).returncode == 1
+  def load() -> subprocess.CompletedProcess:
+    # the check loads no dslc and no lark (nor anything else: rules/__init__.py imports only what runtime has loaded)
+    code = "import sys, rules.symbolic; print('lark' in sys.modules, 'dslc' in sys.modules)"
+    return subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=120)
+  r = load()
+  assert r.returncode == 1 and ("StaleModuleError: rules/symbolic.rules changed since rules/symbolic.py was built from it: run `python build.py`"
+                                in r.stderr), r.stderr
+  # fixed and rebuilt, every file (expand.rules reads rules.symbolic's names while it is still the old module): it imports
+  with open(path, "w") as f: f.write(text + EXTRA)
+  assert build(repo, "--all").returncode == 0
+  r = load()
+  assert r.returncode == 0 and r.stdout.split() == ["False", "False"], r.stderr

@@ -10,7 +10,7 @@ PHASES = [
   {"diagnostics", "split", "stamp", "lang", "ir"},          # the vocabulary, the IR, text splitting
   {"expr"},                                                 # expressions (Lark trees -> Python text)
   {"parse_patterns", "parse_results", "parse"},             # the front end
-  {"shadow", "typecheck", "infer", "pyinfo"},               # analyses of the IR and of the Python it names
+  {"shadow", "typecheck", "infer", "pyinfo", "guards"},     # analyses of the IR and of the Python it names
   {"check"},
   {"emit_result", "emit"},
   {"compile", "upat", "explain", "stats", "coverage", "lsp", "lexer", "__main__", "__init__"},  # drivers and tools

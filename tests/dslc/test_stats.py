@@ -1,5 +1,5 @@
 """`python -m dslc stats`: per rule file, rule sets, rules, rule lines and the code lines of the helpers it imports."""
-import textwrap
+import json, os, textwrap
 from dslc.stats import FileStats, all_stats, code_lines, rule_lines, table
 from tests.dslc.test_cli import dslc
 
@@ -82,3 +82,27 @@ def test_contexts_with_methods_name_their_classes():
     for decl in rf.contexts.values():
       if any(m.kind == "method" for m in decl.members.values()):
         assert decl.impls or decl.name in imported, f"{path}: ctx {decl.name} declares methods but names no class implementing them"
+
+def test_stats_and_coverage_count_the_same_rules():
+  from dslc.coverage import rule_tables
+  from dslc.stats import all_stats
+  stats = {s.path: s.rules for s in all_stats()}
+  assert {f: len(rs) for f, rs in rule_tables().items()} == stats
+  assert stats["rules/vectorize.rules"] > 0  # a rule set with parameters: its rules live inside a function of the module
+
+def test_the_language_server_finds_the_last_statistics_wherever_they_went(tmp_path, monkeypatch):
+  from dslc import lsp
+  from runtime import trace
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+  monkeypatch.delenv("RULESTATS_FILE", raising=False)
+  monkeypatch.setenv("CACHE_DIR", str(tmp_path / "elsewhere"))
+  from runtime.rewrite import Rule
+  r = Rule("r123456", "rules/x.rules", 3, "(ADD x 0) -> x", None)
+  r.attempts, r.hits = 5, 2
+  monkeypatch.setattr("runtime.rewrite.rule_stats", lambda: [r])
+  trace.save_rule_stats()
+  assert os.path.exists(tmp_path / "elsewhere" / "rulestats.json")
+  # an editor starts the server without that CACHE_DIR: the pointer in the default cache folder leads to the table
+  monkeypatch.delenv("CACHE_DIR")
+  assert json.load(open(trace.rulestats_pointer()))["path"] == str(tmp_path / "elsewhere" / "rulestats.json")
+  assert lsp.stats_for(lsp.load_stats(), "rules/x.rules", "r123456")["hits"] == 2
