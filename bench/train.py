@@ -5,23 +5,33 @@ the time of our first training step in a new process with an empty kernel cache.
   python bench/train.py                                # table and JSON lines on stdout
   python bench/train.py --models mlp --json out.json
   python bench/train.py --tinygrad-python /path/to/venv/bin/python   # runs ../shared/bench/anchors/bench_train.py there
+  python bench/train.py --threads 1,2 --clock thread   # ours with THREADS=n and torch with n threads, each sample's time
+                                                       # the busiest thread's CPU time (bench/kernels.py: a shared machine)
+  python bench/train.py --base ../speed-base           # adds the rows of another checkout (a "before"), sampled in turn
 
 Method (as the anchors' bench_train.py): random data, K=4 batches made before the timer and cycled; one step = zero_grad,
 forward, mean softmax cross-entropy, backward, Adam(lr=1e-3). Ours is a TinyJit'd step under Tensor.train(): its first
 two calls (eager, capture) are timed apart, then `samples` timers of `steps` calls each, ending with a device synchronize,
-alternating with torch's samples (eager, its default thread count). tinygrad runs afterwards in its own process.
-Medians are reported; the loss must fall (the 4 batches are memorised).
+alternating with torch's samples (eager; at each --threads count, both libraries at that count, ours captured under
+THREADS=n). tinygrad runs afterwards in its own process. Medians are reported; the loss must fall (the 4 batches are
+memorised). The CNN's first step in a new process with an empty cache is --cold cnn (tinygrad's too with --tinygrad-python).
 """
 from __future__ import annotations
 import argparse, importlib.util, json, os, statistics, subprocess, sys, tempfile, time
+if any(a.startswith("--clock") for a in sys.argv) and "wall" not in sys.argv:
+  os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # before torch and the first kernel load libgomp (bench/kernels.py says why)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+if "--serve" in sys.argv: sys.path.insert(0, sys.argv[sys.argv.index("--serve") + 1])  # another checkout's `tensor` (BaseTimed)
 K = 4
+TREE = ROOT  # the checkout whose `tensor` and examples run as "ours" (--serve: another one's)
 BATCH = {"mlp": 512, "cnn": 128}
-ANCHORS = os.path.join(ROOT, "..", "shared", "bench", "anchors", "bench_train.py")  # the workspace's ../shared beside the checkout
+# the workspace's shared folder beside the checkout (or beside its worktree folder)
+ANCHORS = next((p for p in (os.path.join(ROOT, *[".."] * k, "shared", "bench", "anchors", "bench_train.py") for k in (1, 2)) if os.path.exists(p)),
+               os.path.join(ROOT, "..", "shared", "bench", "anchors", "bench_train.py"))
 
 def _example_cnn():
-  spec = importlib.util.spec_from_file_location("beautiful_mnist", os.path.join(ROOT, "examples", "beautiful_mnist.py"))
+  spec = importlib.util.spec_from_file_location("beautiful_mnist", os.path.join(TREE, "examples", "beautiful_mnist.py"))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module.Model()
@@ -48,16 +58,24 @@ def ours_setup(model: str):
     return loss.realize(*optim.schedule_step())
   return step, batches
 
+def wall_sample(fn) -> float:
+  t0 = time.perf_counter()
+  fn()
+  return time.perf_counter() - t0
+
+# how a sample is timed: the wall clock, or (--clock) bench/kernels.py's process or busiest-thread CPU time
+SAMPLE = wall_sample
+
 class Timed:
   """One library's training step, warmed up: sample(steps) times `steps` calls and returns seconds per step."""
   def __init__(self, step, batches, sync, info: dict):
     self.step, self.batches, self.sync, self.info, self.i, self.times = step, batches, sync, info, 0, []
   def sample(self, steps: int) -> None:
-    t0 = time.perf_counter()
-    for _ in range(steps):
-      self.loss = self.step(*self.batches[self.i % K]); self.i += 1
-    self.sync()
-    self.times.append((time.perf_counter() - t0) / steps)
+    def run():
+      for _ in range(steps):
+        self.loss = self.step(*self.batches[self.i % K]); self.i += 1
+      self.sync()
+    self.times.append(SAMPLE(run) / steps)
   def result(self) -> dict:
     return dict(self.info, s_per_step=statistics.median(self.times), s_per_step_min=min(self.times), loss_end=float(self.loss.item()))
 
@@ -107,21 +125,66 @@ def tinygrad_run(python: str, model: str, steps: int, samples: int) -> dict:
   return {"s_per_step": r["s_per_step"]["median"], "s_per_step_min": r["s_per_step"]["min"], "first_step_s": r["first_step_s"],
           "loss_start": r["loss_start"], "loss_end": r["loss_end"]}
 
-def cold_child() -> None:
-  """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first MLP step, as JSON."""
+class BaseTimed:
+  """Another checkout's training step (--base), in a child process of its own (`--serve`) that times a sample when asked:
+  its samples alternate with ours and torch's as theirs do."""
+  def __init__(self, tree: str, model: str, threads: int | None, clock: str):
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve", os.path.abspath(tree), "--models", model, "--clock", clock]
+    if threads: cmd += ["--threads", str(threads)]
+    # its own kernel cache (CACHE_DIR with -base): the two checkouts may lower one AST differently
+    env = dict(os.environ, CACHE_DIR=os.environ.get("CACHE_DIR", os.path.join(tempfile.gettempdir(), "rulegrad")).rstrip("/") + "-base")
+    self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    self.info = json.loads(self._line())
+  def _line(self) -> str:
+    line = self.proc.stdout.readline()  # type: ignore[union-attr]
+    if not line: raise RuntimeError(f"the --base child exited ({self.proc.wait()})")
+    return line
+  def sample(self, steps: int) -> None:
+    self.proc.stdin.write(f"{steps}\n"); self.proc.stdin.flush()  # type: ignore[union-attr]
+    self._line()
+  def result(self) -> dict:
+    self.proc.stdin.close()  # type: ignore[union-attr]
+    r = json.loads(self._line())
+    self.proc.wait()
+    return dict(r, tree=self.info["tree"])
+
+def serve(tree: str, model: str, threads: int | None) -> None:
+  """The child of BaseTimed: `tensor` and the examples from `tree`; one line of seconds per step for each line of steps."""
+  global TREE
+  TREE = tree
+  from runtime.helpers import Context
+  import tensor
+  assert os.path.dirname(os.path.dirname(os.path.abspath(tensor.__file__))) == tree, tensor.__file__
+  ctx = Context(THREADS=threads) if threads else Context()
+  with ctx: timed = ours_timed(model)
+  print(json.dumps({"tree": tree}), flush=True)
+  for line in sys.stdin:
+    with ctx: timed.sample(int(line))
+    print(json.dumps(timed.times[-1]), flush=True)
+  print(json.dumps(timed.result()), flush=True)
+
+def cold_child(model: str) -> None:
+  """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first step, as JSON: its wall
+  time and its CPU time with the compiler's (on a loaded machine the wall time is mostly waiting for a core)."""
   t0 = time.perf_counter()
   import tensor  # noqa: F401
   imported = time.perf_counter() - t0
   from tensor import GlobalCounters
-  step, batches = ours_setup("mlp")
+  step, batches = ours_setup(model)
+  import resource
+  def cpu() -> float:  # this process's CPU time and its children's (the C compiler's)
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
   GlobalCounters.reset()
-  t0 = time.perf_counter(); step(*batches[0]).item(); first = time.perf_counter() - t0
-  print(json.dumps({"import_s": imported, "first_step_s": first, "kernels": GlobalCounters.kernel_count}))
+  c0, t0 = cpu(), time.perf_counter()
+  step(*batches[0]).item()
+  first, first_cpu = time.perf_counter() - t0, cpu() - c0
+  print(json.dumps({"import_s": imported, "first_step_s": first, "first_step_cpu_s": first_cpu, "kernels": GlobalCounters.kernel_count}))
 
-def cold_run() -> dict:
+def cold_run(model: str, tree: str = ROOT) -> dict:
   with tempfile.TemporaryDirectory() as d:
-    env = dict(os.environ, CACHE_DIR=d, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child"], check=True, env=env, capture_output=True, text=True)
+    env = dict(os.environ, CACHE_DIR=d, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", model, "--serve", tree], check=True, env=env,
+                         capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 def main() -> None:
@@ -132,40 +195,65 @@ def main() -> None:
   ap.add_argument("--tinygrad-python", default=None, help="a Python with tinygrad 0.14 installed: adds its rows")
   ap.add_argument("--json", default=None, help="also write the records to this file")
   ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache first step")
-  ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
+  ap.add_argument("--cold", default="mlp", help="comma-separated models whose cold first step is measured (default mlp)")
+  ap.add_argument("--threads", default=None, help="comma-separated thread counts, ours (THREADS=n) and torch alike (default: "
+                                                   "each library's default)")
+  ap.add_argument("--clock", choices=("wall", "cpu", "thread"), default="wall", help="how samples are timed (bench/kernels.py)")
+  ap.add_argument("--base", default=None, help="another checkout (a \"before\"): its rows too, in a child process sampled in turn")
+  ap.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
+  ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
   args = ap.parse_args()
-  if args.cold_child: return cold_child()
+  global SAMPLE, TREE
+  if args.clock != "wall":
+    from bench.kernels import cpu_sample, thread_sample
+    SAMPLE = cpu_sample if args.clock == "cpu" else thread_sample
+  if args.cold_child:
+    TREE = args.serve or ROOT
+    return cold_child(args.cold_child)
+  if args.serve: return serve(args.serve, args.models, int(args.threads) if args.threads else None)
   try: import torch  # noqa: F401
   except ImportError: torch = None
+  from runtime.helpers import Context
   records = []
   for model in args.models.split(","):
     if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
     steps = args.steps if model == "mlp" else max(1, args.steps // 10)
-    timed = {"ours": ours_timed(model)}
-    if torch is not None: timed["torch"] = torch_timed(model)
-    for _ in range(args.samples):  # alternate the libraries' samples: the machine's load drifts
-      for t in timed.values(): t.sample(steps)
-    results = {lib: t.result() for lib, t in timed.items()}
-    if args.tinygrad_python: results["tinygrad"] = tinygrad_run(args.tinygrad_python, model, steps, args.samples)
-    for lib, r in results.items():
-      r.update(bench="train", lib=lib, model=model, batch=BATCH[model], steps_per_sample=steps, steps_per_s=1 / r["s_per_step"])
-      records.append(r)
-      print(json.dumps(r), flush=True)
+    for n in [int(t) for t in args.threads.split(",")] if args.threads else [None]:
+      ctx = Context(THREADS=n) if n else Context()
+      if torch is not None and n: torch.set_num_threads(n)
+      with ctx: timed: dict = {"ours": ours_timed(model)}
+      if args.base: timed["base"] = BaseTimed(args.base, model, n, args.clock)
+      if torch is not None: timed["torch"] = torch_timed(model)
+      for _ in range(args.samples):  # alternate the libraries' samples: the machine's load drifts
+        for lib, t in timed.items():
+          with (ctx if lib == "ours" else Context()): t.sample(steps)
+      results = {lib: t.result() for lib, t in timed.items()}
+      if args.tinygrad_python and n in (None, min(int(t) for t in (args.threads or "1").split(","))):
+        results["tinygrad"] = tinygrad_run(args.tinygrad_python, model, steps, args.samples)
+      for lib, r in results.items():
+        r.update(bench="train", lib=lib, model=model, batch=BATCH[model], steps_per_sample=steps, steps_per_s=1 / r["s_per_step"],
+                 threads=n, clock=args.clock if lib != "tinygrad" else "wall")
+        records.append(r)
+        print(json.dumps(r), flush=True)
   if not args.no_cold:
-    r = cold_run()
-    r.update(bench="train_cold", lib="ours", model="mlp", batch=BATCH["mlp"])
-    records.append(r)
-    print(json.dumps(r), flush=True)
-  print(f"\n{'model':5s} {'batch':>5s} {'lib':9s} {'steps/s':>9s} {'ms/step':>9s} {'vs torch':>9s} {'first step':>11s} {'loss':>15s}")
-  torch_rate = {r["model"]: r["steps_per_s"] for r in records if r.get("lib") == "torch" and r["bench"] == "train"}
+    for model in args.cold.split(","):
+      for lib, tree in (("ours", ROOT), ("base", args.base)) if args.base else (("ours", ROOT),):
+        r = cold_run(model, os.path.abspath(tree))
+        r.update(bench="train_cold", lib=lib, model=model, batch=BATCH[model])
+        records.append(r)
+        print(json.dumps(r), flush=True)
+  print(f"\n{'model':5s} {'batch':>5s} {'thr':>3s} {'lib':9s} {'steps/s':>9s} {'ms/step':>9s} {'vs torch':>9s} {'first step':>11s} {'loss':>15s}")
+  torch_rate = {(r["model"], r["threads"]): r["steps_per_s"] for r in records if r.get("lib") == "torch" and r["bench"] == "train"}
   for r in records:
     if r["bench"] != "train": continue
-    ratio = f"{r['steps_per_s'] / torch_rate[r['model']]:.2f}x" if r["model"] in torch_rate else "-"
-    print(f"{r['model']:5s} {r['batch']:5d} {r['lib']:9s} {r['steps_per_s']:9.2f} {1e3 * r['s_per_step']:9.1f} {ratio:>9s} "
+    key = (r["model"], r["threads"])
+    ratio = f"{r['steps_per_s'] / torch_rate[key]:.2f}x" if key in torch_rate else "-"
+    print(f"{r['model']:5s} {r['batch']:5d} {r['threads'] or '-':>3} {r['lib']:9s} {r['steps_per_s']:9.2f} {1e3 * r['s_per_step']:9.1f} {ratio:>9s} "
           f"{r['first_step_s']:10.2f}s {r['loss_start']:6.3f} -> {r['loss_end']:.3f}")
   for r in records:
     if r["bench"] == "train_cold":
-      print(f"cold cache, new process: import {r['import_s']:.2f} s, first MLP step {r['first_step_s']:.2f} s ({r['kernels']} kernels)")
+      print(f"cold cache, new process, {r['lib']}: import {r['import_s']:.2f} s, first {r['model']} step"
+            f" {r['first_step_s']:.2f} s, CPU {r['first_step_cpu_s']:.2f} s with the compiler's ({r['kernels']} kernels)")
   if args.json:
     with open(args.json, "w") as f: json.dump(records, f, indent=1)
 

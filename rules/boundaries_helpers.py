@@ -18,3 +18,7 @@ def trips(loops) -> int:
 def results(r: UOp) -> int:
   """How many values the reduction r makes: the product of its output shape (a symbolic size at its largest)."""
   return math.prod(int(dim_max(d)) for d in r.shape)
+
+def reduced(r: UOp) -> int:
+  """How many values go into each result of the reduction r: the product of its reduced axes (at their largest)."""
+  return math.prod(int(dim_max(r.src[0].shape[a])) for a in r.arg[1])

@@ -35,8 +35,9 @@ def unshrink(x: UOp, region: tuple) -> tuple:
   return tuple((b, d - e) for (b, e), d in zip(region, x.shape))
 
 def is_max(x: UOp, u: UOp) -> UOp:
-  """1.0 where x equals its reduction u = max(x) (broadcast back), else 0.0: the elements the maximum came from."""
-  return uop(Ops.CAST, x.dtype, (uop(Ops.CMPEQ, dtypes.bool, (x, uop(Ops.EXPAND, x.dtype, (u,), x.shape))),))
+  """1.0 where x equals its reduction u = max(x) (broadcast back), else 0.0: the elements the maximum came from (a select,
+  which vectorizes: rules/vectorize.rules)."""
+  return uop(Ops.WHERE, x.dtype, (uop(Ops.CMPEQ, dtypes.bool, (x, uop(Ops.EXPAND, x.dtype, (u,), x.shape))), full_like(x, 1), full_like(x, 0)))
 
 def prod_gradient(ctx: UOp, u: UOp) -> tuple:
   """d prod(x) / dx_i = the product of the other elements, exact where x holds zeros (dividing prod(x) by x_i is not):
@@ -73,4 +74,55 @@ def gather_gradient(g: UOp, x: UOp, idx: UOp) -> UOp:
   summed = uop(Ops.REDUCE_AXIS, g.dtype, (picked,), (Ops.ADD, tuple(range(k)))) if k else picked
   return uop(Ops.RESHAPE, g.dtype, (summed,), (n,) + R)
 
-__all__ = ["device_of", "full_like", "expanded_axes", "inverse_permutation", "unpad", "unshrink", "is_max", "prod_gradient", "gather_gradient"]
+# ---- convolutions: CONV(value, x, w) with arg a ConvArg (tensor/functional/conv_graph.py), whose `build` makes a conv's value ----
+
+def _mv(op: Ops, x: UOp, arg) -> UOp: return uop(op, x.dtype, (x,), tuple(arg))
+
+def _conv(x: UOp, w: UOp, arg) -> UOp: return uop(Ops.CONV, arg.dtype, (arg.build(x, w, arg), x, w), arg)
+
+def channels_last(g: UOp) -> UOp:
+  """g (bs, c, *spatial) stored channels-last and viewed back: both gradient convs read it (the transposed conv copies it
+  with its padding, the weight's conv reads it as its weight), not each recomputing it."""
+  nd = len(g.shape) - 2
+  cl = uop(Ops.CONTIGUOUS, g.dtype, (_mv(Ops.PERMUTE, g, (0, *range(2, 2 + nd), 1)),))
+  return _mv(Ops.PERMUTE, cl, (0, 1 + nd, *range(1, 1 + nd)))
+
+def conv_input_gradient(g: UOp, u: UOp) -> UOp:
+  """d(loss)/dx of u = CONV(value, x, w) given g (bs, cout, *out): the transposed convolution, a CONV of g spread out by the
+  stride (zeros between) by the weight flipped with its in/out channels swapped per group, at the forward's dilation,
+  padded so that x[i] sees every output o and tap k with o*stride + k*dilation = i + before."""
+  _, x, w = u.src
+  arg, nd, g = u.arg, len(u.arg.stride), channels_last(g)
+  groups, cout, cin_g, kernel, outs = arg.groups, w.shape[0], w.shape[1], w.shape[2:], g.shape[2:]
+  if any(s > 1 for s in arg.stride):  # (..., o) -> (..., o, 1) -> pad to (..., o, s) -> (..., o*s) -> the first (o-1)*s + 1
+    g = _mv(Ops.RESHAPE, g, (*g.shape[:2], *[v for o in outs for v in (o, 1)]))
+    g = _mv(Ops.PAD, g, [(0, 0)] * 2 + [p for s in arg.stride for p in ((0, 0), (0, s - 1))])
+    g = _mv(Ops.RESHAPE, g, (*g.shape[:2], *[o * s for o, s in zip(outs, arg.stride)]))
+    g = _mv(Ops.SHRINK, g, [(0, d) for d in g.shape[:2]] + [(0, (o - 1) * s + 1) for o, s in zip(outs, arg.stride)])
+  wt = _mv(Ops.RESHAPE, w.cast(g.dtype), (groups, cout // groups, cin_g, *kernel))
+  wt = _mv(Ops.RESHAPE, _mv(Ops.PERMUTE, wt, (0, 2, 1, *range(3, 3 + nd))), (groups * cin_g, cout // groups, *kernel))
+  wt = _mv(Ops.FLIP, wt, [i >= 2 for i in range(2 + nd)])                                  # (cin, cout/groups, *k)
+  pads = tuple((d * (k - 1) - b, i + b - (o - 1) * s - 1)
+               for d, k, (b, _), i, o, s in zip(arg.dilation, kernel, arg.pads, x.shape[2:], outs, arg.stride))
+  return _conv(g, wt, arg._replace(stride=(1,) * nd, pads=pads, dtype=g.dtype)).cast(x.dtype)
+
+def conv_weight_gradient(g: UOp, u: UOp) -> UOp:
+  """d(loss)/dw of u = CONV(value, x, w) given g (bs, cout, *out): dw[oc, c, k] = sum over n and o of
+  g[n, oc, o] * x[n, c, o*stride + k*dilation - before], a CONV too: of x with batch and channels swapped (the input
+  channels as its batch, the batch as its channels, per group) by g as the weight (its output positions as the taps), at
+  stride `dilation` and dilation `stride`; its output holds at least the kernel's taps."""
+  _, x, w = u.src
+  arg, nd, groups, g = u.arg, len(u.arg.stride), u.arg.groups, channels_last(g)
+  bs, cin, cout, kernel = x.shape[0], x.shape[1], w.shape[0], w.shape[2:]
+  if groups == 1: xt = _mv(Ops.PERMUTE, x.cast(g.dtype), (1, 0, *range(2, 2 + nd)))  # a plain swap: the GEMM reads x's own copy
+  else:
+    xt = _mv(Ops.RESHAPE, x.cast(g.dtype), (bs, groups, cin // groups, *x.shape[2:]))
+    xt = _mv(Ops.RESHAPE, _mv(Ops.PERMUTE, xt, (2, 1, 0, *range(3, 3 + nd))), (cin // groups, groups * bs, *x.shape[2:]))
+  gt = _mv(Ops.RESHAPE, g, (bs, groups, cout // groups, *g.shape[2:]))
+  gt = _mv(Ops.RESHAPE, _mv(Ops.PERMUTE, gt, (1, 2, 0, *range(3, 3 + nd))), (cout, bs, *g.shape[2:]))
+  dw = _conv(xt, gt, arg._replace(stride=arg.dilation, dilation=arg.stride, dtype=g.dtype))  # (cin/groups, cout, *k+)
+  dw = _mv(Ops.SHRINK, dw, [(0, d) for d in dw.shape[:2]] + [(0, k) for k in kernel])
+  return _mv(Ops.PERMUTE, dw, (1, 0, *range(2, 2 + nd))).cast(w.dtype)
+
+__all__ = ["device_of", "full_like", "expanded_axes", "inverse_permutation", "unpad", "unshrink",
+           "is_max", "prod_gradient", "gather_gradient", "conv_input_gradient", "conv_weight_gradient"]

@@ -29,6 +29,16 @@ def kernel_input(ctx: KernelContext, x: UOp) -> UOp:
   g = ctx.param(x)
   return g if x.shape == g.shape else uop(Ops.RESHAPE, g.dtype.base, (g,), x.shape)
 
+def along_axes(c: UOp, axes: tuple) -> bool:
+  """Whether the broadcast c = EXPAND(src) holds one value along every axis in `axes` (src is 1 there)."""
+  src = c.src[0].shape
+  return src is not None and len(src) == len(c.shape) and all(src[a] == 1 for a in axes)
+
+def reduced_factor(c: UOp, u: UOp) -> UOp:
+  """The broadcast c = EXPAND(src) as a factor of u = REDUCE_AXIS(... * c): src expanded to u's shape."""
+  src = c.src[0]
+  return src if src.shape == u.shape else uop(Ops.EXPAND, c.dtype, (src,), u.shape)
+
 PARAM_PREFIX = "cvar"
 
 class Params:

@@ -60,6 +60,8 @@ _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsig
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
            dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double",
            dtypes.void: "void"}
+# a vector of bools is the int mask of a comparison of 32-bit vectors (rules/vectorize.rules makes no other)
+_MASK = {dtypes.bool: dtypes.int32}
 _UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
 _SHORT = {dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.int32: "i32", dtypes.uint32: "u32",
@@ -72,7 +74,7 @@ def unsigned(d: DType) -> DType:
 def ctype(d: DType, unsigned: bool = False) -> str:
   """The C type a value of d computes in: a vector type (f32x16, a typedef of the kernel: vector_typedefs) for a vector;
   bfloat16 values are floats holding bf16 numbers (every op rounds its result)."""
-  if d.count > 1: return f"{_SHORT[d.scalar]}x{d.count}"
+  if d.count > 1: return f"{_SHORT[_MASK.get(d.scalar, d.scalar)]}x{d.count}"
   d = d.scalar
   if d is dtypes.bfloat16: return "float"
   return _CTYPES[_UNSIGNED.get(d, d) if unsigned else d]
@@ -83,6 +85,7 @@ def mask_type(d: DType) -> DType:
 
 def vector_typedefs(d: DType) -> list[str]:
   """The GCC vector types of d: the value (aligned to its size) and `_u`, its view of unaligned memory (aligned to a lane)."""
+  if d.scalar is dtypes.bool: d = dtypes.int32.vec(d.count)  # the mask a comparison of 32-bit vectors gives
   t, b = _CTYPES[d.scalar], d.itemsize
   return [f"typedef {t} {ctype(d)} __attribute__((vector_size({b})));",
           f"typedef {t} {ctype(d)}_u __attribute__((vector_size({b}), aligned({d.scalar.itemsize})));"]

@@ -31,6 +31,13 @@ def chunk(caps: VectorCaps | None, d: DType) -> int:
   while n > 1 and (d.count % n or not fits(caps, d.scalar.vec(n))): n //= 2
   return n
 
+def mask_lanes(caps: VectorCaps | None, v: UOp) -> bool:
+  """Whether the lanes of v (a VECTORIZE of WHEREs) make one vector select: 32-bit values the target has vectors of. Their
+  conditions become a mask of 32-bit lanes (-1 where true): a comparison of 32-bit vectors gives one, AND and OR of masks
+  are masks, and any other bools are gathered into one (render_c.rules' VECTORIZE of bools)."""
+  # lanes all one value are a broadcast of it: selected once, as a scalar
+  return fits(caps, v.dtype) and v.dtype.scalar.itemsize == 4 and all(s.op is Ops.WHERE for s in v.src) and any(s is not v.src[0] for s in v.src)
+
 def vec(xs: list[UOp] | tuple[UOp, ...]) -> UOp:
   """The vector of these lanes."""
   return uop(Ops.VECTORIZE, xs[0].dtype.vec(len(xs)), tuple(xs))

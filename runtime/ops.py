@@ -21,6 +21,9 @@ class Ops(IntEnum):
   REDUCE_AXIS = auto(); REDUCE = auto()  # noqa: E702
   # GATHER(x, idx): x's rows at an integer tensor's values (0 outside x), shape idx.shape + x.shape[1:]; rangeify makes it a load
   GATHER = auto()
+  # CONV(value, x, w): a convolution of x by w (arg: tensor/functional/conv_graph.ConvArg) whose value is `value`; autograd
+  # differentiates it as one op, scheduling takes its value
+  CONV = auto()
   # kernel programs: arguments, loops, memory access, lanes
   DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); SPECIAL = auto(); RANGE = auto(); END = auto()  # noqa: E702
   IF = auto(); ENDIF = auto(); BARRIER = auto(); INDEX = auto(); LOAD = auto(); STORE = auto()  # noqa: E702
@@ -63,7 +66,7 @@ class GroupOp:
 ARITY: dict[Ops, int] = {**{o: 1 for o in GroupOp.Unary}, **{o: 2 for o in GroupOp.Binary}, **{o: 3 for o in GroupOp.Ternary},
                          Ops.CAST: 1, Ops.BITCAST: 1, Ops.VCONST: 0, Ops.UNIQUE: 0, Ops.DEVICE: 0, Ops.DEFINE_VAR: 0,
                          Ops.DEFINE_GLOBAL: 0, Ops.DEFINE_LOCAL: 0, Ops.GEP: 1, Ops.DETACH: 1, Ops.CONTIGUOUS: 1,
-                         Ops.CONTIGUOUS_BACKWARD: 1, Ops.REDUCE_AXIS: 1, Ops.GATHER: 2, Ops.COPY: 2, Ops.ASSIGN: 2, Ops.BIND: 2,
+                         Ops.CONTIGUOUS_BACKWARD: 1, Ops.REDUCE_AXIS: 1, Ops.GATHER: 2, Ops.CONV: 3, Ops.COPY: 2, Ops.ASSIGN: 2, Ops.BIND: 2,
                          **{o: 1 for o in GroupOp.Movement}}
 
 # ---- exec_alu: C semantics on Python values ----

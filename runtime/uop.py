@@ -373,7 +373,7 @@ def _compute_device(root: UOp) -> str | None:
 # ---- shapes of tensor-graph nodes ----
 
 _NO_SHAPE_DIMS = frozenset({Ops.CONST, Ops.VCONST, Ops.DEFINE_VAR, Ops.BIND})
-_SAME_SHAPE = frozenset({Ops.COPY, Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.ASSIGN, Ops.FLIP})
+_SAME_SHAPE = frozenset({Ops.CONV, Ops.COPY, Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.ASSIGN, Ops.FLIP})
 
 def _compute_shape(root: UOp):
   stack = [root]

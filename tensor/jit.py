@@ -15,6 +15,7 @@ from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
 from runtime.uop import UOp, dim_vars, rebind_dim, shape_str, unbind_shape
+from tensor.engine import debug
 from tensor.engine.jit import JitError
 from tensor.engine.memory import NO_MEMORY_PLANNER, plan_memory
 from tensor.engine.realize import BoundRunner, CopyRunner
@@ -116,9 +117,11 @@ class CapturedJit(Generic[ReturnType]):
         if DEBUG >= 2:
           dt = time.perf_counter() - t0
           GlobalCounters.time_sum_s += dt
+          debug.kernel_times.append((s.name, dt, s.ops, s.mem))
           print(f"*** {s.device:6s} {GlobalCounters.kernel_count + n + 1:4d} {s.name:18s} [JIT replay] arg {len(s.bufs):2d} "
                 f"tm {dt * 1e6:9.2f}us")
     finally: self._clear_inputs()
+    if DEBUG >= 2: debug.end_of_step()
 
   def _build_native(self) -> native.NativeReplay | bool:
     """One native function for the whole replay, when every step is a CPU kernel exporting name_call or a copy."""

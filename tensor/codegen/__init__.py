@@ -59,10 +59,13 @@ def _c(dtype: DType, v) -> UOp:
 INT32_INDEX_LIMIT = 2**30
 
 def index_dtype(ast: UOp) -> DType:
-  """The index type of a kernel: int64 when any tensor in it (or any buffer it reads) has INT32_INDEX_LIMIT elements or
-  more, else int32 (rangeify_simplified checks the bounds of the result and widens a kernel whose index math may overflow)."""
+  """The index type of a kernel: int64 when a buffer it reads or writes has INT32_INDEX_LIMIT elements or more, or a dim of
+  one of its tensors (a loop) is that long, else int32. A broadcast product of many elements that is never stored (a
+  conv's windows times its weight: 1.3G elements at batch 128) needs no more: rangeify_simplified checks the bounds of the
+  index math it leaves and widens a kernel that may overflow."""
   for u in ast.toposort():
-    n = u.dtype.size if isinstance(u.dtype, PtrDType) else u.size if u.shape is not None else 0
+    if isinstance(u.dtype, PtrDType): n = u.dtype.size
+    else: n = max((dim_max(d) for d in u.shape), default=0) if u.shape is not None else 0
     if n >= INT32_INDEX_LIMIT: return dtypes.int64
   return dtypes.int32
 

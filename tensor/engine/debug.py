@@ -1,8 +1,10 @@
-"""What the engine shows people (tensor/engine/realize.py calls these): DEBUG=2 kernel names coloured by axis kind, and
-GRAPH=1 graph files (the tensor graph of each realize, each kernel's AST) as DOT, Mermaid and SVG (runtime/graph.py).
+"""What the engine shows people (tensor/engine/realize.py and jit.py call these): DEBUG=2 kernel names coloured by axis
+kind and, after a realize or a TinyJit call of several kernels, a table of the slowest with their fraction of the
+machine's peak; GRAPH=1 graph files (the tensor graph of each realize, each kernel's AST) as DOT, Mermaid and SVG
+(runtime/graph.py).
 """
 from __future__ import annotations
-import re, sys
+import functools, os, re, sys, time
 from runtime.graph import GRAPH, write_graph
 from runtime.helpers import colored
 from runtime.uop import UOp
@@ -41,3 +43,52 @@ def graph_out(root: UOp, name: str) -> None:
   _written += 1
   paths = write_graph(root, f"{_written:03d}_{name}")
   print(f"GRAPH: {', '.join(paths)}", file=sys.stderr)
+
+# ---- DEBUG=2: the slowest kernels of a step ----
+
+# (name, seconds, operations, bytes) of each kernel run since the last table
+kernel_times: list[tuple[str, float, int, int]] = []
+SLOWEST = 10  # rows of the table
+TABLE_MIN_KERNELS = 4  # a realize of fewer kernels prints no table
+
+def _cpu_ghz() -> float:
+  try:
+    with open("/proc/cpuinfo") as f: mhz = [float(line.split(":")[1]) for line in f if line.startswith("cpu MHz")]
+    return max(mhz) / 1e3 if mhz else 3.0
+  except (OSError, ValueError): return 3.0
+
+@functools.cache
+def peaks() -> tuple[float, float]:
+  """(GFLOP/s, GB/s) this machine reaches at most on the threads kernels use: two float32 FMA pipes of the vector width per
+  core at the clock /proc/cpuinfo states, and a 64 MiB copy (read plus written) timed once."""
+  import numpy as np
+  from runtime.threads import max_threads
+  from tensor.codegen.heuristic import VECTOR_CAPS
+  from tensor.codegen.target import target_for
+  lanes = (target_for("CPU").caps or VECTOR_CAPS).register_bytes // 4
+  flops = max_threads() * 2 * lanes * 2 * _cpu_ghz()
+  a, b = np.ones(1 << 24, np.float32), np.empty(1 << 24, np.float32)
+  best = min(_copy_time(a, b) for _ in range(3))
+  return flops, 2 * a.nbytes / best / 1e9
+
+def _copy_time(a, b) -> float:
+  t0 = time.perf_counter()
+  b[:] = a
+  return time.perf_counter() - t0
+
+def slowest_table(records: list[tuple[str, float, int, int]], n: int = SLOWEST) -> str:
+  """The n slowest kernels of records: time, share of the step, GFLOP/s and GB/s, each as a fraction of the peak (the
+  larger of the two says what bounds it)."""
+  total = sum(r[1] for r in records) or 1e-9
+  flops, gbs = peaks()
+  lines = [f"slowest {min(n, len(records))} of {len(records)} kernels, {total * 1e3:.2f} ms (peak {flops:.0f} GFLOP/s, {gbs:.0f} GB/s):"]
+  for name, dt, ops, mem in sorted(records, key=lambda r: -r[1])[:n]:
+    g, b = ops / max(dt, 1e-9) / 1e9, mem / max(dt, 1e-9) / 1e9
+    lines.append(f"  {name:28s} {dt * 1e3:9.3f} ms {100 * dt / total:5.1f}%  {g:8.1f} GFLOP/s ({100 * g / flops:3.0f}%) {b:7.1f} GB/s "
+                 f"({100 * b / gbs:3.0f}%)")
+  return "\n".join(lines)
+
+def end_of_step() -> None:
+  """Print the table of the kernels run since the last one (DEBUG=2 and more) and start over."""
+  if len(kernel_times) >= TABLE_MIN_KERNELS and os.environ.get("DEBUG_TABLE", "1") != "0": print(slowest_table(kernel_times))
+  kernel_times.clear()

@@ -26,6 +26,7 @@ from tensor.codegen import Program, kernel_name, program
 from tensor.codegen import program_cache
 from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
+from tensor.engine import debug
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.prepared import Prepared, prepare
@@ -43,10 +44,22 @@ class Runner:
     (tensor/engine/prepared.py). A copy has no program."""
     return self, None, ()
 
+class Compiling:
+  """A device program being compiled on another thread (_parallel_compiles): calling it, or reading its attributes, waits
+  for it."""
+  __slots__ = ("future",)
+  def __init__(self, future): self.future = future
+  def __call__(self, *args): return self.future.result()(*args)
+  def __getattr__(self, name: str): return getattr(self.future.result(), name)
+
 class CompiledRunner(Runner):
   """A compiled kernel; var_vals are the values of its DEFINE_VARs (program.vars), in order."""
   def __init__(self, program: Program, fn: Callable):
-    self.program, self.fn, self.name = program, fn, program.name
+    self.program, self._fn, self.name = program, fn, program.name
+  @property
+  def fn(self) -> Callable:
+    if self._fn.__class__ is Compiling: self._fn = self._fn.future.result()  # type: ignore[attr-defined]
+    return self._fn
   def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.fn(bufs, var_vals)
   def entry(self) -> tuple[Runner, Callable | None, tuple]: return self, self.fn, ()
 
@@ -130,7 +143,28 @@ def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunne
   if p is None:
     p = get_program(ast, device, engine=engine)
     if key is not None: program_cache.store(key, p)
+  if _compile_pool is not None and device != "PYTHON":
+    return CompiledRunner(p, Compiling(_compile_pool.submit(target.compile, p.src, p.name)))  # type: ignore[arg-type]
   return CompiledRunner(p, target.compile(p.src, p.name))
+
+# while a schedule's new kernels are prepared (_parallel_compiles): the compiler runs for each kernel on these threads, one
+# per core, while the next kernel lowers (the C compiler, 40-70 ms a kernel, was most of a cold first step: one at a time)
+_compile_pool = None
+
+def _parallel_compiles(schedule: list[UOp], engine: Engine) -> None:
+  """Make the runners of a schedule's kernels, the C compiler running on a thread per core (each runner waits for its
+  object when first called). Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
+  global _compile_pool
+  variant, table = program_variant(), engine.storage.buffers
+  new = [k for k in schedule if k.arg.ast.op is not Ops.COPY and (table[kernel_buffers(k)[0]].device, k.arg.ast, variant) not in engine.programs]
+  if len(new) < 2 or _compile_pool is not None: return
+  import os
+  from concurrent.futures import ThreadPoolExecutor
+  with ThreadPoolExecutor(max(2, os.cpu_count() or 1)) as pool:
+    _compile_pool = pool
+    try:
+      for k in new: get_runner(k.arg.ast, table[kernel_buffers(k)[0]].device, engine)
+    finally: _compile_pool = None
 
 def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
   table = engine.storage.buffers
@@ -158,6 +192,7 @@ def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
   device = bufs[0].device
   kernel_run(runner.name, device, t0, dt, ops, mem, gsz, copy=program is None)
   if DEBUG >= 2:
+    debug.kernel_times.append((runner.name, dt, ops, mem))
     name = colored_name(runner.name, len(gsz), program.opts, 18) if program is not None else f"{runner.name:18s}"
     print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {name} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
           f"gsz {str(list(gsz)):14s} tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")
@@ -247,7 +282,9 @@ def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | 
     print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
           f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
   del p
+  _parallel_compiles(schedule, engine)
   for k in schedule: run_kernel(k, engine)
+  if DEBUG >= 2: debug.end_of_step()
   # every kernel output is its buffer now: the live tensors' graphs point straight at the buffers
   done: dict[UOp, UOp] = {}
   for u in uop(Ops.SINK, dtypes.void, tuple(outs)).toposort(gate=lambda n: n.op is not Ops.BUFFER):

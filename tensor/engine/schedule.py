@@ -328,8 +328,14 @@ def kernelize_map(roots: list[UOp], engine: Engine = ENGINE, found: Lookup | Non
 
 def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
-  clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
+  # the realize points below the roots (a contiguous(), a copy) go through cleanup beside them, so what each becomes is known
+  # by its own node too: a live tensor holding one is pointed at its buffer, and no later schedule computes it again
+  inner = [u for u in sink.toposort(gate=computed) if u.op in (Ops.CONTIGUOUS, Ops.COPY) and u not in sink.src]
+  clean = graph_rewrite(uop(Ops.SINK, dtypes.void, sink.src + tuple(inner)), tensor_cleanup, name="tensor_cleanup")
+  clean, cleaned_inner = uop(Ops.SINK, dtypes.void, clean.src[:len(sink.src)]), clean.src[len(sink.src):]
   becomes = build_kernels(clean, engine, made)
+  for orig, new in zip(inner, cleaned_inner):
+    if orig is not new and new in becomes: becomes[orig] = becomes[new]
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
   for orig, new in zip(sink.src, clean.src):
     if new not in becomes and below_reshapes(new) in becomes:

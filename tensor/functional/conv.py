@@ -1,111 +1,27 @@
-"""Convolutions of any number of spatial dims through one path: sliding windows made of movement ops (`windows`),
-multiplied by the weight and summed, so a small conv is one reduction kernel (fused with its bias, activation and
-pooling). A large one, or one whose output rows don't divide into vectors, is an implicit GEMM (`implicit_gemm`):
-channels-last input and weight, so the codegen's matmul register tile applies. conv1d/conv2d/conv3d and the transposed
-convs (zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
+"""Convolutions of any number of spatial dims: the arguments checked and resolved here, the graph built by
+tensor/functional/conv_graph.py as one CONV node (a fused window kernel, or an implicit GEMM for large convs), which
+rules/gradient.rules differentiates as two convs (the input's gradient a transposed conv). conv1d/conv2d/conv3d and the transposed convs
+(zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 """
 from __future__ import annotations
-import math
 from typing import TYPE_CHECKING, Any
-from runtime.dtype import least_upper_dtype
-from runtime.ops import Ops
+from runtime.dtype import int_acc_dtype, least_upper_dtype
+from tensor.functional import conv_graph
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
 def windows(x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Tensor:
   """Sliding windows over the last len(kernel) axes: (..., *spatial) -> (..., *out, *kernel), where
-  out = (spatial - dilation*(kernel-1) - 1) // stride + 1 and [..., o, t] is x[..., o*stride + t*dilation]."""
-  n = len(kernel)
-  lead, spatial = x.shape[:-n], x.shape[-n:]
-  out = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation))
-  keep = [(0, d) for d in lead]
-  if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
-    # windows that don't overlap: cut each axis into out blocks of `stride` and keep the first `kernel` of each block
-    x = x.pad([(0, 0)] * len(lead) + [(0, o * s - i) for o, s, i in zip(out, stride, spatial)])  # negative widths crop
-    x = x.reshape(*lead, *[v for o, s in zip(out, stride) for v in (o, s)])
-    x = x.shrink(keep + [v for o, k in zip(out, kernel) for v in ((0, o), (0, k))])
-  else:
-    # Overlapping or dilated windows: repeat each axis e times end to end and read the repeats in rows of (i + d).
-    # Row t starts at t*(i+d), which is t*d modulo i, so row t holds x shifted by t*d: the kernel taps as rows.
-    reps = [math.ceil(k * (i + d) / i) for k, i, d in zip(kernel, spatial, dilation)]
-    x = x.reshape(*lead, *[v for i in spatial for v in (1, i)])
-    x = x.expand(*lead, *[v for e, i in zip(reps, spatial) for v in (e, i)])
-    x = x.reshape(*lead, *[e * i for e, i in zip(reps, spatial)])
-    x = x.shrink(keep + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
-    x = x.reshape(*lead, *[v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)])
-    # in each row, every stride-th element, out of them (a long stride may need the row padded: the pad is never read)
-    x = x.pad([(0, 0)] * len(lead) + [v for o, s, i, d in zip(out, stride, spatial, dilation) for v in ((0, 0), (0, o * s - i - d))])
-    x = x.reshape(*lead, *[v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)])
-    x = x.shrink(keep + [v for k, o in zip(kernel, out) for v in ((0, k), (0, o), (0, 1))])
-    x = x.reshape(*lead, *[v for k, o in zip(kernel, out) for v in (k, o)])
-    x = x.permute(*range(len(lead)), *[len(lead) + 2 * j + 1 for j in range(n)], *[len(lead) + 2 * j for j in range(n)])
-    return x
-  # (..., o0, k0, o1, k1, ...) -> (..., *out, *kernel)
-  return x.permute(*range(len(lead)), *[len(lead) + 2 * j for j in range(n)], *[len(lead) + 2 * j + 1 for j in range(n)])
-
-# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel is as fast (no layout copies, and
-# the bias, activation and pooling fuse into it) when its output rows divide into vectors: it tiles them as a matmul's
-# columns. Rows that don't (54, 30, 14 columns) leave that kernel gathering weights, 10x slower: from
-# IMPLICIT_GEMM_UNALIGNED_MIN_MACS such a conv takes the GEMM (AVX-512, 1 thread: (8,16,32,32) x (32,16,3,3) 4.2 -> 42
-# GFLOP/s, (8,16,16,16) x 32 6.8 -> 52; aligned (4,32,34,34) x 32 59 fused, 53 as a GEMM). conv2d (8,64,56,56) x
-# (64,64,3,3) (860M) ran 5x faster as a GEMM. Module-level so tests can move them to run both paths at small sizes.
-IMPLICIT_GEMM_MIN_MACS = 1 << 26
-IMPLICIT_GEMM_UNALIGNED_MIN_MACS = 1 << 18
-# the GEMM's vector columns are output channels (per group) and its reduction the input channels times the taps
-IMPLICIT_GEMM_MIN_COUT = 16
-IMPLICIT_GEMM_MIN_REDUCE = 32
+  out = (spatial - dilation*(kernel-1) - 1) // stride + 1 and [..., o, t] is x[..., o*stride + t*dilation] (movement ops
+  only: conv_graph.windows)."""
+  return type(x)(conv_graph.windows(x.uop, tuple(kernel), tuple(stride), tuple(dilation)))
 
 def vector_floats(device: str) -> int:
   """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
   from tensor.codegen.heuristic import VECTOR_CAPS
   from tensor.engine.state import ENGINE
   return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
-
-def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...], width: int) -> bool:
-  """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
-  work when the output rows don't divide into vectors of `width` (the fused kernel's tile needs them to)."""
-  red = cin_g * math.prod(kernel)
-  macs = bs * groups * rcout * math.prod(out) * red
-  return rcout >= IMPLICIT_GEMM_MIN_COUT and red >= IMPLICIT_GEMM_MIN_REDUCE and \
-    (macs >= IMPLICIT_GEMM_MIN_MACS or macs >= IMPLICIT_GEMM_UNALIGNED_MIN_MACS and out[-1] % width != 0)
-
-def contiguous_backward(t: Tensor) -> Tensor:
-  """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
-  from runtime.uop import uop
-  return type(t)(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
-
-def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
-                  dtype: Any) -> Tensor:
-  """x (bs, cin, *spatial) already padded, weight (cout, cin/groups, *kernel), bias (cout,) or None -> (bs, cout, *out)
-  as a GEMM per group: out[n, *o, g, oc] = sum over the input channels c and taps k of
-  x[n, g, c, *(o*stride + k*dilation)] * w[g, c, *k, oc]. The output channels are consecutive in the weight and the store
-  (the tile's vector columns); the rows are output positions, which share the weights. An input already in memory (a
-  realized buffer: no padding) is read in place, the taps innermost in the reduction (its steps read along one row of a
-  channel); any other is copied channels-last first (with its padding: a kernel reading the padding through guards
-  would not vectorize), the channels innermost. The result is made contiguous in that layout (a store with the GEMM's
-  own strides), then viewed as (bs, cout, *out): a consumer reads it through the permute, or a copy makes it NCHW.
-  Reading in place saves the copy (conv2d (8,64,56,56) x (64,64,3,3), 1 thread: 0.77x -> 0.88x torch)."""
-  nd = len(stride)
-  bs, cout, cin_g, kernel = x.shape[0], weight.shape[0], weight.shape[1], weight.shape[2:]
-  rcout = cout // groups
-  # the reduction's order, as axes of the windows (bs, g, cin_g, *out, *k) and of the weight (g, rcout, cin_g, *k):
-  # (c, *k) in place, (*k, c) channels-last
-  taps, wtaps = tuple(range(3 + nd, 3 + 2 * nd)), tuple(range(3, 3 + nd))
-  in_place = x.is_realized()
-  red, wred = ((2, *taps), (2, *wtaps)) if in_place else ((*taps, 2), (*wtaps, 2))
-  if not in_place: x = x.permute(0, *range(2, 2 + nd), 1).contiguous().permute(0, 1 + nd, *range(1, 1 + nd))  # (bs, cin, *spatial)
-  win = windows(x, kernel, stride, dilation)                                                  # (bs, cin, *out, *k)
-  out = win.shape[2:2 + nd]
-  win = win.reshape(bs, groups, cin_g, *out, *kernel).permute(0, *range(3, 3 + nd), 1, *red)    # (bs, *out, g, [red])
-  win = win.reshape(bs, *out, groups, 1, *win.shape[2 + nd:])                                   # (bs, *out, g, 1, [red])
-  w = weight.reshape(groups, rcout, cin_g, *kernel).permute(0, *wred, 1).contiguous()          # (g, [red], rcout)
-  w = contiguous_backward(w)  # the weight's gradient is a GEMM too when stored in this layout (rcout consecutive)
-  w = w.permute(0, 2 + nd, *range(1, 2 + nd)).reshape(1, *[1] * nd, groups, rcout, *w.shape[1:1 + 1 + nd])
-  ret = (win * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype)                                    # (bs, *out, g, rcout)
-  if bias is not None: ret = ret + bias.reshape(groups, rcout)                                    # in the GEMM's kernel
-  ret = contiguous_backward(ret.contiguous())  # the incoming gradient made channels-last: the weight gradient's vectors
-  return ret.reshape(bs, *out, cout).permute(0, 1 + nd, *range(1, 1 + nd))
 
 def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> list[tuple[int, int]]:
   if isinstance(padding, str):
@@ -125,7 +41,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   nd = weight.ndim - 2
   unbatched = x.ndim == nd + 1
   if unbatched: x = x.reshape(1, *x.shape)
-  bs, cin, cout, cin_g, kernel = x.shape[0], x.shape[1], weight.shape[0], weight.shape[1], weight.shape[2:]
+  cin, cout, cin_g, kernel = x.shape[1], weight.shape[0], weight.shape[1], weight.shape[2:]
   if groups * cin_g != cin:
     raise shape_error(f"{name}: input of shape {x.shape} has {cin} channels but weight of shape {weight.shape} with groups={groups} "
                       f"takes {groups * cin_g} (groups * weight.shape[1])")
@@ -136,17 +52,11 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   if any(i + b + a < d * (k - 1) + 1 for i, (b, a), k, d in zip(x.shape[2:], pads, kernel, dilation)):
     raise shape_error(f"{name}: input of shape {x.shape} padded by {pads} is smaller than the kernel of weight {weight.shape} "
                       f"dilated by {dilation}")
-  x = x.pad([(0, 0), (0, 0), *pads])
-  rcout = cout // groups
-  out = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(x.shape[2:], kernel, stride, dilation))
-  if use_implicit_gemm(bs, rcout, cin_g, groups, out, kernel, vector_floats(x.device)):
-    ret = implicit_gemm(x, weight, bias, groups, stride, dilation, dtype)
-    return ret.reshape(ret.shape[1:]) if unbatched else ret
-  win = windows(x, kernel, stride, dilation)                                                # (bs, cin, *out, *k)
-  win = win.reshape(bs, groups, cin_g, *out, *kernel).permute(0, 1, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd))
-  win = win.reshape(bs, groups, 1, *out, cin_g, *kernel)                                      # (bs, g, 1, *out, cin_g, *k)
-  w = weight.reshape(1, groups, rcout, *[1] * nd, cin_g, *kernel)                             # (1, g, rcout, 1.., cin_g, *k)
-  ret = (win * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *out)
+  from tensor.errors import to_dtype
+  common = least_upper_dtype(x.dtype, weight.dtype)
+  acc = to_dtype(dtype) if dtype is not None else int_acc_dtype(common)
+  arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value)
+  ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
 

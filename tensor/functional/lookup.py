@@ -27,6 +27,7 @@ class LookupMixin:
     if not dtypes.is_int(self.dtype): raise type_error(f"embedding: indices must be an integer tensor, got {self.dtype} (shape {self.shape})")
     if weight.ndim != 2: raise shape_error(f"embedding: weight of shape {weight.shape} must be (num_embeddings, embedding_dim)")
     if weight.device != self.device: raise shape_error(f"embedding: indices on {self.device} and weight on {weight.device}")
-    vocab = weight.shape[0]
-    hit = self.unsqueeze(-1) == type(self).arange(vocab, dtype=self.dtype, device=self.device)   # (..., vocab)
-    return hit.unsqueeze(-1).where(weight, 0).sum(-2, dtype=weight.dtype)                     # (..., dim)
+    from tensor.indexing import take
+    # a GATHER node: each row loaded where the index points (rules/rangeify.rules), a vector of zeros for an index outside
+    # [0, num_embeddings); its gradient adds g's rows into the rows picked (rules/gradient.rules)
+    return take(weight, self)                                                                 # (..., dim)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 from runtime.dtype import dtypes, least_upper_float
+from runtime.ops import GroupOp, Ops
+from runtime.uop import uop
 from tensor.functional.args import int_tuple, pad_pairs, shape_error, type_error, value_error
 from tensor.functional.conv import windows
 
@@ -39,12 +41,49 @@ def _pooled(x: Tensor, kernel, st, dl, pads, outs, fill) -> Tensor:
   x = x.pad([(0, 0)] * (x.ndim - n) + [(b, r) for (b, _), r in zip(pads, right)], value=fill)
   return windows(x, kernel, st, dl)
 
+# pooled outputs of fewer pixels stay channels-first (see _max_pool)
+CHANNELS_LAST_MIN_PIXELS = 16
+
+def _reads_channels_last(x: Tensor) -> bool:
+  """Whether x's values come, through elementwise and movement ops, from a stored tensor viewed with its last axis moved
+  to axis 1 (tensor/functional/conv_graph.py's GEMM output, (N, *spatial, C) viewed as (N, C, *spatial))."""
+  last = tuple(range(x.ndim))
+  order = (0, x.ndim - 1, *range(1, x.ndim - 1))
+  stack, seen = [x.uop], set()
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.PERMUTE and u.arg == order and u.src[0].op in (Ops.CONTIGUOUS, Ops.RESHAPE, Ops.BUFFER): return True
+    if u.op in GroupOp.Elementwise or (u.op in GroupOp.Movement and u.shape is not None and len(u.shape) == len(last)) or \
+       u.op in (Ops.CONTIGUOUS_BACKWARD, Ops.CONV, Ops.DETACH):
+      stack.extend(u.src)
+  return False
+
 def _max_pool(x: Tensor, kernel_size, stride, dilation, padding, ceil_mode, return_indices, nd: int, name: str):
   kernel, st, dl, pads, outs = _pool_args(x, kernel_size, stride, dilation, padding, ceil_mode, nd, name)
   n = len(kernel)
   axes = tuple(range(-n, 0))
   lowest = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
+  # the gradient to x (each window's g shared among its maxima) is stored by one kernel, not fused into every kernel reading
+  # it (a BatchNorm's backward before the pool reads it in four); a batch of channels (N, C, *spatial) stores it
+  # channels-last, the layout of a conv's GEMM output and of the gradient the GEMMs read (each kernel then reads and
+  # writes along the channels)
+  if not return_indices and dtypes.is_float(x.dtype) and x.ndim >= 3:
+    cl = x.ndim == n + 2
+    if cl: x = x.permute(0, *range(2, x.ndim), 1)
+    x = type(x)(uop(Ops.CONTIGUOUS_BACKWARD, x.dtype, (x.uop,)))
+    if cl: x = x.permute(0, x.ndim - 1, *range(1, x.ndim - 1))
   pooled = _pooled(x, kernel, st, dl, pads, outs, lowest)                               # (..., *out, *k)
+  if not return_indices and x.ndim == n + 2 and math.prod(outs) >= CHANNELS_LAST_MIN_PIXELS and dtypes.is_float(x.dtype) and \
+     _reads_channels_last(x):
+    # a batch of channels computed from channels-last data (a conv's GEMM output) is pooled channels-last: the maximum's
+    # own layout (where a kernel storing it, the backward's or the next conv's input copy, reads and writes along the
+    # channels), viewed back. A few pixels (the seeds' CNN's last 3x3) are more likely flattened into a linear layer,
+    # whose GEMM wants them channels-first
+    d = pooled.ndim
+    best = pooled.permute(0, *range(2, 2 + n), 1, *range(2 + n, d)).max(axes)             # (N, *out, C)
+    return best.permute(0, n + 1, *range(1, n + 1))
   best = pooled.max(axes)
   if not return_indices: return best
   # The first maximum of a window is the one with the smallest flat index (indices grow along the window), so the

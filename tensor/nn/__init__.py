@@ -124,7 +124,8 @@ class BatchNorm:
       self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
       self.running_var.assign((1 - m) * self.running_var + m * var.detach() * (n / (n - 1)))
       self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    # 1/sqrt(var + eps) per channel in a kernel of its own: not a square root at every element of every kernel reading it
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt().contiguous())
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
 
 class LayerNorm:
@@ -189,9 +190,7 @@ class Embedding:
     self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
   def __call__(self, idx: Tensor) -> Tensor:
     if not dtypes.is_int(idx.dtype): raise TypeError(f"Embedding indices must be integers, got dtype {idx.dtype.name}")
-    # one-hot rows times the table: a gather the kernels (and the gradient) handle as plain elementwise ops and a sum
-    hit = Tensor.arange(self.vocab_sz, device=idx.device).eq(idx.unsqueeze(-1))   # idx.shape + (vocab,)
-    return hit.unsqueeze(-1).where(self.weight, 0).sum(-2)                        # idx.shape + (embed,)
+    return idx.embedding(self.weight)  # a gather: a load of each row, not a sum over the vocabulary
 
 class LSTMCell:
   """One step of an LSTM: (x (N, input_size), (h, c) each (N, hidden_size) or None for zeros) -> (h', c')."""

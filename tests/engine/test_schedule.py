@@ -174,7 +174,9 @@ def test_conv_batchnorm_relu():
   from tensor import nn
   a = rand(4, 8, 16, 16)
   X, = inputs(a)
-  for training, most in ((False, 1), (True, 4)):  # eval: the running statistics; training: the conv, its mean, variance, the output
+  # eval: the running statistics' 1/sqrt(var + eps) (a kernel of 16 values), then one; training: the conv, its mean, variance,
+  # 1/sqrt, the output
+  for training, most in ((False, 2), (True, 5)):
     conv, bn = nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm(16)
     for p in nn.state.get_parameters([conv, bn]): p.realize()
     with Tensor.train(training):
@@ -235,6 +237,18 @@ def test_contiguous_of_data_in_memory_is_free():
   assert count(A.contiguous()) == 0
   assert count(A.sum(1).contiguous()) == 1
   close(A.contiguous(), a)
+
+@pytest.mark.parametrize("n", [64, 256])  # 256: a packed matmul (its panels' copies and movement ops cleanup rewrites)
+def test_a_realized_contiguous_of_a_matmul_is_read_not_recomputed(n):
+  # issue 27: b's kernel ran in the first realize; the second reads its buffer (one kernel: b * 3), every time the form repeats
+  for _ in range(2):
+    a, w = rand(n, n), rand(n, n)
+    A, W = inputs(a, w)
+    b = (A @ W + A).contiguous()
+    assert count(b.sum(1)) >= 2
+    assert b.uop.op is not Ops.CONTIGUOUS  # b holds the buffer its kernel wrote
+    assert count(b * 3) == 1
+    np.testing.assert_allclose((b * 3).numpy(), 3 * (a @ w + a), rtol=1e-4, atol=1e-3)
 
 def test_reshape_of_a_kernel_output_needs_no_kernel():
   # a 2-D host array is COPY then RESHAPE: the copy alone
@@ -357,3 +371,27 @@ def test_assign_into_empty():
   x = Tensor.empty(3, device="PYTHON")
   x.assign(Tensor([1.0, 2.0, 3.0], device="PYTHON"))
   assert x.tolist() == [1, 2, 3]
+
+# ---- issue 27: compiles in parallel, and DEBUG=2's table of the slowest kernels ----
+
+def test_new_kernels_compile_in_parallel_and_debug_2_lists_the_slowest(capsys, tmp_path, monkeypatch):
+  """A realize of several new kernels hands their C to a pool of compiler threads (each runner waits for its object); the
+  results are the kernels' own. With DEBUG=2 it ends with the table of its slowest kernels and their fractions of peak."""
+  from runtime.helpers import Context
+  from tensor.engine import realize as R
+  monkeypatch.setenv("CACHE_DIR", str(tmp_path))  # empty: every kernel compiles
+  submitted = []
+  real = R.Compiling.__init__
+  def counted(self, future):
+    submitted.append(future)
+    real(self, future)
+  monkeypatch.setattr(R.Compiling, "__init__", counted)
+  a = rand(64, 48)
+  A, = inputs(a)
+  outs = [(A * 1.5).sum(0), (A + 2).max(1), (A - 3).exp(), (A * A).sum()]
+  with Context(DEBUG=2): Tensor.realize(*outs)
+  assert len(submitted) >= 4
+  table = capsys.readouterr().out
+  assert "slowest" in table and "GFLOP/s (" in table and "GB/s (" in table
+  for t, want in zip(outs, [(a * 1.5).sum(0), (a + 2).max(1), np.exp(a - 3), (a * a).sum()]):
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)

@@ -2,6 +2,7 @@
 and errors. Sizes cross the optimizer's thresholds: reductions of 64+ elements, short (upcast) output loops."""
 import math
 import numpy as np
+from runtime.ops import Ops
 import pytest
 from tensor import Tensor, dtypes, nn
 from tensor.nn.state import get_parameters, get_state_dict
@@ -158,6 +159,25 @@ def test_embedding():
   close(emb(Tensor(idx)).numpy(), w[idx], 1e-6)
   assert emb(Tensor([70, -1])).tolist() == [[0.0] * 5] * 2  # out of range: zeros
   with pytest.raises(TypeError, match="indices must be integers, got dtype float"): emb(Tensor([1.0]))
+
+def test_embedding_is_a_gather():
+  # issue 27: a load of each row picked (a GATHER node), not a one-hot sum over the vocabulary (32 x 768 x 50257 multiply-adds
+  # per GPT-2 lookup); its gradient adds g's rows into the rows picked
+  from tensor import GlobalCounters
+  emb = nn.Embedding(50257, 16)
+  emb.weight.realize()
+  idx = Tensor(np.array([[5, 50256, 5]], np.int32)).realize()
+  assert emb(idx).uop.op is Ops.GATHER
+  GlobalCounters.reset()
+  out = emb(idx).realize()
+  assert GlobalCounters.global_ops < 1000, GlobalCounters.global_ops
+  w = emb.weight.numpy()
+  close(out.numpy(), w[[[5, 50256, 5]]], 0)
+  g, = (emb(idx) * Tensor(np.arange(48, dtype=np.float32).reshape(1, 3, 16))).sum().gradient(emb.weight)
+  want = np.zeros_like(w)
+  want[5] = np.arange(16) + np.arange(32, 48)
+  want[50256] = np.arange(16, 32)
+  close(g.numpy(), want, 0)
 
 def np_sigmoid(x): return 1 / (1 + np.exp(-x))
 

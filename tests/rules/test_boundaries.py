@@ -37,8 +37,9 @@ def test_each_rule_on_its_graph():
     one = A1.sum(0) + A1.sum(0).flip(0)
     assert kernels(one) == 1
     np.testing.assert_allclose(one.numpy(), a[0] + a[0][::-1], rtol=1e-5)
-    # read once, at a gather's index: the output's 30 elements would each run one of the sum's 5 reductions
-    idx = np.arange(30, dtype=np.int32) % 5
+    # read once, at a gather's index: the output's 200 elements would each run one of the sum's 5 reductions (40 times
+    # each: more than a short reduction may be recomputed)
+    idx = np.arange(200, dtype=np.int32) % 5
     picked = A.sum(0).gather(0, Tensor(idx).realize())
     assert kernels(picked) == 2
     np.testing.assert_allclose(picked.numpy(), a.sum(0)[idx], rtol=1e-5)
@@ -60,10 +61,15 @@ def test_the_rules_read_what_they_declare():
   reads.around[a1] = frozenset({loop_i})
   reads.at[r][(k2, a2)] = None
   assert recompute.rewrite(r, reads) is UOp(Ops.CONTIGUOUS, r.dtype, (r,))  # read at two places
-  # read once, at the loops it uses, but those run 16 times for the reduction's 4 results (a gather's index)
+  # read once, at the loops it uses, but those run 400 times for the reduction's 4 results (a gather's index)
+  loop_k = UOp.variable("k", 0, 99)
   reads.at[r] = {(k1, a1): None}
-  reads.used[a1], reads.around[a1] = frozenset({loop_i, loop_j}), frozenset({loop_i, loop_j})
+  reads.used[a1], reads.around[a1] = frozenset({loop_i, loop_k}), frozenset({loop_i, loop_k})
   assert recompute.rewrite(r, reads) is UOp(Ops.CONTIGUOUS, r.dtype, (r,))
+  # 16 runs for 4 results of 3 values each: a short reduction computed 4 times (a pooling window's at each of its pixels,
+  # max-pool's backward) stays fused
+  reads.used[a1], reads.around[a1] = frozenset({loop_i, loop_j}), frozenset({loop_i, loop_j})
+  assert recompute.rewrite(r, reads) is None
   reads.used[a1], reads.around[a1] = frozenset({loop_i}), frozenset({loop_i})  # 4 runs for 4 results: fused
   assert recompute.rewrite(r, reads) is None
   reads.at[r][(k2, a2)] = None

@@ -33,6 +33,28 @@ def test_each_cleanup_rule(case):
   assert graph_rewrite(graph, tensor_cleanup) is want
   np.testing.assert_array_equal(Tensor(graph).numpy(), Tensor(want).numpy())
 
+def factor_cases() -> list[tuple[Tensor, np.ndarray]]:
+  """Sums whose factors cleanup takes out or reorders (a per-row factor, one nested in a product, a negation, a product
+  built in either order) and a convolution (its CONV node is its value), each with numpy's value."""
+  x, c = Tensor(A).realize(), Tensor(np.array([[1.0], [-2.0], [0.5]], np.float32)).realize()
+  cb = c.expand(3, 4)
+  w = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3) / 9
+  img = np.arange(25, dtype=np.float32).reshape(1, 1, 5, 5)
+  conv = np.array([[[[(img[0, 0, r:r + 3, q:q + 3] * w[0, 0]).sum() for q in range(3)] for r in range(3)]]], np.float32)
+  return [((x * cb).sum(1), (A * np.array([1, -2, 0.5])[:, None]).sum(1)), ((x * (x * cb)).sum(1), (A * A * np.array([1, -2, 0.5])[:, None]).sum(1)),
+          ((-x).sum(1), -A.sum(1)), ((x.exp2() * (x + 1)).sum(0), (np.exp2(A) * (A + 1)).sum(0)),
+          (((x + 1) * x.exp2()).sum(0), (np.exp2(A) * (A + 1)).sum(0)),
+          (Tensor(img).conv2d(Tensor(w)), conv)]
+
+@pytest.mark.parametrize("case", range(6))
+def test_sums_lose_factors_constant_along_their_axes(case):
+  t, want = factor_cases()[case]
+  clean = graph_rewrite(t.uop, tensor_cleanup)
+  if case < 3:  # the factor or the negation is outside the sum
+    assert clean.op in (Ops.MUL, Ops.NEG) or clean.src[0].op in (Ops.MUL, Ops.NEG), clean.op
+  np.testing.assert_allclose(Tensor(clean).numpy(), want, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
+
 # every CONTIGUOUS of a pending graph is a realize point (tensor/engine/schedule.realize_points), so a kernel reads it as an
 # input and to_kernel_ast never meets one inside a kernel's part: the rule is there should one be left in
 UNREACHABLE = {"(CONTIGUOUS x) -> x": "every CONTIGUOUS is a kernel boundary"}
@@ -42,6 +64,7 @@ def test_every_rule_fires():
   n = Variable("k", 1, 3).bind(2)
   with firing() as counts:
     for graph, _ in cleanup_cases(): graph_rewrite(graph, tensor_cleanup)
+    for t, _ in factor_cases(): graph_rewrite(t.uop, tensor_cleanup)
     # kernels: inputs as parameters, a contiguous boundary, a tensor's own constant (UNIQUE) plain in the kernel; parametrize:
     # a second AST of a kind with its constants as parameters, a bound Variable as an operand and as a size
     kernel_asts([(x + 1).contiguous() * 2, x * Tensor.ones(3, 4), x * 2.5 + 1, x * n, x.reshape(3, 4)[:n] + 1])

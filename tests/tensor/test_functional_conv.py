@@ -160,7 +160,7 @@ def test_windows_every_small_case():
 
 @pytest.fixture
 def gemm_always(monkeypatch):
-  import tensor.functional.conv as cv
+  import tensor.functional.conv_graph as cv
   monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_MACS", 0)
   monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_COUT", 1)
   monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_REDUCE", 1)
@@ -211,7 +211,7 @@ def _kernels(t: Tensor) -> int:
 def test_threshold_both_sides_at_real_sizes(bs, stride):
   """(bs, 32, 32, 32) x (64, 32, 3, 3) padded by 1: 38M multiply-adds at bs 2 (below the threshold: one fused kernel),
   75M at bs 4 (above: the GEMM's kernels), 19M at bs 4 with stride 2 (below again). Against numpy (and torch)."""
-  import tensor.functional.conv as cv
+  import tensor.functional.conv_graph as cv
   rng = np.random.default_rng(6)
   x, w, b = R.rand(rng, bs, 32, 32, 32), R.rand(rng, 64, 32, 3, 3), R.rand(rng, 64)
   out = Tensor(x).realize().conv2d(Tensor(w).realize(), Tensor(b).realize(), stride=stride, padding=1)
@@ -229,7 +229,7 @@ def test_unaligned_rows_threshold_both_sides(bs, hw):
   """Output rows of 4, 12 and 14 columns (no multiple of 8 or 16: the fused kernel can't tile them into vectors) take the
   GEMM from IMPLICIT_GEMM_UNALIGNED_MIN_MACS: (1, 16, 6, 6) x (32, 16, 3, 3) is 74K multiply-adds (one fused kernel),
   (1, 16, 14, 14) 664K and (3, 16, 16, 16) 2.5M (the GEMM's kernels). Against numpy (and torch)."""
-  import tensor.functional.conv as cv
+  import tensor.functional.conv_graph as cv
   rng = np.random.default_rng(7)
   x, w = R.rand(rng, bs, 16, hw, hw), R.rand(rng, 32, 16, 3, 3)
   out = Tensor(x).realize().conv2d(Tensor(w).realize())

@@ -222,7 +222,7 @@ def copy_program(t: Tensor):
   ((8, 5, 7, 32), (2, 0, 1, 3), 2),   # three outer loops, the source's order two SWAPs away
   ((4, 6, 16), (0, 1, 2), 0),         # already in the source's order (not a permute: no kernel of its own)
   ((6, 16), (1, 0), 0),               # a transpose: the innermost loop moves the load 6 on, no reorder
-  ((16, 6, 5), (1, 2, 0), 0),         # the innermost loop strided in the source
+  ((16, 6, 5), (1, 2, 0), 2),         # a transpose strided in the source: the innermost loop as lanes, its rest outermost
 ])
 def test_permuting_copy_reads_its_source_in_order(shape, perm, swaps):
   # a copy whose innermost loop moves both sides one element on runs its outer loops in the source's order (largest stride
@@ -235,7 +235,9 @@ def test_permuting_copy_reads_its_source_in_order(shape, perm, swaps):
     assert [o.op for o in p.opts].count("SWAP") == swaps
     if swaps:
       outer = [int(v) for v in re.findall(r"for \(\w+ \w+ = 0; \w+ < (\d+)", p.src)]
-      assert outer == [s for s in shape]  # the loops nest as the source's axes, each as long as the source's
+      # the loops nest as the source's axes, each as long as the source's (a transpose's lanes: the rest of their loop)
+      lanes = next((o.amount for o in p.opts if o.op == "UPCAST"), 1)
+      assert outer == [shape[0] // lanes, *shape[1:]]
   with Context(THREADS=1): one = Tensor(x).realize().permute(perm).contiguous().numpy()
   with Context(THREADS=2): two = Tensor(x).realize().permute(perm).contiguous().numpy()
   np.testing.assert_array_equal(one, want)

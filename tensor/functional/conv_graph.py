@@ -1,0 +1,200 @@
+"""The graph of a convolution's value, on tensor-graph UOps: sliding windows of the input (movement ops), times the weight,
+summed. tensor/functional/conv.py makes each conv a CONV(value, x, w) node with `conv`; the node's arg (ConvArg) carries
+`conv_value`, so rules/gradient.rules builds the convs of its gradients (the input's: a transposed conv; the weight's: a
+conv of the input by the output's gradient) through the same function, without importing the frontend. Pooling takes
+`windows` from here too.
+
+A conv's value takes one of two forms:
+  fused          windows of x times the weight, summed: one kernel (with the bias, activation and pooling after it)
+  implicit GEMM  channels-last input and weight, so the codegen's matmul register tile applies (output channels as vector
+                 columns, output positions as rows): for large convs, and smaller ones whose output rows don't divide
+                 into vectors (the fused kernel's tile needs them to). A long reduction over few outputs (a weight
+                 gradient's: batch x pixels) is summed in blocks that stay in the cache, then the blocks' partial sums.
+"""
+from __future__ import annotations
+import math
+from typing import Callable, NamedTuple
+from runtime.dtype import DType, dtypes
+from runtime.ops import Ops
+from runtime.uop import UOp, uop
+
+class ConvArg(NamedTuple):
+  """A CONV node's arg: x (bs, cin, *spatial) padded by `pads` ((before, after) per spatial dim, negative ones crop), convolved
+  with w (cout, cin/groups, *kernel) at `stride` and `dilation`, summed in `dtype` (the result's); `width` is the floats
+  per vector register of the target (the GEMM's column vectors, and the fused kernel's); `build` makes the value of a
+  conv (conv_value: rules/gradient.rules' helpers build the gradients' convs with it)."""
+  stride: tuple
+  dilation: tuple
+  groups: int
+  pads: tuple
+  width: int
+  dtype: DType
+  build: Callable
+
+# ---- movement ops on tensor-graph nodes (no-ops left out, as Tensor's methods leave them) ----
+
+def reshape(x: UOp, shape) -> UOp: return x if x.shape == (shape := tuple(shape)) else uop(Ops.RESHAPE, x.dtype, (x,), shape)
+def permute(x: UOp, order) -> UOp: return x if (order := tuple(order)) == tuple(range(len(order))) else uop(Ops.PERMUTE, x.dtype, (x,), order)
+def expand(x: UOp, shape) -> UOp: return x if x.shape == (shape := tuple(shape)) else uop(Ops.EXPAND, x.dtype, (x,), shape)
+def flip(x: UOp, axes) -> UOp: return uop(Ops.FLIP, x.dtype, (x,), tuple(i in axes for i in range(len(x.shape)))) if axes else x
+def contiguous(x: UOp) -> UOp: return uop(Ops.CONTIGUOUS, x.dtype, (x,))
+def cast(x: UOp, dtype: DType) -> UOp: return x if x.dtype is dtype else uop(Ops.CAST, dtype, (x,))
+
+def shrink(x: UOp, region) -> UOp:
+  region = tuple(tuple(r) for r in region)
+  return x if all(r == (0, d) for r, d in zip(region, x.shape)) else uop(Ops.SHRINK, x.dtype, (x,), region)
+
+def pad(x: UOp, pads) -> UOp:
+  """x padded with zeros by ((before, after), ...); negative widths crop."""
+  x = shrink(x, [(-min(b, 0), d + min(a, 0)) for (b, a), d in zip(pads, x.shape)])
+  pads = tuple((max(b, 0), max(a, 0)) for b, a in pads)
+  return x if all(p == (0, 0) for p in pads) else uop(Ops.PAD, x.dtype, (x,), pads)
+
+def mul_sum(a: UOp, b: UOp, axes: tuple, dtype: DType) -> UOp:
+  """(a * b) summed over `axes` (dropped from the shape) in `dtype`, both broadcast to their common shape (as a sum of
+  Tensor products: half and bfloat16 accumulate in float32)."""
+  shape = tuple(max(p, q) for p, q in zip(a.shape, b.shape))
+  return total(uop(Ops.MUL, a.dtype, (expand(a, shape), expand(b, shape))), axes, dtype)
+
+def total(x: UOp, axes: tuple, dtype: DType) -> UOp:
+  """x summed over `axes` (dropped from the shape) in `dtype`, as Tensor.sum(axes, dtype=dtype)."""
+  acc = dtypes.float32 if dtype in (dtypes.float16, dtypes.bfloat16) else dtype
+  axes = tuple(a % len(x.shape) for a in axes)
+  red = cast(uop(Ops.REDUCE_AXIS, acc, (cast(cast(x, dtype), acc),), (Ops.ADD, axes)), dtype)
+  return reshape(red, [d for i, d in enumerate(x.shape) if i not in axes])
+
+def windows(x: UOp, kernel: tuple, stride: tuple, dilation: tuple) -> UOp:
+  """Sliding windows over the last len(kernel) axes: (..., *spatial) -> (..., *out, *kernel), where
+  out = (spatial - dilation*(kernel-1) - 1) // stride + 1 and [..., o, t] is x[..., o*stride + t*dilation]."""
+  n = len(kernel)
+  lead, spatial = x.shape[:-n], x.shape[-n:]
+  out = tuple((i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(spatial, kernel, stride, dilation))
+  keep = [(0, d) for d in lead]
+  if all(k <= s for k, s in zip(kernel, stride)) and all(d == 1 for d in dilation):
+    # windows that don't overlap: cut each axis into out blocks of `stride` and keep the first `kernel` of each block
+    x = pad(x, [(0, 0)] * len(lead) + [(0, o * s - i) for o, s, i in zip(out, stride, spatial)])
+    x = reshape(x, (*lead, *[v for o, s in zip(out, stride) for v in (o, s)]))
+    x = shrink(x, keep + [v for o, k in zip(out, kernel) for v in ((0, o), (0, k))])
+    # (..., o0, k0, o1, k1, ...) -> (..., *out, *kernel)
+    return permute(x, (*range(len(lead)), *[len(lead) + 2 * j for j in range(n)], *[len(lead) + 2 * j + 1 for j in range(n)]))
+  # Overlapping or dilated windows: repeat each axis e times end to end and read the repeats in rows of (i + d).
+  # Row t starts at t*(i+d), which is t*d modulo i, so row t holds x shifted by t*d: the kernel taps as rows.
+  reps = [math.ceil(k * (i + d) / i) for k, i, d in zip(kernel, spatial, dilation)]
+  x = reshape(x, (*lead, *[v for i in spatial for v in (1, i)]))
+  x = expand(x, (*lead, *[v for e, i in zip(reps, spatial) for v in (e, i)]))
+  x = reshape(x, (*lead, *[e * i for e, i in zip(reps, spatial)]))
+  x = shrink(x, keep + [(0, k * (i + d)) for k, i, d in zip(kernel, spatial, dilation)])
+  x = reshape(x, (*lead, *[v for k, i, d in zip(kernel, spatial, dilation) for v in (k, i + d)]))
+  # in each row, every stride-th element, out of them (a long stride may need the row padded: the pad is never read)
+  x = pad(x, [(0, 0)] * len(lead) + [v for o, s, i, d in zip(out, stride, spatial, dilation) for v in ((0, 0), (0, o * s - i - d))])
+  x = reshape(x, (*lead, *[v for k, o, s in zip(kernel, out, stride) for v in (k, o, s)]))
+  x = shrink(x, keep + [v for k, o in zip(kernel, out) for v in ((0, k), (0, o), (0, 1))])
+  x = reshape(x, (*lead, *[v for k, o in zip(kernel, out) for v in (k, o)]))
+  return permute(x, (*range(len(lead)), *[len(lead) + 2 * j + 1 for j in range(n)], *[len(lead) + 2 * j for j in range(n)]))
+
+# ---- which form ----
+
+# Multiply-adds from which a conv runs as an implicit GEMM. Below, the one fused kernel is as fast (no layout copies, and
+# the bias, activation and pooling fuse into it) when its output rows divide into vectors: it tiles them as a matmul's
+# columns. Rows that don't (54, 30, 14 columns) leave that kernel gathering weights, 10x slower: from
+# IMPLICIT_GEMM_UNALIGNED_MIN_MACS such a conv takes the GEMM (AVX-512, 1 thread: (8,16,32,32) x (32,16,3,3) 4.2 -> 42
+# GFLOP/s, (8,16,16,16) x 32 6.8 -> 52; aligned (4,32,34,34) x 32 59 fused, 53 as a GEMM). conv2d (8,64,56,56) x
+# (64,64,3,3) (860M) ran 5x faster as a GEMM. Module-level so tests can move them to run both paths at small sizes.
+IMPLICIT_GEMM_MIN_MACS = 1 << 26
+IMPLICIT_GEMM_UNALIGNED_MIN_MACS = 1 << 18
+# the GEMM's vector columns are output channels (per group) and its reduction the input channels times the taps (from 8:
+# the seeds' first conv, 1 channel x 25 taps, ran fused at 6 GFLOP/s and runs as a GEMM at 80-107)
+IMPLICIT_GEMM_MIN_COUT = 16
+IMPLICIT_GEMM_MIN_REDUCE = 8
+
+def out_size(x: UOp, w: UOp, arg: ConvArg) -> tuple:
+  return tuple((i + b + a - d * (k - 1) - 1) // s + 1 for i, (b, a), k, s, d in zip(x.shape[2:], arg.pads, w.shape[2:], arg.stride, arg.dilation))
+
+def use_implicit_gemm(x: UOp, w: UOp, arg: ConvArg) -> bool:
+  """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
+  work when the output rows don't divide into vectors (the fused kernel's tile needs them to)."""
+  rcout, red, out = w.shape[0] // arg.groups, math.prod(w.shape[1:]), out_size(x, w, arg)
+  macs = x.shape[0] * w.shape[0] * math.prod(out) * red
+  return rcout >= IMPLICIT_GEMM_MIN_COUT and red >= IMPLICIT_GEMM_MIN_REDUCE and \
+    (macs >= IMPLICIT_GEMM_MIN_MACS or macs >= IMPLICIT_GEMM_UNALIGNED_MIN_MACS and out[-1] % arg.width != 0)
+
+def in_memory(x: UOp) -> bool:
+  """A whole realized buffer (or a reshape of one): the GEMM reads it in place."""
+  return x.op is Ops.BUFFER or (x.op is Ops.RESHAPE and x.src[0].op is Ops.BUFFER)
+
+def gemm_input(x: UOp, arg: ConvArg, nd: int) -> tuple[UOp, bool]:
+  """x padded, as the GEMM reads it, and whether the reduction runs channels-last (c innermost). A realized unpadded input
+  is read in place (taps innermost: its steps read along one row of a channel); any other is copied channels-last first
+  (with its padding: a kernel reading the padding through guards would not vectorize). A weight gradient's input is
+  the forward's input with batch and channels swapped: it reads the forward's channels-last copy (the same node: one
+  realize point), where its reduction (batch, *taps) is the order in memory."""
+  swapped = x.op is Ops.PERMUTE and x.arg == (1, 0, *range(2, 2 + nd))
+  src = x.src[0] if swapped else x
+  xp = pad(src, [(0, 0), (0, 0), *arg.pads])
+  if xp is src and in_memory(src): return x, False
+  cl = contiguous(permute(xp, (0, *range(2, 2 + nd), 1)))                                 # (bs, *spatial, cin)
+  if swapped: return permute(cl, (1 + nd, 0, *range(1, 1 + nd))), False                   # (cin, bs, *spatial)
+  return permute(cl, (0, 1 + nd, *range(1, 1 + nd))), True                                # (bs, cin, *spatial)
+
+def gemm_windows(xg: UOp, w: UOp, arg: ConvArg, channels_last: bool) -> UOp:
+  """The windows of the GEMM's input as (bs, *out, groups, [red]): the reduction axes (c, *k) or channels-last (*k, c)."""
+  nd, groups = len(arg.stride), arg.groups
+  bs, cin_g, kernel = xg.shape[0], w.shape[1], w.shape[2:]
+  win = windows(xg, kernel, arg.stride, arg.dilation)                                      # (bs, cin, *out, *k)
+  out = win.shape[2:2 + nd]
+  taps = tuple(range(3 + nd, 3 + 2 * nd))
+  red = (*taps, 2) if channels_last else (2, *taps)
+  win = reshape(win, (bs, groups, cin_g, *out, *kernel))
+  return permute(win, (0, *range(3, 3 + nd), 1, *red))                                     # (bs, *out, g, [red])
+
+# ---- the value ----
+
+# A GEMM's reduction longer than this (a weight gradient's, over batch x output pixels: 51,200 at the seeds' second conv)
+# is summed in blocks of at most this many steps: each register tile of the output would otherwise stream the whole weight
+# panel (reduction x columns: 6.5 MB) from memory, one tile after another (37.7 -> 24.2 ms, 1 thread)
+GEMM_BLOCK = 4096
+
+def blocked_sum(win: UOp, wl: UOp, nd: int, dtype: DType) -> UOp:
+  """The GEMM sum over the last 1+nd axes (the reduction) of win * wl. A reduction over GEMM_BLOCK steps is cut along its
+  outermost axis into blocks: partial sums per block (the outermost loop, which threads share out: a cache-sized piece of
+  the weight panel read by every tile), then the blocks' sum."""
+  red = win.shape[-1 - nd:]
+  first = len(win.shape) - 1 - nd
+  blocks = next((b for b in range(1, red[0] + 1) if red[0] % b == 0 and math.prod(red) // b <= GEMM_BLOCK), red[0])
+  if blocks == 1: return mul_sum(win, wl, tuple(range(-1 - nd, 0)), dtype)
+  def split(t: UOp) -> UOp:  # (..., r0, ...) -> (blocks, ..., r0/blocks, ...)
+    t = reshape(t, (*t.shape[:first], blocks, red[0] // blocks, *t.shape[first + 1:]))
+    return permute(t, (first, *range(first), *range(first + 1, len(t.shape))))
+  win, wl = split(win), split(wl)
+  part = contiguous(mul_sum(win, wl, tuple(range(-1 - nd, 0)), dtype))                     # (blocks, ..., [out])
+  return total(part, (0,), dtype)
+
+def conv_value(x: UOp, w: UOp, arg: ConvArg) -> UOp:
+  """x (bs, cin, *spatial) convolved with w (cout, cin/groups, *kernel) -> (bs, cout, *out) in arg.dtype."""
+  nd, groups = len(arg.stride), arg.groups
+  bs, cout, cin_g, kernel = x.shape[0], w.shape[0], w.shape[1], w.shape[2:]
+  rcout = cout // groups
+  if use_implicit_gemm(x, w, arg):
+    # out[n, *o, g, oc] = sum over c and the taps k of x[n, g, c, *(o*stride + k*dilation)] * w[g, c, *k, oc]: output
+    # channels consecutive in the weight and the store (the tile's vector columns), output positions as rows (they share
+    # the weights). The result is stored in that layout, then viewed as (bs, cout, *out): a consumer reads it through the
+    # permute, or a copy makes it NCHW.
+    xg, channels_last = gemm_input(x, arg, nd)
+    win = gemm_windows(xg, w, arg, channels_last)                                          # (bs, *out, g, [red])
+    out = win.shape[1:1 + nd]
+    wred = (*range(3, 3 + nd), 2) if channels_last else (2, *range(3, 3 + nd))
+    wl = contiguous(permute(reshape(w, (groups, rcout, cin_g, *kernel)), (0, *wred, 1)))  # (g, [red], rcout)
+    wl = reshape(permute(wl, (0, 2 + nd, *range(1, 2 + nd))), (1, *[1] * nd, groups, rcout, *wl.shape[1:2 + nd]))
+    win = reshape(win, (bs, *out, groups, 1, *win.shape[2 + nd:]))                         # (bs, *out, g, 1, [red])
+    ret = contiguous(blocked_sum(win, wl, nd, arg.dtype))                                  # (bs, *out, g, rcout)
+    return permute(reshape(ret, (bs, *out, cout)), (0, 1 + nd, *range(1, 1 + nd)))
+  win = windows(pad(x, [(0, 0), (0, 0), *arg.pads]), kernel, arg.stride, arg.dilation)    # (bs, cin, *out, *k)
+  out = win.shape[2:2 + nd]
+  win = permute(reshape(win, (bs, groups, cin_g, *out, *kernel)), (0, 1, *range(3, 3 + nd), 2, *range(3 + nd, 3 + 2 * nd)))
+  win = reshape(win, (bs, groups, 1, *out, cin_g, *kernel))                                # (bs, g, 1, *out, cin_g, *k)
+  wv = reshape(w, (1, groups, rcout, *[1] * nd, cin_g, *kernel))                          # (1, g, rcout, 1.., cin_g, *k)
+  return reshape(mul_sum(win, wv, tuple(range(-1 - nd, 0)), arg.dtype), (bs, cout, *out))
+
+def conv(x: UOp, w: UOp, arg: ConvArg) -> UOp:
+  """The CONV node of x convolved with w."""
+  return uop(Ops.CONV, arg.dtype, (arg.build(x, w, arg), x, w), arg)
