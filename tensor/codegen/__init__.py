@@ -11,10 +11,11 @@ Python here only drives the passes; every rewrite is a rule.
 from __future__ import annotations
 from dataclasses import dataclass, field
 from runtime.dtype import DType, PtrDType, dtypes
-from runtime.helpers import BEAM, NOOPT
+from runtime.helpers import BEAM, NOOPT, SPEC
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_ident, dim_max
+from tensor.codegen import spec
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
@@ -95,6 +96,7 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   from rules.lower import lower
   from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
+  if SPEC: spec.check(ast, "kernel", "the kernel AST codegen takes")
   sink, ctx = rangeify_simplified(ast)
   sink = float_compute(sink)
   caps = vector_caps(device)
@@ -117,7 +119,9 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
-  return graph_rewrite(sink, lower, ctx, name="lower"), opts + threads
+  sink = graph_rewrite(sink, lower, ctx, name="lower")
+  if SPEC: spec.check(sink, "program", "the lowered kernel")
+  return sink, opts + threads
 
 # an Opt of this kind caps the kernel's threads at its amount (the renderer reads THREADS): BEAM's way to keep a kernel on
 # one thread when the cost model of runtime/threads.py would split it; the loops' Opts ignore it

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import NamedTuple
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
-from runtime.helpers import DEBUG, getenv
+from runtime.helpers import DEBUG, SPEC, getenv
 from runtime.kahn import dependency_order
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
@@ -22,6 +22,7 @@ from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.substitute import substitute
+from tensor.codegen import spec
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
@@ -394,6 +395,7 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup 
 
 def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
+  if SPEC: spec.check(sink, "tensor", "the tensor graph kernelize takes")
   clean = graph_rewrite(sink, tensor_cleanup, name="tensor_cleanup")
   becomes = build_kernels(clean, engine, made)
   # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
