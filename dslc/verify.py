@@ -416,7 +416,7 @@ def verify_rule(rule: Rule, params: list[str], glob: dict, rlimit: int, replay: 
         choices = dtype_choices(shape)
         if choices is None: return done("unsupported", f"more than {MAX_INSTANCES} dtype choices")
         for dt in choices:
-          try: v, prefer = prove(rule, shape, dt, g, opvars, rlimit, replay, prefer, not firing)
+          try: v, prefer = prove(rule, shape, dt, g, opvars, rlimit, replay, prefer, not firing, bool(timeouts))
           except Unsupported as e:
             unsupported = unsupported or f"{e}{_for(opvars, dt)}"
             continue
@@ -449,12 +449,14 @@ def approximate(rule: Rule, approx: tuple[str, float], replay: Replayer) -> tupl
   return "proved", "; ".join(detail for _, _, detail in results), len(dts)
 
 def prove(rule: Rule, shape: Shape, dt: dict, g: dict, opvars: dict, rlimit: int, replay: Replayer, prefer: str,
-          check_fires: bool) -> tuple[Verdict | None, str]:
-  """One instance, in the encoding that last worked first: a small bit-vector budget, the integer encoding, then a large
-  bit-vector budget. None: no node of the instance can match. Proved verdicts say "fires" when some node satisfies the guard."""
+          check_fires: bool, quick: bool = False) -> tuple[Verdict | None, str]:
+  """One instance, in the encoding that last worked first: a small bit-vector budget, the integer encodings, then a large
+  bit-vector budget (quick: the first only: the rule timed out already, only a counterexample could change its outcome, and
+  one is found fast). None: no node of the instance can match. Proved verdicts say "fires" when some node satisfies the guard."""
   tiers = [("bv", rlimit // 4), ("int", rlimit), ("intq", rlimit), ("bv", rlimit * 3)]
   first = next(i for i, t in enumerate(tiers) if t[0] == prefer)
   tiers.insert(0, tiers.pop(first))
+  if quick: tiers = [("bv", rlimit // 4)]
   v = None
   for mode, limit in tiers:
     with smt.encoding(mode):

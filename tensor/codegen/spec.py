@@ -41,7 +41,7 @@ def describe(u: UOp, stage: str, sink: UOp, where: str) -> str:
   if made is not None:
     rule, before = made
     lines.append(f"  made by {rule.origin}: {rule.text}")
-    lines += [f"  {line}" for line in provenance.why(u)[1:6]]
+    if before is not None: lines += [f"  {line}" for line in provenance.why(u)[1:6]]
   elif provenance.tracking(): lines.append("  made by no rule (by the Python that built the graph)")
   text = pretty(sink)
   lines.append("  in the graph:\n    " + "\n    ".join(text.splitlines()[:40]) + ("\n    ..." if text.count("\n") >= 40 else ""))
@@ -54,4 +54,5 @@ def enabled() -> bool: return bool(SPEC)
 
 # SPEC=2 checks after every graph_rewrite; any SPEC records which rule made each node, so a violation names it
 _rewrite.after_rewrite = _after_rewrite
-if SPEC: provenance.track_rules(True)
+# (the rule alone, unless TRACK_RULES=1 asked for the whole record: SPEC keeps no replaced node alive)
+if SPEC and not provenance.tracking(): provenance.track_rules(True, keep_replaced=False)

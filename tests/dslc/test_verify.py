@@ -81,3 +81,21 @@ def test_rule_files_as_ci_checks_them(path):
   with open(BASELINE) as f: want = json.load(f)[path]
   assert proved >= want, f"{path}: {proved} rules proved, the baseline says {want}: " + \
     "; ".join(f"{o.where} {o.status}" for o in outs if o.status != "proved")
+
+def test_the_guards_of_symbolic_rules_are_needed(tmp_path):
+  """symbolic.rules' rules with one guard taken out: each gets a counterexample, the values checked here with exec_alu."""
+  out = outcomes(tmp_path, """from rules.symbolic_helpers import int_min, int_max, exact
+ruleset t
+# without c.arg != int_min[c.dtype]: -INT_MIN wraps to INT_MIN
+(IDIV x:ints c@(CONST)) if c.arg < 0 -> (MUL (IDIV x (CONST [-c.arg])) -1)
+# without c1.arg * c2.arg <= int_max[x.dtype]: the product wraps
+(IDIV (IDIV x:ints c1@(CONST)) c2@(CONST)) if c1.arg > 0 and c2.arg > 0 -> (IDIV x (CONST [c1.arg * c2.arg]))
+# without exact(s): x*y wraps
+(IDIV s@(MUL x:ints y) y) if y.vmin > 0 or y.vmax < 0 -> x
+""")
+  assert all(out[line][0] == "counterexample" for line in (4, 6, 8)), out
+  m = re.match(r"x = (-?\d+):(\w+), c = (-?\d+):\w+: the node is (-?\d+), the result (-?\d+)", out[4][1])
+  assert m, out[4][1]
+  x, d, c = int(m[1]), getattr(dtypes, m[2]), int(m[3])
+  assert c == dtypes.min(d) and exec_alu(Ops.IDIV, d, [x, c]) == int(m[4])
+  assert exec_alu(Ops.MUL, d, [exec_alu(Ops.IDIV, d, [x, exec_alu(Ops.NEG, d, [c])]), -1]) == int(m[5]) != int(m[4])
