@@ -155,5 +155,5 @@ def check(rule: Rule, fn: str, tolerance: float, d: DType, rule_fn: Callable, sc
   return "proved", f"{fn} of all {len(xs):,} values of {dname(d)} {how}"
 
 def scalar(out: UOp, env: dict) -> Any:
-  from dslc.verify import evaluate as exec_evaluate
+  from dslc.verify_replay import evaluate as exec_evaluate
   return exec_evaluate(out, env)
