@@ -12,7 +12,8 @@ import numpy as np
 from runtime.ops import Ops
 from tensor import Tensor
 from tensor.engine.realize import get_runner, kernel_buffers, schedule_of
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 try:
   import torch

@@ -67,7 +67,8 @@ def bench_kernels() -> list:
   return out
 
 def digest(ast) -> str:
-  from tensor.engine.program_cache import ast_text
+  try: from tensor.codegen import ast_text  # type: ignore[attr-defined]
+  except ImportError: from tensor.engine.program_cache import ast_text  # type: ignore[no-redef]  # a tree before issue 20
   return hashlib.sha256(ast_text(ast).encode()).hexdigest()[:16]
 
 def random_lists(ast, n: int) -> list[tuple]:
@@ -118,12 +119,19 @@ def render_one(ast, device: str, opts, threads: int, noopt: int) -> str:
   from tensor.codegen import lower_kernel, thread_cap
   from tensor.codegen.linearize import linearize
   from tensor.codegen.opt import Opt
-  from tensor.engine.realize import render
+  given = None if opts is None else [Opt(*o) for o in opts]
   try:
     with Context(NOOPT=noopt, THREADS=threads, BEAM=0):
-      sink, applied = lower_kernel(ast, opts=None if opts is None else [Opt(*o) for o in opts], device=device)
-      uops = linearize(sink)
-      with Context(THREADS=thread_cap(applied) or threads): src = render(device, "k", uops)
+      try: from tensor.codegen import render, target_for  # type: ignore[attr-defined]  # lowering for a Target (issue 20 on)
+      except ImportError:  # a tree before: lowering for a device name, the renderer reading THREADS
+        from tensor.engine.realize import render  # type: ignore[attr-defined,no-redef]
+        sink, applied = lower_kernel(ast, opts=given, device=device)  # type: ignore[call-arg]
+        uops = linearize(sink)
+        with Context(THREADS=thread_cap(applied) or threads): src = render(device, "k", uops)  # type: ignore[call-arg,arg-type]
+      else:
+        target = target_for(device)
+        sink, applied = lower_kernel(ast, target, given)
+        src = render(target, "k", linearize(sink), applied)
     if not isinstance(src, str):  # the PYTHON device's program: its UOps, as DEBUG=5 prints them
       at = {u: i for i, u in enumerate(src)}
       src = "\n".join(f"{u.op} {u.dtype!r} {[at.get(s, '-') for s in u.src]} {u.arg!r}" for u in src)

@@ -85,7 +85,8 @@ class Buffer:
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
 
 # small freed buffers by (nbytes, dtype): eager code frees a result and makes one of the same kind on every op, and numpy's
-# allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES
+# allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES. The host allocator's
+# free list: one for the process, as the host memory it recycles is
 POOL_BUFFERS, POOL_BYTES = 64, 1 << 16
 _pool: dict[tuple[int, DType], list[tuple[np.ndarray, int]]] = {}
 _pooled = [0]
@@ -109,6 +110,8 @@ class Compiled:
     """Wait for queued work: our devices run kernels synchronously, so there is none."""
   def __repr__(self) -> str: return f"<Device {self.name}>"
 
+# each device's module, loaded by name on first use (so this module imports none of them): it gives device(), the device,
+# and available(), whether this machine can run it; the best first (Device.DEFAULT is the first available)
 _BACKENDS = {"CPU": "runtime.ops_cpu", "PYTHON": "runtime.ops_python"}
 
 class _DeviceRegistry:
@@ -137,8 +140,7 @@ class _DeviceRegistry:
   def DEFAULT(self, name: str) -> None: self._default = self.canonicalize(name)
 
   def _best(self) -> str:
-    from runtime.ops_cpu import find_compiler
-    if find_compiler(required=False) is not None: return "CPU"
+    if importlib.import_module(_BACKENDS["CPU"]).available(): return "CPU"
     warnings.warn(f"no C compiler ('{os.environ.get('CC', 'cc')}' is not on PATH): running on the PYTHON interpreter, which is slow. "
                   "Install gcc or clang, or set CC to a C compiler", stacklevel=3)
     return "PYTHON"

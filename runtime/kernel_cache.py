@@ -1,5 +1,5 @@
 """The on-disk cache of compiled kernels (used by runtime/ops_cpu.py): one shared object per key, verified before it is loaded;
-and of lowered programs (tensor/engine/program_cache.py): a kernel's rendered source and facts by its AST, so a new process
+and of lowered programs (tensor/codegen/program_cache.py): a kernel's rendered source and facts by its AST, so a new process
 skips lowering and rendering too.
 
 An entry is `k_<key>.so`: the compiler's ELF output followed by a trailer (magic, the key, the SHA-256 of the ELF bytes and
@@ -27,6 +27,7 @@ class BuildError(Exception):
   """The build function failed for a reason a retry elsewhere can't fix (the compiler rejected the source)."""
 
 _lock = threading.Lock()
+# what this process learnt of the cache folders, which every engine in it shares
 _warned: set[tuple[str, str]] = set()  # (kind, folder): each problem with a folder is told once
 _full: set[str] = set()  # folders that ran out of space in this process: new entries go to the fallback folder
 

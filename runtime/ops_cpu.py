@@ -242,3 +242,4 @@ def program(src: str, name: str) -> Callable:
   return run
 
 def device() -> Compiled: return Compiled("CPU", program)
+def available() -> bool: return find_compiler(required=False) is not None

@@ -12,7 +12,7 @@ from runtime.helpers import ContextVar
 PROFILE = ContextVar("PROFILE", 0)
 
 _T0 = time.perf_counter()  # trace timestamps are microseconds since this module was imported
-events: list[dict] = []
+events: list[dict] = []  # the process's PROFILE trace (one file per process, whatever engines ran)
 _tids: dict[int, int] = {}
 _exit_hooked = False
 # the end of the engine's last span: the Python from there to the next realize built the tensor graph

@@ -17,7 +17,8 @@ TRACK_RULES: bool = bool(getenv("TRACK_RULES", 0))
 # alive by the record (SPEC's naming of a rule: tensor/codegen/spec.py)
 KEEP_REPLACED: bool = True
 
-# node a rule resulted in -> (the rule, the node it replaced); the first rule to produce a node is the one kept
+# node a rule resulted in -> (the rule, the node it replaced); the first rule to produce a node is the one kept. A fact of
+# hash-consed nodes (values), so one table for the process, as the nodes are
 _made: weakref.WeakKeyDictionary[UOp, tuple[Rule, UOp]] = weakref.WeakKeyDictionary()
 
 def track_rules(on: bool = True, keep_replaced: bool = True) -> None:

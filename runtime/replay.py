@@ -1,4 +1,4 @@
-"""Batched native replay for TinyJit (tensor/engine/jit.py) on the CPU device: one generated C function calls a captured
+"""Batched native replay for TinyJit (tensor/jit.py) on the CPU device: one generated C function calls a captured
 sequence of kernels (each rendered kernel exports `name_call(bufs, ivals, fvals)`, runtime/ops_cpu.py) and copies, so a
 replay is one ctypes call whatever the number of kernels.
 

@@ -34,7 +34,7 @@ def node_text(u: Any) -> str:
   text = f"{u.op.name} {u.dtype} arg={u.arg!r} src=({src})"
   return text if len(text) <= MAX_NODE_TEXT else text[:MAX_NODE_TEXT - 4] + " ..."
 
-_classes: dict[type, type] = {}
+_classes: dict[type, type] = {}  # the error class made for each cause's class: an interning table of pure values
 
 def rule_error(rule, node: UOp | None, cause: Exception, problem: str | None = None) -> Exception:
   """A RuleError that is also an instance of the cause's class: `except ValueError` around a rewrite still catches a

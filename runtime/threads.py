@@ -46,7 +46,7 @@ def parallel_ns(ops: int, mem_bytes: int, n: int) -> float:
 
 def threads_for(ops: int, mem_bytes: int = 0, iterations: int | None = None) -> int:
   """How many threads a kernel should use: `ops` ALU operations and `mem_bytes` of loads and stores in all (estimates, as
-  tensor/codegen.estimate counts them), its outermost parallel loop running `iterations` times (None: enough). 1 means
+  tensor/codegen/cost.estimate counts them), its outermost parallel loop running `iterations` times (None: enough). 1 means
   render no pragma. Never more than max_threads() nor than the loop has iterations; 1 unless the model saves MIN_GAIN."""
   n = max_threads()
   if iterations is not None: n = min(n, max(1, iterations))

@@ -7,10 +7,11 @@ Also here: operator sugar for ALU nodes, toposort, substitute, range analysis (v
 from __future__ import annotations
 import math, numbers, weakref
 from typing import Any, Callable, Iterator
-from runtime.dtype import DType, PtrDType, dtypes, least_upper_dtype
+from runtime.dtype import DType, PtrDType, dtypes
 from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 
-# (op, dtype, src, arg, tag) -> weakref to the one live UOp with those fields
+# (op, dtype, src, arg, tag) -> weakref to the one live UOp with those fields: the hash-consing table, an interning table of
+# pure values (a node is its fields), so one for the process and every engine in it
 _ucache: dict[tuple, weakref.ref] = {}
 _UNSET = object()  # a cached field not computed yet
 
@@ -572,4 +573,3 @@ def _safe_dtype_bounds(d: DType) -> tuple:
   try: return _dtype_bounds(d.scalar)
   except KeyError: return (None, None)
 
-def promote(*xs: UOp) -> DType: return least_upper_dtype(*(x.dtype for x in xs))

@@ -9,6 +9,7 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp
 from rules.gradient import gradient as gradient_rules
+from tensor.engine.state import ENGINE
 
 if TYPE_CHECKING:
   from tensor.tensor import Tensor
@@ -51,24 +52,20 @@ def _is_constant(u: UOp) -> bool:
   it: hash-consing makes it the same node as every equal constant."""
   return not any(n.op in (Ops.BUFFER, Ops.UNIQUE) for n in u.toposort())
 
-def _tensor_class() -> type[Tensor]:
-  from tensor.tensor import Tensor  # the mixin's subclass, imported when used: tensor.py imports this module
-  return Tensor
-
 def _describe(t: Tensor) -> str: return f"{t.dtype.name} {t.shape}"
 
 class _FlagContext(ContextDecorator):
   """Sets a class flag of Tensor inside a `with` block or a decorated call, and puts back what it was after (nesting and
-  recursion included)."""
+  recursion included). `owner`: the Tensor class, recorded when it derives from AutogradMixin (tensor/tensor.py)."""
   flag = ""
+  owner: type = object
   def __init__(self, mode: bool = True): self.mode, self._saved = mode, []
   def __enter__(self):
-    T = _tensor_class()
-    self._saved.append(getattr(T, self.flag))
-    setattr(T, self.flag, self.mode)
+    self._saved.append(getattr(self.owner, self.flag))
+    setattr(self.owner, self.flag, self.mode)
     return self
   def __exit__(self, *exc) -> bool:
-    setattr(_tensor_class(), self.flag, self._saved.pop())
+    setattr(self.owner, self.flag, self._saved.pop())
     return False
 
 class AutogradMixin:
@@ -77,6 +74,12 @@ class AutogradMixin:
   # the flags of tensor.py's Tensor: a tensor's requires_grad (None: "if something asks", an optimizer sets True), and the
   # class flags Tensor.training (Tensor.train()) and Tensor.no_grad (Tensor.test())
   no_grad: ClassVar[bool] = False
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    # the class whose flags train() and test() set, Tensor: the first to derive from this mixin (a user's subclass of Tensor
+    # reads Tensor's flags too); so this module needs nothing of tensor.py
+    if _FlagContext.owner is object: _FlagContext.owner = cls
 
   class train(_FlagContext):
     """`Tensor.training = mode` inside: `with Tensor.train(): ...` or `@Tensor.train()` on a training step (dropout and
@@ -95,7 +98,7 @@ class AutogradMixin:
     """d(self)/d(target) for each target, as lazy tensors: `dx, dy = loss.gradient(x, y)`. A scalar's gradient starts at 1;
     any other shape needs `gradient` (d(loss)/d(self), the shape of self). A target the loss does not depend on (or only
     through ops without a derivative) is an error, or zeros with materialize_grads=True."""
-    T = _tensor_class()
+    T = type(self)
     if not targets: raise GradientError("gradient() needs the tensors to differentiate with respect to: loss.gradient(x, y, ...)")
     for i, t in enumerate(targets):
       if not isinstance(t, T): raise TypeError(f"gradient() target {i} is a {type(t).__name__}, not a Tensor")
@@ -120,7 +123,7 @@ class AutogradMixin:
     return out
 
   def _root_gradient(self: Tensor, gradient) -> UOp:  # type: ignore[misc]
-    T = _tensor_class()
+    T = type(self)
     if gradient is None:
       if self.shape != ():
         raise GradientError(f"the gradient of a non-scalar tensor ({_describe(self)}) needs an explicit gradient argument of its shape: "
@@ -137,10 +140,9 @@ class AutogradMixin:
   def backward(self: Tensor, gradient: Tensor | None = None) -> Tensor:  # type: ignore[misc]
     """Add d(self)/d(t) to t.grad for every live tensor t with requires_grad=True in this tensor's graph (a scalar's
     gradient starts at 1; otherwise pass `gradient`). Returns self, so `loss = f(x).backward()` keeps the loss."""
-    T = _tensor_class()
-    if T.no_grad: raise GradientError("backward() inside Tensor.test() (Tensor.no_grad is True): gradients are off there")
+    if self.no_grad: raise GradientError("backward() inside Tensor.test() (Tensor.no_grad is True): gradients are off there")
     in_graph = self.uop.toposort()
-    need = [t for t in list(T._live) if t.requires_grad and t.uop in in_graph]
+    need = [t for t in ENGINE.storage.live_holders() if t.requires_grad and t.uop in in_graph]
     if not need:
       raise GradientError(f"backward(): no tensor in the graph of this {_describe(self)} tensor has requires_grad=True "
                           "(set it on the tensors to train, or use loss.gradient(*tensors))")

@@ -1,13 +1,16 @@
 """Structured tensors: eye, linspace, meshgrid, triangles (tril, triu) and diagonals (diag, diagonal). Part of the
-Tensor frontend: CreationMixin's methods join Tensor in tensor/tensor.py. Built from movement ops on constants, so
-most need no host data and fuse into whatever reads them.
+Tensor frontend: CreationMixin is a base class of Tensor (tensor/tensor.py), and this module needs nothing of tensor.py to
+load (a tensor's class is type(x), or cls; every Tensor is a CreationMixin). Built from movement ops on constants, so most
+need no host data and fuse into whatever reads them.
 """
 from __future__ import annotations
+from typing import TYPE_CHECKING
 import numpy as np
 from runtime.dtype import DType, dtypes
-from tensor.errors import ArgumentTypeError, ArgumentValueError, ShapeError, as_int, axis_arg
+from tensor.errors import ArgumentTypeError, ArgumentValueError, ShapeError, as_int, axis_arg, to_dtype
 from tensor.random import iota
-from tensor.tensor import Tensor, to_dtype
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 def _on_diagonal(x: Tensor) -> Tensor:
   """(..., n) -> (..., n, n) with x on the diagonal and zeros elsewhere, by movement only: each row padded with n zeros
@@ -20,21 +23,22 @@ def _on_diagonal(x: Tensor) -> Tensor:
 
 class CreationMixin:
   """Tensor's structured creation methods (torch's and tinygrad's names)."""
+  __slots__ = ()
 
-  @staticmethod
-  def eye(n: int, m: int | None = None, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def eye(cls, n: int, m: int | None = None, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
     """The n x m identity (ones on the main diagonal)."""
     n = as_int(n, "eye n")
     m = n if m is None else as_int(m, "eye m")
     if n < 0 or m < 0: raise ArgumentValueError(f"eye sizes must be >= 0, got n={n} m={m}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     k = max(n, m)
-    if k == 0: return Tensor.zeros(n, m, dtype=dt, device=device, **kwargs)
-    square = _on_diagonal(Tensor.ones(k, dtype=dt, device=device))
-    return Tensor(square.shrink(((0, n), (0, m))).uop, **kwargs)
+    if k == 0: return cls.zeros(n, m, dtype=dt, device=device, **kwargs)
+    square = _on_diagonal(cls.ones(k, dtype=dt, device=device))
+    return cls(square.shrink(((0, n), (0, m))).uop, **kwargs)
 
-  @staticmethod
-  def linspace(start: float, stop: float, steps: int, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def linspace(cls, start: float, stop: float, steps: int, dtype: DType | None = None, device: str | None = None, **kwargs) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included (numpy's linspace: computed in float64, then cast)."""
     steps = as_int(steps, "linspace steps")
     if steps < 0: raise ArgumentValueError(f"linspace steps must be >= 0, got {steps}")
@@ -44,7 +48,7 @@ class CreationMixin:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     vals = np.linspace(float(start), float(stop), steps, dtype=np.float64)
     if dtypes.is_int(dt): vals = np.trunc(vals)
-    return Tensor(vals, device, dt, **kwargs)
+    return cls(vals, device, dt, **kwargs)
 
   def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     """Coordinate grids of 1-D tensors: "ij" (matrix, torch's default) or "xy" (Cartesian, numpy's default: the first two
@@ -52,7 +56,7 @@ class CreationMixin:
     if indexing not in ("ij", "xy"): raise ArgumentValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = (self, *args)
     for t in ts:
-      if not isinstance(t, Tensor): raise ArgumentTypeError(f"meshgrid takes Tensors, got {type(t).__name__}")
+      if not isinstance(t, CreationMixin): raise ArgumentTypeError(f"meshgrid takes Tensors, got {type(t).__name__}")
       if t.ndim > 1: raise ShapeError(f"meshgrid takes 0-d or 1-D tensors, got shape {t.shape}")
     ts = tuple(t.reshape(-1) for t in ts)
     shape = [t.shape[0] for t in ts]
@@ -77,7 +81,7 @@ class CreationMixin:
     k = as_int(diagonal, "diag diagonal")
     if self.ndim == 2: return self.diagonal(k)
     if self.ndim != 1: raise ShapeError(f"diag takes a 1-D or 2-D tensor, got shape {self.shape}")
-    d = _on_diagonal(self) if self.shape[0] else Tensor.zeros(0, 0, dtype=self.dtype, device=self.device)
+    d = _on_diagonal(self) if self.shape[0] else self.zeros(0, 0, dtype=self.dtype, device=self.device)
     return d.pad(((0, k), (k, 0))) if k >= 0 else d.pad(((-k, 0), (0, -k)))
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
@@ -101,7 +105,7 @@ def _triangle(x: Tensor, k: int, lower: bool) -> Tensor:
   if x.ndim < 2: raise ShapeError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got shape {x.shape}")
   n, m = x.shape[-2:]
   if n == 0 or m == 0: return x
-  rows = iota(n, dtypes.int32, x.device).reshape(n, 1)
-  cols = iota(m, dtypes.int32, x.device).reshape(1, m)
+  rows = iota(type(x), n, dtypes.int32, x.device).reshape(n, 1)
+  cols = iota(type(x), m, dtypes.int32, x.device).reshape(1, m)
   keep = (cols - rows <= k) if lower else (cols - rows >= k)       # (n, m)
   return keep.where(x, x._const_like(False if x.dtype is dtypes.bool else 0))

@@ -1,6 +1,7 @@
 """Elementwise math beyond the ALU ops: exp, log, trig and hyperbolic functions and their inverses, erf, rounding,
 activations, clip, and the float predicates (isnan, isinf, isfinite, isclose, signbit). Part of the Tensor frontend:
-ElementwiseMixin's methods join Tensor in tensor/tensor.py.
+ElementwiseMixin is a base class of Tensor (tensor/tensor.py); this module needs nothing of tensor.py to load (every Tensor
+is an ElementwiseMixin).
 
 Float results take the input's float type (ints compute in float32). The inverse trig functions, erf, expm1 and log1p
 are series and identities over exp2/log2/sqrt evaluated in float64 and cast back, so float32 results are correctly
@@ -8,11 +9,12 @@ rounded almost always and float64 ones are within a few ulp (docs/tensor.md).
 """
 from __future__ import annotations
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from runtime.dtype import DType, dtypes, least_upper_float
 from runtime.ops import Ops
 from tensor.errors import ArgumentValueError, DTypeError
-from tensor.tensor import Tensor
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 F64 = dtypes.float64
 _UINT = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
@@ -72,6 +74,7 @@ def _erf64(x: Tensor) -> Tensor:
 
 class ElementwiseMixin:
   """Tensor's elementwise math (numpy's and torch's names)."""
+  __slots__ = ()
 
   # ---- the basics (float ops compute in the least float type that holds the input) ----
   def neg(self: Tensor) -> Tensor: return -self
@@ -184,8 +187,8 @@ class ElementwiseMixin:
   def lerp(self: Tensor, end: Tensor | float, weight: Tensor | float) -> Tensor:
     """self + weight * (end - self), computed from the nearer end (as torch) so weight 1 gives end exactly."""
     if not dtypes.is_float(self.dtype): raise DTypeError(f"lerp needs float tensors, got {self.dtype!r}")
-    end_t = end if isinstance(end, Tensor) else self._const_like(end)
-    w = weight if isinstance(weight, Tensor) else self._const_like(weight)
+    end_t = end if isinstance(end, ElementwiseMixin) else self._const_like(end)
+    w = weight if isinstance(weight, ElementwiseMixin) else self._const_like(weight)
     diff = end_t - self
     return (w.abs() < 0.5).where(self + w * diff, end_t - diff * (1 - w))
   def logaddexp(self: Tensor, other) -> Tensor:

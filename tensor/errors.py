@@ -1,4 +1,4 @@
-"""The errors Tensor ops raise, and the one argument checker every op uses for shapes, axes, sizes and pads.
+"""The errors Tensor ops raise, and the one argument checker every op uses for dtypes, shapes, axes, sizes and pads.
 
 Every error is a TensorError and also the standard Python exception torch and numpy raise in the same place, so
 `except RuntimeError`, `except IndexError` and `except TypeError` keep working (docs/tensor.md has the table).
@@ -7,7 +7,8 @@ Nothing here imports the rest of the tensor package (only runtime's dtypes): ten
 from __future__ import annotations
 import math, operator
 from typing import Any, Sequence
-from runtime.dtype import dtypes
+import numpy as np
+from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes
 
 class TensorError(Exception):
   """Root of the errors a Tensor op raises for operands or arguments it can't take."""
@@ -112,3 +113,22 @@ def check_fits(value: Any, dtype, what: str = "constant") -> None:
     v = math.trunc(v)
   if isinstance(v, int) and not dtypes.min(dtype) <= v <= dtypes.max(dtype):
     raise ConstantOverflowError(f"{what} {value} is out of range for {dtype!r} [{dtypes.min(dtype)}, {dtypes.max(dtype)}]")
+
+def to_dtype(x: Any) -> DType:
+  """A tensor dtype from a DType, its name ("float32", "int") or a numpy type; TypeError for anything else."""
+  if isinstance(x, DType) and not isinstance(x, PtrDType) and x.count == 1 and x is not dtypes.void: return x
+  if isinstance(x, str) and isinstance(DTYPE_NAMES.get(x), DType) and DTYPE_NAMES[x] is not dtypes.void: return DTYPE_NAMES[x]
+  if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
+    try: return dtypes.from_numpy(x)
+    except TypeError: pass
+  raise ArgumentTypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+  """numpy's broadcast of several shapes; ShapeError naming them when they don't broadcast."""
+  n = max((len(s) for s in shapes), default=0)
+  out = [1] * n
+  for s in shapes:
+    for i, d in enumerate((1,) * (n - len(s)) + tuple(s)):
+      if d != 1 and out[i] not in (1, d): raise ShapeError(f"shapes {', '.join(map(str, shapes))} can't broadcast together")
+      if d != 1: out[i] = d
+  return tuple(out)

@@ -1,5 +1,6 @@
 """Indexing with numpy's rules: t[...] and t[...] = v, plus gather, scatter, scatter_reduce (torch's), masked_fill,
-masked_select and nonzero. Part of the Tensor frontend: IndexingMixin's methods join Tensor in tensor/tensor.py.
+masked_select and nonzero. Part of the Tensor frontend: IndexingMixin is a base class of Tensor (tensor/tensor.py), and
+this module needs nothing of tensor.py to load (a tensor's class is type(x); every Tensor is an IndexingMixin).
 
 Basic indices (ints, slices with any step, None, ...) are views made of movement ops, so they fuse into their readers.
 Advanced indices (lists, numpy arrays and integer tensors on any axes, broadcast together; boolean masks) move their
@@ -16,23 +17,25 @@ several writes to one element by an advanced index, the last one wins (as numpy)
 """
 from __future__ import annotations
 import math, operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 import numpy as np
 from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import arg_str, dim_str, is_symbolic, shape_str, uop
-from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg
+from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg, broadcast_shape
+from tensor.movement import broadcast_pair
 from tensor.random import iota
 from tensor.symbolic_sizes import always_le, size_arg, var_names
-from tensor.tensor import Tensor, _broadcast, broadcast_shape
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 # ---- take: the one gather everything here is built on ----
 
 def take(x: Tensor, idx: Tensor) -> Tensor:
   """x[idx] along axis 0 for an integer tensor idx of any shape S: shape S + x.shape[1:]. An entry outside [0, n) reads 0.
   A GATHER node: rangeify turns it into a load at the index's value (rules/rangeify.rules), so the cost is the output's."""
-  if x.shape[0] == 0 or idx.numel() == 0 or x.numel() == 0: return Tensor.zeros(*idx.shape, *x.shape[1:], dtype=x.dtype, device=x.device)
-  return Tensor(uop(Ops.GATHER, x.dtype, (x.uop, idx.uop)))
+  if x.shape[0] == 0 or idx.numel() == 0 or x.numel() == 0: return type(x).zeros(*idx.shape, *x.shape[1:], dtype=x.dtype, device=x.device)
+  return type(x)(uop(Ops.GATHER, x.dtype, (x.uop, idx.uop)))
 
 # ---- parsing an index ----
 
@@ -44,7 +47,7 @@ def _host_index(it: Any) -> np.ndarray:
   return arr
 
 def _is_mask(i: Any) -> bool:
-  return (isinstance(i, np.ndarray) and i.dtype == np.bool_) or (isinstance(i, Tensor) and i.dtype is dtypes.bool)
+  return (isinstance(i, np.ndarray) and i.dtype == np.bool_) or (isinstance(i, IndexingMixin) and i.dtype is dtypes.bool)
 
 class _Parsed:
   """An index split into its basic part (per axis of t: (start, step, count), or an int) and its advanced part
@@ -53,7 +56,7 @@ class _Parsed:
     items = list(idx) if isinstance(idx, tuple) else [idx]
     conv: list[Any] = []
     for it in items:
-      if it is None or it is Ellipsis or isinstance(it, slice) or isinstance(it, Tensor): conv.append(it)
+      if it is None or it is Ellipsis or isinstance(it, slice) or isinstance(it, IndexingMixin): conv.append(it)
       elif isinstance(it, (bool, np.bool_)): raise ArgumentTypeError(f"a bool index ({it!r}) is not supported: use a boolean tensor mask")
       elif isinstance(it, (list, tuple, np.ndarray)): conv.append(_host_index(it))
       elif hasattr(it, "__index__"): conv.append(operator.index(it))
@@ -72,7 +75,7 @@ class _Parsed:
     axis = 0
     for it in conv:
       if _is_mask(it):
-        mask = it.numpy() if isinstance(it, Tensor) else it
+        mask = it.numpy() if isinstance(it, IndexingMixin) else it
         want = t.shape[axis:axis + mask.ndim]
         if mask.shape != want:
           raise TensorIndexError(f"boolean index of shape {mask.shape} does not match the indexed dims {want} of shape {t.shape}")
@@ -82,7 +85,7 @@ class _Parsed:
         expanded.append(it)
         if it is not None: axis += 1
     self.t, self.items = t, expanded
-    self.has_adv = any(isinstance(i, (np.ndarray, Tensor)) for i in expanded)
+    self.has_adv = any(isinstance(i, (np.ndarray, IndexingMixin)) for i in expanded)
 
   def basic_view(self) -> tuple[Tensor, list[tuple[int, int, Tensor]], list]:
     """The view of t made by the basic items (advanced axes kept whole), the advanced items as (position in the index,
@@ -165,7 +168,7 @@ def _apply_slice(x: Tensor, axis: int, start: int, step: int, count: int) -> Ten
 
 def _index_tensor(it: Any, n: int, taxis: int, t: Tensor) -> Tensor:
   """An advanced index as an integer tensor on t's device, negative entries wrapped. A host index is checked here."""
-  if isinstance(it, Tensor):
+  if isinstance(it, IndexingMixin):
     if not dtypes.is_int(it.dtype): raise DTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
     if it.device != t.device: it = it.to(t.device)
     return it if dtypes.is_unsigned(it.dtype) else (it < 0).where(it + n, it)
@@ -174,7 +177,7 @@ def _index_tensor(it: Any, n: int, taxis: int, t: Tensor) -> Tensor:
     bad = arr[(arr < -n) | (arr >= n)]
     if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of range for axis {taxis} of size {n} (shape {t.shape})")
   arr = np.where(arr < 0, arr + n, arr)
-  return Tensor(arr.astype(np.int32 if n <= 2**31 else np.int64), t.device)
+  return type(t)(arr.astype(np.int32 if n <= 2**31 else np.int64), t.device)
 
 def _linear(adv: list[tuple[int, int, Tensor]], sizes: list[int]) -> Tensor:
   """The advanced indices (broadcast together) as one index into their axes flattened: -1 where any is out of range."""
@@ -230,7 +233,7 @@ def _spread(x: Tensor, axis: int, start: int, step: int, n: int) -> Tensor:
 
 def _place(t: Tensor, placement: list, x: Tensor) -> tuple[Tensor, Tensor]:
   """x (shaped like the basic view without its None dims, int axes removed) placed into t's shape: (values, mask)."""
-  mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=t.device)
+  mask = type(t).ones(*x.shape, dtype=dtypes.bool, device=t.device)
   keep = tuple(1 if isinstance(p, int) else p[2] for p in placement)
   x, mask = x.reshape(keep), mask.reshape(keep)
   for axis, p in enumerate(placement):
@@ -239,10 +242,10 @@ def _place(t: Tensor, placement: list, x: Tensor) -> tuple[Tensor, Tensor]:
   return x, mask
 
 def setitem(t: Tensor, idx: Any, value: Any) -> None:
-  if isinstance(value, Tensor): v = value.cast(t.dtype).to(t.device)
-  elif isinstance(value, (bool, int, float, np.generic)): v = Tensor(value, t.device, t.dtype)
-  else: v = Tensor(np.asarray(value), t.device).cast(t.dtype)
-  mask_only = isinstance(idx, Tensor) and idx.dtype is dtypes.bool and idx.shape == t.shape[:idx.ndim] and v.numel() == 1
+  if isinstance(value, IndexingMixin): v = value.cast(t.dtype).to(t.device)
+  elif isinstance(value, (bool, int, float, np.generic)): v = type(t)(value, t.device, t.dtype)
+  else: v = type(t)(np.asarray(value), t.device).cast(t.dtype)
+  mask_only = isinstance(idx, IndexingMixin) and idx.dtype is dtypes.bool and idx.shape == t.shape[:idx.ndim] and v.numel() == 1
   if mask_only:  # t[mask] = scalar: a select, no host read of the mask
     new = idx.reshape(*idx.shape, *(1,) * (t.ndim - idx.ndim)).where(v.reshape(()), t)
   else: new = _set(t, idx, v)
@@ -254,7 +257,7 @@ def _set(t: Tensor, idx: Any, v: Tensor) -> Tensor | None:
   p = _Parsed(t, idx)
   view, adv, placement = p.basic_view()
   target = _gather_advanced(view, adv) if adv else view
-  try: v = _broadcast(v, target)[0] if v.shape != target.shape else v
+  try: v = broadcast_pair(v, target)[0] if v.shape != target.shape else v
   except ShapeError: raise ShapeError(f"can't set a value of shape {v.shape} into t[...] of shape {target.shape}") from None
   if v.shape != target.shape: raise ShapeError(f"can't set a value of shape {v.shape} into t[...] of shape {target.shape}")
   if v.numel() == 0: return None
@@ -281,8 +284,8 @@ def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
     v = v.permute(list(range(k, k + b)) + list(range(k)) + list(range(k + b, v.ndim)))
   m = lin.numel()
   lin, v = lin.reshape(m), v.reshape(m, *x.shape[1:])
-  pos = iota(m, dtypes.int32, view.device)
-  hit = lin.reshape(1, m) == iota(n, dtypes.int32, view.device).reshape(n, 1)      # (n, m)
+  pos = iota(type(view), m, dtypes.int32, view.device)
+  hit = lin.reshape(1, m) == iota(type(view), n, dtypes.int32, view.device).reshape(n, 1)  # (n, m)
   last = hit.where(pos.reshape(1, m), -1).max(-1)                                   # (n,): the last write to each row
   new = take(v, last)
   written = (last >= 0).reshape(n, *(1,) * (x.ndim - 1))
@@ -293,12 +296,12 @@ def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
 
 # ---- torch's gather / scatter family ----
 
-def _coord(shape: tuple[int, ...], k: int, dtype, device: str) -> Tensor:
+def _coord(T: type[Tensor], shape: tuple[int, ...], k: int, dtype, device: str) -> Tensor:
   """The coordinate along dim k of a tensor of `shape`, broadcastable to it (computed in the kernel that reads it)."""
-  return iota(shape[k], dtype, device).reshape(*(d if j == k else 1 for j, d in enumerate(shape)))
+  return iota(T, shape[k], dtype, device).reshape(*(d if j == k else 1 for j, d in enumerate(shape)))
 
 def _check_gather_shapes(x: Tensor, dim: int, index: Tensor, op: str, src: Tensor | None = None) -> None:
-  if not isinstance(index, Tensor): raise ArgumentTypeError(f"{op} index must be a Tensor, got {type(index).__name__}")
+  if not isinstance(index, IndexingMixin): raise ArgumentTypeError(f"{op} index must be a Tensor, got {type(index).__name__}")
   if not dtypes.is_int(index.dtype): raise DTypeError(f"{op} index must be an integer tensor, got {index.dtype!r}")
   if index.ndim != x.ndim: raise ShapeError(f"{op} index of shape {index.shape} must have the {x.ndim} dims of {x.shape}")
   if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != dim):
@@ -310,6 +313,7 @@ _REDUCE = {"sum": "sum", "add": "sum", "prod": "prod", "multiply": "prod", "mean
 
 class IndexingMixin:
   """Tensor's gather/scatter methods and masks (torch's names and semantics)."""
+  __slots__ = ()
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = self[i][index[i][j][k]][k] for dim 1 (torch's gather); index may be smaller than self outside dim.
@@ -322,7 +326,7 @@ class IndexingMixin:
     wide = dtypes.int64 if self.numel() > 2**31 - 1 or idx.dtype.itemsize == 8 else dtypes.int32
     lin, stride = None, 1
     for k in reversed(range(self.ndim)):
-      c = idx.cast(wide) if k == axis else _coord(index.shape, k, wide, self.device)
+      c = idx.cast(wide) if k == axis else _coord(type(self), index.shape, k, wide, self.device)
       lin = c * stride if lin is None else lin + c * stride
       stride *= self.shape[k]
     assert lin is not None
@@ -345,8 +349,8 @@ class IndexingMixin:
 
   def masked_fill(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     """value where mask is True (mask broadcasts to self); value takes self's dtype."""
-    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool: raise DTypeError("masked_fill mask must be a bool Tensor")
-    v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
+    if not isinstance(mask, IndexingMixin) or mask.dtype is not dtypes.bool: raise DTypeError("masked_fill mask must be a bool Tensor")
+    v = value.cast(self.dtype) if isinstance(value, IndexingMixin) else type(self)(value, self.device, self.dtype)
     if v.numel() != 1: raise ShapeError(f"masked_fill value must have one element, got shape {v.shape}")
     out = mask.where(v.reshape(()), self)
     if out.shape != self.shape: raise ShapeError(f"masked_fill mask of shape {mask.shape} does not broadcast to {self.shape}")
@@ -354,21 +358,21 @@ class IndexingMixin:
 
   def masked_select(self: Tensor, mask: Tensor) -> Tensor:
     """The elements where mask (broadcast with self) is True, as a 1-D tensor. Reads both on the host."""
-    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool: raise DTypeError("masked_select mask must be a bool Tensor")
-    x, m = _broadcast(self, mask)
-    return Tensor(x.numpy()[m.numpy()], self.device, self.dtype)
+    if not isinstance(mask, IndexingMixin) or mask.dtype is not dtypes.bool: raise DTypeError("masked_select mask must be a bool Tensor")
+    x, m = broadcast_pair(self, mask)
+    return type(self)(x.numpy()[m.numpy()], self.device, self.dtype)
 
   def nonzero(self: Tensor, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """The indices of the nonzero elements, (count, ndim) (or a tuple of ndim 1-D tensors). Reads self on the host."""
     if self.ndim == 0: raise ShapeError("nonzero of a 0-d tensor: reshape it to 1-D first")
     where = np.nonzero(self.numpy().astype(bool))
     dt = dtypes.int32 if max(self.shape) <= 2**31 else dtypes.int64
-    if as_tuple: return tuple(Tensor(w.astype(np.int64), self.device, dt) for w in where)
-    return Tensor(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim), self.device, dt)
+    if as_tuple: return tuple(type(self)(w.astype(np.int64), self.device, dt) for w in where)
+    return type(self)(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim), self.device, dt)
 
 def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, include_self: bool) -> Tensor:
   axis = axis_arg(dim, x.shape, "scatter dim")
-  s = src.cast(x.dtype) if isinstance(src, Tensor) else Tensor(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
+  s = src.cast(x.dtype) if isinstance(src, IndexingMixin) else type(x)(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
   _check_gather_shapes(x, axis, index, "scatter", s)
   if x.ndim == 0 or index.numel() == 0: return x
   n = x.shape[axis]
@@ -376,11 +380,11 @@ def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, i
   # move dim last: contributions land on x's (..., n) from index's (..., k)
   xm, im, sm = (a.transpose(axis, -1) for a in (x, index, s))
   im = (im < 0).where(im + n, im) if not dtypes.is_unsigned(im.dtype) else im
-  hit = im.unsqueeze(-1) == iota(n, dtypes.int32, x.device)                       # (..., k, n)
+  hit = im.unsqueeze(-1) == iota(type(x), n, dtypes.int32, x.device)                       # (..., k, n)
   lead = im.shape[:-1]
   k = im.shape[-1]
   if reduce is None:
-    pos = iota(k, dtypes.int32, x.device).reshape(k, 1)
+    pos = iota(type(x), k, dtypes.int32, x.device).reshape(k, 1)
     last = hit.where(pos, -1).max(-2)                                             # (..., n): the last write, or -1
     val = (last.unsqueeze(-2) == pos).where(sm.unsqueeze(-1), sm._const_like(dtypes.min(sm.dtype))).max(-2)
     got = last >= 0

@@ -1,14 +1,27 @@
 """Movement built from the six movement ops: cat, stack, split, chunk, repeat, tile, repeat_interleave, roll, unflatten,
-unfold (sliding windows) and the pad modes (reflect, replicate, circular). Part of the Tensor frontend: MovementMixin's
-methods join Tensor in tensor/tensor.py. Nothing here moves data by itself: every result is a view that fuses into the
+unfold (sliding windows) and the pad modes (reflect, replicate, circular). Part of the Tensor frontend: MovementMixin is a
+base class of Tensor (tensor/tensor.py), and this module needs nothing of tensor.py to load (a tensor's class is
+type(x); every Tensor is a MovementMixin). Nothing here moves data by itself: every result is a view that fuses into the
 kernel reading it.
 """
 from __future__ import annotations
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 from runtime.dtype import dtypes, least_upper_dtype
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DeviceMismatchError, ShapeError, as_int, axis_arg, flat_args
-from tensor.tensor import Tensor
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
+
+def broadcast_pair(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+  """a and b broadcast to one shape (numpy's rules): reshaped and expanded views; ShapeError when they don't broadcast."""
+  if a.shape == b.shape: return a, b
+  n = max(a.ndim, b.ndim)
+  sa, sb = (1,) * (n - a.ndim) + a.shape, (1,) * (n - b.ndim) + b.shape
+  out = []
+  for x, y in zip(sa, sb):
+    if x != y and x != 1 and y != 1: raise ShapeError(f"shapes {a.shape} and {b.shape} can't broadcast together")
+    out.append(y if x == 1 else x)
+  return a.reshape(sa).expand(tuple(out)), b.reshape(sb).expand(tuple(out))
 
 def _along(x: Tensor, axis: int, pair: tuple[int, int]) -> list:
   """A pads/shrink argument touching only `axis`."""
@@ -29,7 +42,7 @@ def _cat(pieces: list[Tensor], axis: int) -> Tensor:
     pads = _along(p, axis, (offset, total - offset - p.shape[axis]))
     placed = p.pad(pads)
     if out is None: out = placed
-    else: out = Tensor.ones(*p.shape, dtype=dtypes.bool, device=p.device).pad(pads).where(placed, out)
+    else: out = type(p).ones(*p.shape, dtype=dtypes.bool, device=p.device).pad(pads).where(placed, out)
     offset += p.shape[axis]
   assert out is not None
   return out
@@ -40,7 +53,7 @@ def windows(x: Tensor, axis: int, size: int, step: int) -> Tensor:
   n = x.shape[axis]
   count = (n - size) // step + 1
   if size == 0 or n == 0:  # nothing to read: an empty result of the right shape
-    return Tensor.zeros(*(count if i == axis else d for i, d in enumerate(x.shape)), size, dtype=x.dtype, device=x.device)
+    return type(x).zeros(*(count if i == axis else d for i, d in enumerate(x.shape)), size, dtype=x.dtype, device=x.device)
   last = axis == x.ndim - 1
   x = x if last else x.transpose(axis, -1)                                     # (..., n)
   lead, keep = x.shape[:-1], tuple((0, d) for d in x.shape[:-1])
@@ -77,13 +90,14 @@ def _tensors(first, rest: tuple, op: str) -> list[Tensor]:
   ts = list(first) + list(rest) if isinstance(first, (list, tuple)) else [first, *rest]
   if not ts: raise ArgumentValueError(f"{op} needs at least one tensor")
   for t in ts:
-    if not isinstance(t, Tensor): raise ArgumentTypeError(f"{op} takes Tensors, got {type(t).__name__}")
+    if not isinstance(t, MovementMixin): raise ArgumentTypeError(f"{op} takes Tensors, got {type(t).__name__}")
   if len({t.device for t in ts}) > 1: raise DeviceMismatchError(f"{op} of tensors on different devices: {[t.device for t in ts]}")
   dt = least_upper_dtype(*(t.dtype for t in ts))
   return [t.cast(dt) for t in ts]
 
 class MovementMixin:
   """Tensor's joining, splitting, repeating and windowing methods (torch's and tinygrad's names)."""
+  __slots__ = ()
 
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
     """Join tensors along an existing dim; their other dims must match (dtypes promote). `Tensor.cat(a, b, dim=1)` or

@@ -1,6 +1,7 @@
 """Random numbers: Threefry-2x32 (Salmon et al., 2011) built from uint32 Tensor ops, so it runs as an ordinary kernel on
 the device, and Tensor's random creation methods on top of it (rand, randn, randint, uniform, normal, initializers,
-dropout). Part of the Tensor frontend: RandomMixin's methods join Tensor in tensor/tensor.py.
+dropout). Part of the Tensor frontend: RandomMixin is a base class of Tensor (tensor/tensor.py); the functions here take
+the Tensor class (T) where they make tensors from Python values, so this module needs nothing of tensor.py to load.
 
 State: per device one realized uint64 buffer [seed, counter]. A draw of m blocks assigns counter + m to it and computes
 Threefry(key=seed, counter=old counter + j) for j < m inside its kernel, so a replay of the captured kernels (TinyJit)
@@ -9,10 +10,11 @@ word first); the same seed and the same calls give the same numbers on every dev
 """
 from __future__ import annotations
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from runtime.dtype import DType, dtypes
-from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, as_int, shape_arg
-from tensor.tensor import Tensor, to_dtype
+from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, as_int, shape_arg, to_dtype
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 U32, U64 = dtypes.uint32, dtypes.uint64
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -31,61 +33,62 @@ def threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor) -> tuple[Tensor
     x1 = x1 + ks[(i + 2) % 3] + (i + 1)
   return x0, x1
 
-def iota(n: int, dtype: DType, device: str) -> Tensor:
+def iota(T: type[Tensor], n: int, dtype: DType, device: str) -> Tensor:
   """[0, 1, ..., n-1] computed inside the kernel that reads it (no host data): the sum over the bits b of the index of
   [0, 2**b] placed along axis b of a (2, 2, ..., 2) tensor. Padding makes the 2**b a comparison on the index."""
   k = max(1, (n - 1).bit_length())
   out: Tensor | None = None
   for b in range(k):
-    step = Tensor(2**b, device, dtype).reshape(1).pad(((1, 0),))                    # [0, 2**b]
+    step = T(2**b, device, dtype).reshape(1).pad(((1, 0),))                    # [0, 2**b]
     step = step.reshape((1,) * (k - 1 - b) + (2,) + (1,) * b).expand((2,) * k)
     out = step if out is None else out + step
   assert out is not None
   return out.reshape(2**k).shrink(((0, n),))
 
 class _Generator:
-  """The seed, and per device its realized [seed, counter] buffer (uint64), made on first use."""
+  """The seed, and per device its realized [seed, counter] buffer (uint64), made on first use. The frontend's random state,
+  one for the process as torch's default generator is (manual_seed sets it): it holds Tensors, which the engine never sees."""
   def __init__(self):
     self.seed = 0
     self.states: dict[str, Tensor] = {}
-  def state(self, device: str) -> Tensor:
-    if (st := self.states.get(device)) is None: st = self.states[device] = Tensor([self.seed, 0], device, U64).contiguous().realize()
+  def state(self, T: type[Tensor], device: str) -> Tensor:
+    if (st := self.states.get(device)) is None: st = self.states[device] = T([self.seed, 0], device, U64).contiguous().realize()
     return st
-  def reseed(self, seed: int) -> None:
+  def reseed(self, T: type[Tensor], seed: int) -> None:
     self.seed = seed
-    for device, st in self.states.items(): st.assign(Tensor([seed, 0], device, U64)).realize()  # the same buffers: a replay sees it
+    for device, st in self.states.items(): st.assign(T([seed, 0], device, U64)).realize()  # the same buffers: a replay sees it
 generator = _Generator()
 
-def _blocks(m: int, device: str) -> tuple[Tensor, Tensor]:
+def _blocks(T: type[Tensor], m: int, device: str) -> tuple[Tensor, Tensor]:
   """Threefry of the next m counters of the device: two uint32 tensors of shape (m,). Advances the counter by m."""
-  st = generator.state(device)
-  st.assign(st + Tensor(m, device, U64).reshape(1).pad(((1, 0),)))                  # [seed, counter + m]
+  st = generator.state(T, device)
+  st.assign(st + T(m, device, U64).reshape(1).pad(((1, 0),)))                       # [seed, counter + m]
   seed, counter = st[0], st[1] - m                                                  # the counter before this draw
-  ctr = iota(m, U64, device) + counter
+  ctr = iota(T, m, U64, device) + counter
   return threefry2x32(ctr.cast(U32), (ctr >> 32).cast(U32), seed.cast(U32), (seed >> 32).cast(U32))
 
-def random_words(n: int, device: str) -> Tensor:
+def random_words(T: type[Tensor], n: int, device: str) -> Tensor:
   """n random uint32 words, shape (n,): block j gives words 2j and 2j+1."""
-  x0, x1 = _blocks((n + 1) // 2, device)
+  x0, x1 = _blocks(T, (n + 1) // 2, device)
   m = x0.shape[0]
   pairs = x0.reshape(m, 1).pad(((0, 0), (0, 1))) + x1.reshape(m, 1).pad(((0, 0), (1, 0)))   # (m, 2)
   return pairs.reshape(2 * m).shrink(((0, n),))
 
-def random_u64(n: int, device: str) -> Tensor:
+def random_u64(T: type[Tensor], n: int, device: str) -> Tensor:
   """n random uint64 values, shape (n,): block j gives value j (its high word from x1)."""
-  x0, x1 = _blocks(n, device)
+  x0, x1 = _blocks(T, n, device)
   return (x1.cast(U64) << 32) | x0.cast(U64)
 
 # [0, 1) from random bits: the top mantissa bits under the exponent of 1.0 give a float in [1, 2); subtracting 1 is exact
 _UNIT = {dtypes.float32: (U32, 9, 0x3F800000), dtypes.float16: (dtypes.uint16, 6, 0x3C00), dtypes.bfloat16: (dtypes.uint16, 9, 0x3F80),
          dtypes.float64: (U64, 12, 0x3FF0000000000000)}
 
-def _unit(n: int, dtype: DType, device: str) -> Tensor:
+def _unit(T: type[Tensor], n: int, dtype: DType, device: str) -> Tensor:
   """n floats of dtype uniform in [0, 1), with every mantissa bit random (float64: 52 bits)."""
   bits_t, shift, one = _UNIT[dtype]
-  if dtype is dtypes.float64: bits = random_u64(n, device)
-  elif bits_t is U32: bits = random_words(n, device)
-  else: bits = (random_words(n, device) >> 16).cast(bits_t)  # 16-bit types: the top half of each word
+  if dtype is dtypes.float64: bits = random_u64(T, n, device)
+  elif bits_t is U32: bits = random_words(T, n, device)
+  else: bits = (random_words(T, n, device) >> 16).cast(bits_t)  # 16-bit types: the top half of each word
   return ((bits >> shift) | one).bitcast(dtype) - 1.0
 
 def _float_dtype(dtype: Any, op: str) -> DType:
@@ -104,33 +107,34 @@ def _fan_in(shape: tuple[int, ...], op: str) -> int:
   return math.prod(shape[1:])
 
 class RandomMixin:
-  """Tensor's random creation methods (tinygrad's and torch's names and defaults)."""
+  """Tensor's random creation methods (tinygrad's and torch's names and defaults): classmethods, so cls is the Tensor class."""
+  __slots__ = ()
 
-  @staticmethod
-  def manual_seed(seed: int = 0) -> None:
+  @classmethod
+  def manual_seed(cls, seed: int = 0) -> None:
     """Restart every device's random numbers from `seed` (any integer; taken modulo 2**64)."""
-    generator.reseed(as_int(seed, "seed") % 2**64)
+    generator.reseed(cls, as_int(seed, "seed") % 2**64)
 
-  @staticmethod
-  def rand(*shape, device: str | None = None, dtype: DType | None = None, contiguous: bool = True, **kwargs) -> Tensor:
+  @classmethod
+  def rand(cls, *shape, device: str | None = None, dtype: DType | None = None, contiguous: bool = True, **kwargs) -> Tensor:
     """Uniform in [0, 1), of a float dtype (default float32)."""
     shape, dt = shape_arg(shape), _float_dtype(dtype, "rand")
-    t = Tensor.zeros(shape, dtype=dt, device=device)  # the device and, for an empty shape, the result
-    if t.numel() == 0: return Tensor(t.uop, **kwargs)
-    out = _unit(t.numel(), dt, t.device).reshape(shape)
-    return Tensor((out.contiguous() if contiguous else out).uop, **kwargs)
+    t = cls.zeros(shape, dtype=dt, device=device)  # the device and, for an empty shape, the result
+    if t.numel() == 0: return cls(t.uop, **kwargs)
+    out = _unit(cls, t.numel(), dt, t.device).reshape(shape)
+    return cls((out.contiguous() if contiguous else out).uop, **kwargs)
 
-  @staticmethod
-  def randn(*shape, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def randn(cls, *shape, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
     """Standard normal (mean 0, std 1), by Box-Muller on two uniforms, computed in float32 (float64 for float64)."""
     shape, dt = shape_arg(shape), _float_dtype(dtype, "randn")
     wide = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
-    u = Tensor.rand((2,) + shape, device=device, dtype=wide, contiguous=False)
+    u = cls.rand((2,) + shape, device=device, dtype=wide, contiguous=False)
     radius = ((1 - u[0]).log() * -2).sqrt()               # 1 - u is in (0, 1]: the log is finite
-    return Tensor((radius * (u[1] * (2 * math.pi)).cos()).cast(dt).contiguous().uop, **kwargs)
+    return cls((radius * (u[1] * (2 * math.pi)).cos()).cast(dt).contiguous().uop, **kwargs)
 
-  @staticmethod
-  def randint(*shape, low: int = 0, high: int = 10, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def randint(cls, *shape, low: int = 0, high: int = 10, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
     """Integers uniform in [low, high). A range up to 2**32 maps a 32-bit word by multiply-and-shift (bias below
     range / 2**32); a wider one takes a 64-bit value modulo the range (bias below range / 2**64)."""
     shape = shape_arg(shape)
@@ -140,74 +144,74 @@ class RandomMixin:
     if low >= high: raise ArgumentValueError(f"randint needs low < high, got low={low} high={high}")
     if low < dtypes.min(dt) or high - 1 > dtypes.max(dt):
       raise ArgumentValueError(f"randint range [{low}, {high}) does not fit {dt!r}")
-    t = Tensor.zeros(shape, dtype=dt, device=device)
-    if t.numel() == 0: return Tensor(t.uop, **kwargs)
+    t = cls.zeros(shape, dtype=dt, device=device)
+    if t.numel() == 0: return cls(t.uop, **kwargs)
     span = high - low
-    if span <= 2**32: offset = (random_words(t.numel(), t.device).cast(U64) * span) >> 32
-    else: offset = random_u64(t.numel(), t.device) % span
+    if span <= 2**32: offset = (random_words(cls, t.numel(), t.device).cast(U64) * span) >> 32
+    else: offset = random_u64(cls, t.numel(), t.device) % span
     # low + offset in uint64 wraps to the right two's-complement value for a negative low
     out = (offset + low % 2**64).cast(dt)
-    return Tensor(out.reshape(shape).contiguous().uop, **kwargs)
+    return cls(out.reshape(shape).contiguous().uop, **kwargs)
 
-  @staticmethod
-  def uniform(*shape, low: float = 0.0, high: float = 1.0, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def uniform(cls, *shape, low: float = 0.0, high: float = 1.0, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
     """Uniform in [low, high)."""
     lo, hi = _finite(low, "uniform low"), _finite(high, "uniform high")
     dt = _float_dtype(dtype, "uniform")
-    u = Tensor.rand(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32, contiguous=False)
-    return Tensor((u * (hi - lo) + lo).cast(dt).contiguous().uop, **kwargs)
+    u = cls.rand(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32, contiguous=False)
+    return cls((u * (hi - lo) + lo).cast(dt).contiguous().uop, **kwargs)
 
-  @staticmethod
-  def normal(*shape, mean: float = 0.0, std: float = 1.0, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
+  @classmethod
+  def normal(cls, *shape, mean: float = 0.0, std: float = 1.0, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
     """Normal with the given mean and standard deviation."""
     mean, std = _finite(mean, "normal mean"), _finite(std, "normal std")
     if std < 0: raise ArgumentValueError(f"normal std must be >= 0, got {std}")
     dt = _float_dtype(dtype, "normal")
-    z = Tensor.randn(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32)
-    return Tensor((z * std + mean).cast(dt).uop, **kwargs)
+    z = cls.randn(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32)
+    return cls((z * std + mean).cast(dt).uop, **kwargs)
 
   def rand_like(self: Tensor, **kwargs) -> Tensor:
     dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
-    return Tensor.rand(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
+    return self.rand(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
 
   def randn_like(self: Tensor, **kwargs) -> Tensor:
     dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
-    return Tensor.randn(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
+    return self.randn(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
 
   # ---- initializers (tinygrad's definitions; fan_in is the product of the dims after the first) ----
-  @staticmethod
-  def scaled_uniform(*shape, **kwargs) -> Tensor:
+  @classmethod
+  def scaled_uniform(cls, *shape, **kwargs) -> Tensor:
     """Uniform in [-1, 1) scaled by 1/sqrt(numel)."""
     shape = shape_arg(shape)
     scale = max(math.prod(shape), 1) ** -0.5
-    return Tensor.uniform(*shape, low=-scale, high=scale, **kwargs)
+    return cls.uniform(*shape, low=-scale, high=scale, **kwargs)
 
-  @staticmethod
-  def glorot_uniform(*shape, **kwargs) -> Tensor:
+  @classmethod
+  def glorot_uniform(cls, *shape, **kwargs) -> Tensor:
     """Uniform in +-sqrt(6 / (fan_in + fan_out)), fan_out the first dim (Glorot & Bengio, 2010)."""
     shape = shape_arg(shape)
     bound = math.sqrt(6 / max(shape[0] + _fan_in(shape, "glorot_uniform"), 1))
-    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+    return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
-  @staticmethod
-  def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> Tensor:
+  @classmethod
+  def kaiming_uniform(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
     """Uniform in +-gain * sqrt(3 / fan_in) with gain sqrt(2 / (1 + a**2)) (He et al., 2015; a is the leaky slope)."""
     shape = shape_arg(shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + _finite(a, "a") ** 2)) / math.sqrt(max(_fan_in(shape, "kaiming_uniform"), 1))
-    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+    return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
-  @staticmethod
-  def kaiming_normal(*shape, a: float = 0.01, **kwargs) -> Tensor:
+  @classmethod
+  def kaiming_normal(cls, *shape, a: float = 0.01, **kwargs) -> Tensor:
     """Normal with std gain / sqrt(fan_in), gain sqrt(2 / (1 + a**2))."""
     shape = shape_arg(shape)
     std = math.sqrt(2.0 / (1 + _finite(a, "a") ** 2)) / math.sqrt(max(_fan_in(shape, "kaiming_normal"), 1))
-    return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+    return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training), zero each element with probability p and scale the rest by 1/(1-p); else self."""
     p = _finite(p, "dropout p")
     if not 0 <= p <= 1: raise ArgumentValueError(f"dropout p must be in [0, 1], got {p}")
-    if not Tensor.training or p == 0: return self
+    if not self.training or p == 0: return self
     if p == 1: return self.zeros_like()
-    keep = Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p
+    keep = self.rand(*self.shape, device=self.device, contiguous=False) >= p
     return keep.where(self, 0) * (1 / (1 - p))

@@ -1,5 +1,5 @@
 """Scans and sorting: cumsum, cumprod, cummax, cummin, logcumsumexp, sort, argsort, topk. Part of the Tensor frontend:
-ScanMixin's methods join Tensor in tensor/tensor.py.
+ScanMixin is a base class of Tensor (tensor/tensor.py); this module needs nothing of tensor.py to load.
 
 A scan of n elements reduces, for each output, the window of the elements up to it (sliding windows of the input padded
 with the op's identity, tensor/movement.windows): n * n work for n up to BLOCK, then blockwise (scans inside blocks of
@@ -9,12 +9,13 @@ places each at its rank: n * n work per row.
 """
 from __future__ import annotations
 import math
-from typing import Callable
-from runtime.dtype import dtypes
+from typing import TYPE_CHECKING, Callable
+from runtime.dtype import dtypes, least_upper_float
 from tensor.errors import ShapeError, as_int, axis_arg
 from tensor.movement import windows
 from tensor.random import iota
-from tensor.tensor import Tensor, least_upper_float
+
+if TYPE_CHECKING: from tensor.tensor import Tensor
 
 BLOCK = 256
 
@@ -49,6 +50,7 @@ def _same(xi: Tensor, xj: Tensor) -> Tensor:
 
 class ScanMixin:
   """Tensor's scans and sorts (torch's and tinygrad's names; like tinygrad, cummax/cummin give the values only)."""
+  __slots__ = ()
 
   def cumsum(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
     """Running sums along axis; ints and bools add up as sum does (int32 for small ints)."""
@@ -74,12 +76,12 @@ class ScanMixin:
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along dim, stably: equal values keep their order; nan last (first when descending)."""
     axis = axis_arg(dim, self.shape, "sort dim")
-    if self.ndim == 0: return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+    if self.ndim == 0: return self, self.zeros((), dtype=dtypes.int32, device=self.device)
     x = self.transpose(axis, -1) if axis != self.ndim - 1 else self                     # (..., n)
     n = x.shape[-1]
-    if n == 0: idx = Tensor.zeros(*x.shape, dtype=dtypes.int32, device=self.device)
+    if n == 0: idx = self.zeros(*x.shape, dtype=dtypes.int32, device=self.device)
     else:
-      pos = iota(n, dtypes.int32, self.device)
+      pos = iota(type(self), n, dtypes.int32, self.device)
       xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)                                           # (..., n, 1), (..., 1, n)
       earlier = pos.reshape(1, n) < pos.reshape(n, 1)                                     # j < i
       rank = (_before(xi, xj, descending) | (_same(xi, xj) & earlier)).sum(-1).contiguous()  # (..., n): where x[i] goes

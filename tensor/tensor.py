@@ -1,55 +1,51 @@
 """Tensor: the user-facing array. Every op builds a lazy UOp graph (runtime/uop.py); `realize()` schedules it into
 kernels (tensor/engine), lowers and runs them. First layer of the pipeline: Tensor -> UOp graph -> schedule -> kernels.
-This file is the core (creation, host I/O, movement, elementwise ops, reductions, matmul); topic modules add the rest
-as mixins copied onto Tensor at the end (random.py, elementwise.py, creation.py, movement.py, scan.py, indexing.py).
+This file is the core (creation, host I/O, movement, elementwise ops, reductions, matmul); topic modules hold the rest as
+mixin classes Tensor derives from (autograd.py, functional/, random.py, elementwise.py, creation.py, movement.py, scan.py,
+indexing.py), and the live tensors: what the engine's realize returns is applied to them here (rewire).
 """
 from __future__ import annotations
 import math, weakref
 from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
-from runtime.dtype import DTYPE_NAMES, DType, PtrDType, dtypes, least_upper_dtype, least_upper_float
+from runtime.dtype import DType, dtypes, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
+from runtime.helpers import LRU
 from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from rules.substitute import substitute
+from runtime.rewrite import graph_rewrite
 from tensor import symbolic_sizes
-from tensor.engine.schedule_cache import buffer_chain, chain_step
+from tensor.engine.realize import realize_held
+from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_map
+from tensor.engine.state import ENGINE, Engine
+from tensor.engine.storage import device_node as _device, realized_buffer
 from tensor.autograd import AutogradMixin
+from tensor.creation import CreationMixin
+from tensor.elementwise import ElementwiseMixin
 from tensor.functional import FunctionalMixin
 from tensor.functional.matmul import packed_matmul, panel_tile
 from tensor.errors import (TensorError, ShapeError, AxisError, DTypeError, ArgumentTypeError, ArgumentValueError, ConstantOverflowError,
-                           DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits)
+                           DeviceMismatchError, flat_args, axis_arg, axes_arg, pads_arg, check_fits, to_dtype, broadcast_shape)
+from tensor.indexing import IndexingMixin
+from tensor.movement import MovementMixin, broadcast_pair as _broadcast
+from tensor.random import RandomMixin
+from tensor.scan import ScanMixin
 
-__all__ = ["Tensor", "TensorError", "buffers", "buffer_uop", "to_dtype"]
+__all__ = ["Tensor", "TensorError", "buffer_uop", "to_dtype", "broadcast_shape", "realize", "kernelize", "rewire", "live_tensors"]
 
-_unique = [0]
 # module names for what each op and each realize reads: `Ops.X` costs about 0.3 us in Python 3.11
-_BUFFER, _UNIQUE, _DEVICE, _VOID = Ops.BUFFER, Ops.UNIQUE, Ops.DEVICE, dtypes.void
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
 # a size: an int, or a bound Variable or an int expression of them (one TinyJit capture for every value): tensor/symbolic_sizes.py
 _size_arg = symbolic_sizes.size_arg
-
-def _new_unique() -> UOp:
-  _unique[0] += 1
-  return uop(_UNIQUE, _VOID, (), _unique[0])
-
-def _device(name: str) -> UOp: return uop(_DEVICE, _VOID, (), name)
-
-# the host-side memory behind BUFFER UOps: the engine reads it when it runs kernels
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+# the frontend runs on the process's engine: its storage holds the tensors' buffers, unique ids and the live tensors, its
+# chains the op chains of `x * 2 + 1` (tensor/engine/state.py)
+_storage = ENGINE.storage
+_new_unique, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains.step, ENGINE.chains.of_buffer
 
 def buffer_uop(buf: Buffer) -> UOp:
   """A BUFFER UOp standing for an existing Buffer."""
-  u = uop(Ops.BUFFER, buf.dtype, (_new_unique(), _device(buf.device)), buf.size)
-  buffers[u] = buf
-  return u
-
-def to_dtype(x: Any) -> DType:
-  """A tensor dtype from a DType, its name ("float32", "int") or a numpy type; TypeError for anything else."""
-  if isinstance(x, DType) and not isinstance(x, PtrDType) and x.count == 1 and x is not dtypes.void: return x
-  if isinstance(x, str) and isinstance(DTYPE_NAMES.get(x), DType) and DTYPE_NAMES[x] is not dtypes.void: return DTYPE_NAMES[x]
-  if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
-    try: return dtypes.from_numpy(x)
-    except TypeError: pass
-  raise ArgumentTypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
+  return _storage.buffer_uop(buf)
 
 def _int_dtype_for(lo: int, hi: int, what: str) -> DType:
   """The default int (int32) when [lo, hi] fits it, else int64 (as torch and numpy pick); OverflowError beyond."""
@@ -61,19 +57,23 @@ def _acc_dtype(d: DType) -> DType:
   """The dtype a sum or product of `d` accumulates in: half and bfloat16 in float32 (then cast back), others in themselves."""
   return dtypes.float32 if d in (dtypes.float16, dtypes.bfloat16) else d
 
-# a Python number broadcast to a shape, by (its CONST node, the shape): a loop of `x * 0.5 + 1` builds these nodes once
-_broadcasts: dict[tuple[UOp, tuple], UOp] = {}
+# Two interning tables of pure values (each entry a function of its key alone, the nodes hash-consed), so one for the
+# process; the ones used last are kept. A Python number broadcast to a shape, by (its CONST node, the shape): a loop of
+# `x * 0.5 + 1` builds these nodes once
+_broadcasts: LRU = LRU(256)
 # what `x + number` combines x with, by (the number's class, the number, x's dtype, device, shape): (the dtype the op computes
 # in, the number's node broadcast to the shape); a loop of `x * 0.5 + 1` looks each number up once per op
-_numbers: dict[tuple, tuple[DType, UOp]] = {}
+_numbers: LRU = LRU(1024)
+_dict_get = dict.get  # LRU.get's lookup without its Python frame (and without refreshing the entry: helpers.LRU)
 
-class Tensor(AutogradMixin, FunctionalMixin):
+# the topic mixins after FunctionalMixin: a name both define is FunctionalMixin's (gelu(approximate=)); none defines a name
+# Tensor defines itself, nor one another topic mixin defines (tests/tensor/test_errors.py checks both)
+class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, CreationMixin, MovementMixin, ScanMixin, IndexingMixin):
   """A lazy n-dimensional array on a device: `Tensor([1, 2, 3])`, `Tensor.ones(2, 3)`, `(a @ b).relu().numpy()`."""
   # _trace: (uop, OpChain, leaf) while uop is a chain of ops on the realized buffer `leaf` (tensor/engine/schedule_cache.py),
   # which lets realize look its schedule up without walking the graph; None otherwise (or stale, once uop changed)
   __slots__ = ("uop", "requires_grad", "grad", "_trace", "__weakref__")
   training: bool = False
-  _live: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None, requires_grad: bool | None = None):
     self.requires_grad, self.grad, self._trace = requires_grad, None, None
@@ -95,11 +95,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
       arr = _to_numpy(data, dtype)
       dt = dtype or dtypes.from_numpy(arr.dtype)
       host = Buffer("PYTHON", arr.size, dt, arr.astype(dtypes.to_numpy(dt), copy=False) if dt is not dtypes.bfloat16 else _to_bf16(arr))
-      u = buffer_uop(host)
+      u = _storage.buffer_uop(host)
       if dev != "PYTHON": u = uop(Ops.COPY, dt, (u, _device(dev)))
       if arr.shape != (arr.size,): u = uop(Ops.RESHAPE, dt, (u,), arr.shape)
       self.uop = u
-    Tensor._live.add(self)
+    _live_add(_ref(self, _live_remove))
 
   # ---- properties ----
   @property
@@ -151,8 +151,7 @@ class Tensor(AutogradMixin, FunctionalMixin):
     shape = symbolic_sizes.shape_arg(shape, "empty shape")
     dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
     n = math.prod(dim_max(d) for d in shape)  # a symbolic shape's storage holds its largest size; the first numel() elements are the data
-    u = uop(Ops.BUFFER, dt, (_new_unique(), _device(dev)), n)
-    buffers[u] = Buffer(dev, n, dt)
+    u = _storage.new_buffer(dt, n, dev)
     return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
   @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | None = None,
@@ -184,24 +183,25 @@ class Tensor(AutogradMixin, FunctionalMixin):
   # ---- realizing and host I/O ----
   def kernelize(self, *others: Tensor) -> Tensor:
     """Schedule this tensor (and others) into kernels, leaving KERNEL/ASSIGN nodes in the graph; nothing runs yet."""
-    from tensor.engine.schedule import kernelize
     kernelize([self, *others])
     return self
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and others): schedule, compile and run the kernels. Returns self."""
-    (_engine_realize or _load_engine())([self, *others])
+    if others: realize([self, *others])
+    else:  # realize() as below, for one tensor: the eager path
+      chain = (tr[1], tr[2]) if (tr := self._trace) is not None and tr[0] is self.uop else None
+      with ENGINE.lock:
+        if (becomes := realize_held([self.uop], ENGINE, chain)): rewire(becomes)
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
     # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
     # its values are read (the seeds print y.item() before loss.gradient(x)), as tinygrad's numpy() leaves it
-    u = self.uop
-    if (u.src[0] if u.op is Ops.RESHAPE else u) not in buffers: u = self.contiguous().realize().uop
-    base = u.src[0] if u.op is Ops.RESHAPE else u
-    return buffers[base], base
+    buffers = _storage.buffers
+    if (base := realized_buffer(self.uop)) is None or base not in buffers: base = realized_buffer(self.contiguous().realize().uop)
+    return buffers[base], base  # type: ignore[index]
   def is_realized(self) -> bool:
     """Whether this tensor is a whole realized buffer (what assign and __setitem__ write into)."""
-    u = self.uop
-    return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+    return realized_buffer(self.uop) is not None
   def numpy(self) -> np.ndarray:
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
@@ -378,12 +378,11 @@ class Tensor(AutogradMixin, FunctionalMixin):
     c = uop(Ops.CONST, dt, (_device(u.device),), cast_value(other, dt))  # type: ignore[arg-type]
     shape = u.shape
     if not shape: return (self if dt is u.dtype else self.cast(dt)), c
-    if (b := _broadcasts.get((c, shape))) is None:
+    if (b := _dict_get(_broadcasts, (c, shape))) is None:
       # the number broadcast to the tensor's shape, built as the nodes reshape and expand would build; kept for the next
       # `x + 1` of this shape, which then makes no new nodes
       b = uop(Ops.RESHAPE, dt, (c,), (1,) * len(shape))
       if any(d != 1 for d in shape): b = uop(Ops.EXPAND, dt, (b,), shape)
-      if len(_broadcasts) >= 256: _broadcasts.clear()
       _broadcasts[(c, shape)] = b
     return (self if dt is u.dtype else self.cast(dt)), b
   def _bound_variable_operands(self, v: UOp, reverse: bool) -> tuple[Tensor, Tensor]:
@@ -406,17 +405,15 @@ class Tensor(AutogradMixin, FunctionalMixin):
       # a number met before with a tensor of this dtype, device and shape: its broadcast node (a zero float is not looked up:
       # 0.0 == -0.0 as keys, and they are two constants)
       key = (other.__class__, other, u.dtype, u.device, u.shape)
-      if (known := _numbers.get(key)) is None:
+      if (known := _dict_get(_numbers, key)) is None:
         a, c = self._number_operand(other)
-        if other or other.__class__ is int:
-          if len(_numbers) >= 1024: _numbers.clear()
-          _numbers[key] = (a.uop.dtype, c)
+        if other or other.__class__ is int: _numbers[key] = (a.uop.dtype, c)
       else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
       # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
       t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
       # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
-      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, chain_step(tr[1], op, reverse, out, c), tr[2])
-      elif u.op is _BUFFER: t._trace = (r, chain_step(buffer_chain(u), op, reverse, out, c), u)
+      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, _chain_step(tr[1], op, reverse, out, c), tr[2])
+      elif u.op is _BUFFER: t._trace = (r, _chain_step(_buffer_chain(u), op, reverse, out, c), u)
       return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
@@ -725,18 +722,66 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
   floordiv = div.ne(0).where(fl, zero_sign.cast(a.dtype))
   return b.eq(0).where(a / b, floordiv), mod
 
-# tensor/engine/realize.py's realize, once imported (it imports this module, so not at the top)
-_engine_realize = None
+# ---- the live tensors, and what realizing does to them ----
 
-def _load_engine():
-  global _engine_realize
-  from tensor.engine.realize import realize
-  _engine_realize = realize
-  return realize
+# the live set's own set and callback (the engine's storage holds it: scheduling and memory planning read the graphs live
+# tensors hold): WeakSet.add is a Python method, and every op makes a tensor (nothing iterates the set while an op runs, so
+# the guard add() keeps for removals during iteration is not needed here)
+_live_add, _live_remove, _ref = _storage.live.data.add, _storage.live._remove, weakref.ref
 
-# Tensor._live's own set and callback: WeakSet.add is a Python method, and every op makes a tensor (nothing iterates the set
-# while an op runs, so the guard add() keeps for removals during iteration is not needed here)
-_live_add, _live_remove, _ref = Tensor._live.data.add, Tensor._live._remove, weakref.ref
+def live_tensors() -> list[Tensor]:
+  """The live tensors, as a snapshot (other threads keep making tensors meanwhile: see Storage.live_roots)."""
+  return _storage.live_holders()
+
+def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
+  """Compute these tensors: the engine schedules, compiles and runs what their graphs need, then every live tensor whose
+  graph shared the work is pointed at the results, all under the engine's lock. `engine`: one on this frontend's storage
+  (ENGINE, or an Engine(storage=ENGINE.storage) with caches of its own)."""
+  _check_storage(engine, "realize")
+  chain = chain_of(tensors[0]) if len(tensors) == 1 else None
+  with engine.lock:
+    if (becomes := realize_held([t.uop for t in tensors], engine, chain)): rewire(becomes)
+
+def chain_of(t: Tensor) -> tuple | None:
+  """(OpChain, its leaf BUFFER) when t was made by a chain of number ops on one realized buffer and its graph is still that
+  chain's (schedule_cache.OpChain: its schedule is found without a walk), else None."""
+  return (tr[1], tr[2]) if (tr := t._trace) is not None and tr[0] is t.uop else None
+
+def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
+  """Replace the computations behind these tensors (and the pending tensors reading the old value of what they assign) with
+  KERNEL nodes, leaving ASSIGN(BUFFER, KERNEL) in their graphs; nothing runs."""
+  _check_storage(engine, "kernelize")
+  with engine.lock: rewire(kernelize_map([t.uop for t in tensors], engine)[1])
+
+def _check_storage(engine: Engine, what: str) -> None:
+  if engine.storage is not _storage:
+    raise ArgumentValueError(f"{what} with an engine on another storage: the tensors' buffers are ENGINE's (tensor/engine/state.py); "
+                             "an engine of its own for them is Engine(storage=ENGINE.storage)")
+
+def rewire(becomes: dict[UOp, UOp]) -> None:
+  """Point every live tensor that uses a replaced node at its replacement (what the engine returns as what became what).
+  One look at each live tensor: realized ones (a BUFFER, or a reshape of one) are passed over at once, so the cost is small
+  per tensor, though it grows with their number."""
+  BUFFER, RESHAPE, get = _BUFFER, _RESHAPE, becomes.get
+  hit: dict[UOp, UOp] = {}  # the replaced nodes some live tensor is
+  pending: list[Tensor] = []  # the other live tensors not realized
+  for r in _storage.live.data.copy():  # a snapshot, as live_tensors() takes
+    if (t := r()) is None: continue
+    u = t.uop
+    if (n := get(u)) is not None:
+      t.uop = hit[u] = n
+      t._trace = None  # it named the graph replaced (and kept it alive)
+    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
+    else: pending.append(t)
+  if not pending: return
+  # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
+  # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
+  inner = {**hit, **{k: v for k, v in becomes.items() if is_kernelized(k)}}
+  # tensors whose graphs use a replaced node: rewritten together, sharing the work
+  stale = [t for t in pending if any(x in inner for x in t.uop.toposort(gate=_gate))] if inner else []
+  if stale:
+    graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
+    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop, t._trace = n, None
 
 def _tensor(u: UOp) -> Tensor:
   """A Tensor of a node, without __init__'s look at its argument (an op's result: one per op)."""
@@ -744,41 +789,3 @@ def _tensor(u: UOp) -> Tensor:
   t.uop, t.requires_grad, t.grad, t._trace = u, None, None, None
   _live_add(_ref(t, _live_remove))
   return t
-
-def _broadcast(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-  if a.shape == b.shape: return a, b
-  n = max(a.ndim, b.ndim)
-  sa, sb = (1,) * (n - a.ndim) + a.shape, (1,) * (n - b.ndim) + b.shape
-  out = []
-  for x, y in zip(sa, sb):
-    if x != y and x != 1 and y != 1: raise ShapeError(f"shapes {a.shape} and {b.shape} can't broadcast together")
-    out.append(y if x == 1 else x)
-  return a.reshape(sa).expand(tuple(out)), b.reshape(sb).expand(tuple(out))
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-  """numpy's broadcast of several shapes; ShapeError naming them when they don't broadcast."""
-  n = max((len(s) for s in shapes), default=0)
-  out = [1] * n
-  for s in shapes:
-    for i, d in enumerate((1,) * (n - len(s)) + tuple(s)):
-      if d != 1 and out[i] not in (1, d): raise ShapeError(f"shapes {', '.join(map(str, shapes))} can't broadcast together")
-      if d != 1: out[i] = d
-  return tuple(out)
-
-# ---- Tensor's methods by topic: each topic module holds a mixin class whose methods are copied onto Tensor here ----
-def _mix_in(mixin: type) -> None:
-  for name, value in vars(mixin).items():
-    if name.startswith("__") and name.endswith("__"): continue
-    if name in vars(Tensor): raise TypeError(f"{mixin.__name__}.{name} would replace Tensor's own {name}")  # defined twice
-    # a base class of Tensor (the nn-functional mixin) owns what it defines, e.g. gelu(approximate=): it is not shadowed
-    if any(name in vars(c) for c in Tensor.__mro__[1:] if c is not object): continue
-    setattr(Tensor, name, value)
-
-# the topic modules import Tensor from here, so they come after it  # noqa: E402
-from tensor.random import RandomMixin  # noqa: E402
-from tensor.elementwise import ElementwiseMixin  # noqa: E402
-from tensor.creation import CreationMixin  # noqa: E402
-from tensor.movement import MovementMixin  # noqa: E402
-from tensor.scan import ScanMixin  # noqa: E402
-from tensor.indexing import IndexingMixin  # noqa: E402
-for _m in (RandomMixin, ElementwiseMixin, CreationMixin, MovementMixin, ScanMixin, IndexingMixin): _mix_in(_m)

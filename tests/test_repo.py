@@ -35,3 +35,14 @@ def test_tensor_never_imports_lark_or_dslc():
           "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('lark', 'dslc'))\nassert not bad, bad")
   r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "DEV": "PYTHON"})
   assert r.returncode == 0, r.stderr
+
+@pytest.mark.skipif(shutil.which("git") is None or not os.path.exists(os.path.join(ROOT, ".git")), reason="needs git and a git checkout")
+def test_gitattributes_mark_exactly_the_generated_rules():
+  # rules/X.py is generated from rules/X.rules; the hand-written helpers beside them (rules/X_helpers.py) are not
+  files = sorted(f for f in os.listdir(os.path.join(ROOT, "rules")) if f.endswith(".py"))
+  r = subprocess.run(["git", "check-attr", "linguist-generated", "--", *(f"rules/{f}" for f in files)], cwd=ROOT, capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  marked = {line.split(":")[0]: line.rsplit(": ", 1)[1] for line in r.stdout.splitlines()}
+  for f in files:
+    generated = os.path.exists(os.path.join(ROOT, "rules", f[:-3] + ".rules"))
+    assert marked[f"rules/{f}"] == ("true" if generated else "false"), f

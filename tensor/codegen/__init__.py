@@ -1,26 +1,36 @@
-"""Codegen: a kernel AST (from the scheduler) -> a lowered kernel -> a linear program. Third stage of the pipeline.
+"""Codegen: a kernel AST (from the scheduler) -> a lowered kernel -> a linear program -> the device's program, for a
+Target (tensor/codegen/target.py: the device's renderer, vector caps and cost model). Third stage of the pipeline.
 
-  rangeify   loops over the output; AT(x, idx) pushed down to loads       rules/rangeify.rules
-  symbolic   index arithmetic simplified                                 rules/symbolic.rules
-  float32    float16/bfloat16 arithmetic computed in float32               rules/float_compute.rules
-  opts       an Opt list: vectors, tiles, partials, stash (not NOOPT)      tensor/codegen/opt.py, rules/opt.rules
-  lower      reductions become accumulators                              rules/lower.rules
-  linearize  one list of UOps in execution order                         tensor/codegen/linearize.py
-Python here only drives the passes; every rewrite is a rule.
+  rangeify        loops over the output; AT(x, idx) pushed down to loads     rules/rangeify.rules
+  symbolic        index arithmetic simplified                               rules/symbolic.rules
+  float_compute   float16/bfloat16 arithmetic computed in float32            rules/float_compute.rules
+  opts            an Opt list: vectors, tiles, partials, stash (not NOOPT)   tensor/codegen/opt.py, rules/opt.rules
+  expand          the upcast and unrolled loops' lanes made explicit        rules/expand.rules
+  decompositions  exp2, log2, ... as polynomials (vector targets)           rules/decompositions.rules
+  vectorize       lanes grouped into the target's vectors                   rules/vectorize.rules
+  lower           reductions become accumulators                            rules/lower.rules
+  linearize       one list of UOps in execution order                       tensor/codegen/linearize.py
+  render          the target's renderer; threads from its cost model       tensor/renderer/, tensor/codegen/cost.py
+The Opt list is the heuristic's (tensor/codegen/heuristic.py) unless given: BEAM search (tensor/codegen/beam.py) calls this
+module, never the other way round. Python here only drives the passes; every rewrite is a rule.
 """
 from __future__ import annotations
+import hashlib
 from dataclasses import dataclass, field
 from runtime.dtype import DType, PtrDType, dtypes
-from runtime.helpers import BEAM, NOOPT, SPEC
+from runtime.helpers import DEBUG, NOOPT, SPEC
 from runtime.ops import GroupOp, Ops
+from runtime.profile import scope
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_ident, dim_max
 from tensor.codegen import spec
+from tensor.codegen.cost import estimate
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, apply_opts
+from tensor.codegen.target import Target, target_for
 
-__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "Program", "kernel_name"]
+__all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "program", "render", "Program", "kernel_name", "estimate", "Target", "target_for"]
 
 class CodegenContext:
   """Counters for fresh RANGE and accumulator ids, the kernel's index type, and the memos the rules keep."""
@@ -89,21 +99,19 @@ def rangeify_simplified(ast: UOp) -> tuple[UOp, CodegenContext]:
     sink = graph_rewrite(rangeify(ast, ctx), symbolic, name="symbolic")
   return sink, ctx
 
-def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, device: str = "CPU") -> tuple[UOp, list[Opt]]:
-  """The lowered kernel of a kernel AST for a device, and the Opt list applied to it: `opts` when given, else the heuristic's
-  (tensor/codegen/heuristic.py) unless opt is False or NOOPT=1 (opt=True forces it)."""
+def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = None, opt: bool | None = None) -> tuple[UOp, list[Opt]]:
+  """The lowered kernel of a kernel AST for a target (by default the CPU's), and the Opt list applied to it: `opts` when
+  given (BEAM's), else the heuristic's (tensor/codegen/heuristic.py) unless opt is False or NOOPT=1 (opt=True forces it)."""
   from rules.expand import expanded
   from rules.lower import lower
   from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
+  if target is None: target = target_for("CPU")
   if SPEC: spec.check(ast, "kernel", "the kernel AST codegen takes")
   sink, ctx = rangeify_simplified(ast)
   sink = float_compute(sink)
-  caps = vector_caps(device)
+  caps = target.caps
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
-  if opts is None and optimize and BEAM >= 1 and device != "PYTHON":
-    from tensor.codegen.beam import beam_opts
-    opts = beam_opts(ast, device, int(BEAM))  # it lowers its candidates through here with `opts` given
   if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
   opts, threads = split_threads(opts)
   if opts:
@@ -123,7 +131,7 @@ def lower_kernel(ast: UOp, opt: bool | None = None, opts: list | None = None, de
   if SPEC: spec.check(sink, "program", "the lowered kernel")
   return sink, opts + threads
 
-# an Opt of this kind caps the kernel's threads at its amount (the renderer reads THREADS): BEAM's way to keep a kernel on
+# an Opt of this kind caps the kernel's threads at its amount (cost.parallel_loops reads it): BEAM's way to keep a kernel on
 # one thread when the cost model of runtime/threads.py would split it; the loops' Opts ignore it
 THREADS_OPT = "THREADS"
 
@@ -144,12 +152,6 @@ def float_compute(sink: UOp) -> UOp:
   from rules.float_compute import float_compute as widen, unmark
   return graph_rewrite(graph_rewrite(sink, widen, name="float compute"), unmark, name="unmark")
 
-def vector_caps(device: str):
-  """The vector ops a device's renderer has (None: scalars only, as the PYTHON interpreter)."""
-  if device == "PYTHON": return None
-  from tensor.renderer.cstyle import cpu_vector_caps
-  return cpu_vector_caps()
-
 def shared_outer(sink: UOp) -> dict[UOp, frozenset]:
   """For each reduce RANGE, the loops around every REDUCE over it. Upcast lanes share reduce loops (one loop updating
   several accumulators); a lane that does not use an outer loop still sits in it, so its accumulator must reset there."""
@@ -161,10 +163,10 @@ def shared_outer(sink: UOp) -> dict[UOp, frozenset]:
       for r in q.src[1:]: out[r] = out.get(r, frozenset()) | scope(q, memo)
   return out
 
-def full_rewrite_to_sink(ast: UOp, opt: bool | None = None) -> UOp:
+def full_rewrite_to_sink(ast: UOp, opt: bool | None = None, target: Target | None = None) -> UOp:
   """The lowered kernel of a kernel AST: STOREs to INDEXed DEFINE_GLOBALs of values computed from LOADs, in loops.
-  opt=None applies the default optimizations unless NOOPT=1; True/False force them on or off."""
-  return lower_kernel(ast, opt)[0]
+  opt=None applies the default optimizations unless NOOPT=1; True/False force them on or off. For the CPU unless `target`."""
+  return lower_kernel(ast, target, opt=opt)[0]
 
 @dataclass
 class Program:
@@ -180,8 +182,6 @@ class Program:
   vars: list[UOp] = field(default_factory=list)
   opts: list = field(default_factory=list)
 
-_names: dict[str, int] = {}
-
 def global_size(ast: UOp) -> tuple[int, ...]:
   """The output loop sizes of a kernel (its output shape without size-1 dims), as DEBUG=2 prints them."""
   return tuple(dim_max(d) for d in ast.src[0].src[1].shape if d != 1) or (1,)  # a symbolic size at its maximum
@@ -195,22 +195,44 @@ def base_name(ast: UOp) -> str:
   return ("r_" if red else "E_") + "_".join(dim_ident(d) for d in dims)
 
 def kernel_name(ast: UOp) -> str:
-  """base_name, numbered from the second kernel of that name in this process (E_4n2)."""
-  base = base_name(ast)
-  n = _names.get(base, 0) + 1
-  _names[base] = n
-  return base if n == 1 else f"{base}n{n}"
+  """base_name and `n` with four hex digits of a digest of the AST (E_4n1c3f): a function of the kernel alone, the same in
+  every process and in any order of compiles, and two kernels of one shape (t * 2 and t + 7) are told apart."""
+  return f"{base_name(ast)}n{hashlib.sha256(ast_text(ast).encode()).hexdigest()[:4]}"
 
-def estimate(uops: list[UOp]) -> tuple[int, int]:
-  """(operations, bytes moved) of a linear program, counting loop trip counts. ALU ops count lane by lane (a vector op is
-  one per lane, a fused multiply-add two), so the work of a kernel does not depend on the vector width it was built for."""
-  ops = mem = 0
-  mult = [1]
-  for u in uops:
-    if u.op is Ops.RANGE: mult.append(mult[-1] * (u.src[0].arg if u.src[0].op is Ops.CONST else 1))
-    elif u.op is Ops.END and len(mult) > 1: mult.pop()
-    elif u.op in (Ops.LOAD, Ops.STORE):
-      dt = u.dtype if u.op is Ops.LOAD else u.src[1].dtype
-      mem += mult[-1] * dt.itemsize
-    elif u.op in GroupOp.ALU: ops += mult[-1] * u.dtype.count * (2 if u.op is Ops.MULACC else 1)
-  return ops, mem
+def ast_text(ast: UOp) -> str:
+  """The AST written out: one line per node (op, dtype, arg, tag, source numbers), sources first (kernel names and the
+  cache keys of programs and BEAM's choices are digests of it)."""
+  index: dict[UOp, int] = {}
+  lines = []
+  for u in ast.toposort():
+    index[u] = len(index)
+    lines.append(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|{u.tag!r}|{','.join(str(index[s]) for s in u.src)}")
+  return "\n".join(lines)
+
+def render(target: Target, name: str, uops: list[UOp], opts: list) -> object:
+  """A linear program in the target's language, its outer loops on the threads the target's cost model gives them (at most
+  the THREADS Opt's amount, when `opts` holds one)."""
+  parallel = target.cost.parallel_loops(uops, thread_cap(opts)) if target.renderer.threads else None
+  return target.renderer.render(name, uops, parallel)
+
+def program(ast: UOp, target: Target, name: str | None = None, opts: list | None = None) -> Program:
+  """A kernel AST lowered, linearized and rendered for a target: its Program (named `name`, by default kernel_name). `opts`:
+  the Opt list to apply (BEAM's), else the heuristic's unless NOOPT=1. DEBUG=3 prints the AST and the opts, 4 the
+  rendered program, 5 the linear UOps; PROFILE gives each stage a span."""
+  name = name or kernel_name(ast)
+  sink, applied = lower_kernel(ast, target, opts)
+  if DEBUG >= 3:
+    print(f"--- {name} AST ---\n{ast}")
+    print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in applied) or 'none'}")
+  with scope("linearize", "codegen"): uops = linearize(sink)
+  if DEBUG >= 5:
+    print(f"--- {name} lowered UOps ---")
+    at = {u: i for i, u in enumerate(uops)}
+    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
+  with scope("render", "codegen"): src = render(target, name, uops, applied)
+  if DEBUG >= 4: print(src if isinstance(src, str) else f"({target.device} program: {len(uops)} uops)")
+  ops, mem = target.cost.estimate(uops)
+  n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
+  return Program(name, uops, src, target.device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR],
+                 opts=applied)
+

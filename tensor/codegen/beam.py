@@ -16,18 +16,19 @@ against the heuristic's.
 """
 from __future__ import annotations
 import hashlib, json, math, time
-from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from runtime import kernel_cache
 from runtime.dtype import PtrDType, dtypes
-from runtime.helpers import DEBUG, Context, getenv
+from runtime.helpers import DEBUG, getenv
 from runtime.ops import Ops
 from runtime.threads import THREADS, max_threads
 from runtime.uop import UOp
-from tensor.codegen import THREADS_OPT, base_name, float_compute, lower_kernel, rangeify_simplified, split_threads, thread_cap, vector_caps
+from tensor.codegen import THREADS_OPT, ast_text, base_name, float_compute, linearize, lower_kernel, rangeify_simplified, render, split_threads
 from tensor.codegen.heuristic import applies
 from tensor.codegen.opt import Opt, OptError, apply_opts, lanes_of, output_loops, reduce_loops, trip_count
+from tensor.codegen.program_cache import code_version
+from tensor.codegen.target import Target
 
 UPCASTS = (2, 3, 4, 8, 16)   # lanes an output loop may become (those that divide it)
 UNROLLS = (2, 4, 8, 16)      # partial accumulators a reduction loop may become
@@ -41,24 +42,23 @@ MAX_ROUNDS = getenv("BEAM_ROUNDS", 8)
 MAX_LANES = getenv("BEAM_MAX_LANES", 256)
 FORMAT = "1"                 # part of every key: a change of the stored layout makes new entries
 
-# (key) -> the chosen list, for this process; the disk holds it for the next ones
-_chosen: dict[str, list[Opt]] = {}
-# what the searches of this process did (tests count compiles: a list taken from the cache compiles nothing)
+# what the searches of this process did, like GlobalCounters (tests count compiles: a list taken from the cache compiles
+# nothing); the chosen lists themselves are kept on the target (Target.searched) and on disk
 stats = {"searches": 0, "compiles": 0, "cache_hits": 0}
 
-def beam_opts(ast: UOp, device: str, amount: int) -> list[Opt]:
-  """The fastest Opt list BEAM=amount finds for a kernel AST on a device (from the cache when a search ran before)."""
-  key = cache_key(ast, device, amount)
-  if (opts := _chosen.get(key)) is None and (opts := _load(key)) is not None: stats["cache_hits"] += 1
+def beam_opts(ast: UOp, target: Target, amount: int) -> list[Opt]:
+  """The fastest Opt list BEAM=amount finds for a kernel AST on a target (from the caches when a search ran before)."""
+  key = cache_key(ast, target, amount)
+  if (opts := target.searched.get(key)) is None and (opts := _load(key)) is not None: stats["cache_hits"] += 1
   if opts is None:
-    opts = search(ast, device, amount)
+    opts = search(ast, target, amount)
     kernel_cache.store_data(key, json.dumps([list(o) for o in opts]).encode())
-  _chosen[key] = opts
+  target.searched[key] = opts
   return opts
 
-def cache_key(ast: UOp, device: str, amount: int) -> str:
-  from tensor.engine.program_cache import ast_text, code_version, machine
-  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), machine(device), code_version()]
+def cache_key(ast: UOp, target: Target, amount: int) -> str:
+  device = target.device
+  parts = ["beam", FORMAT, ast_text(ast), device, str(amount), str(int(THREADS)), target.machine(), code_version()]
   if device != "PYTHON":
     from runtime.ops_cpu import cflags, compiler_version, native_target
     parts += [" ".join(cflags()), compiler_version(), native_target()]
@@ -88,15 +88,15 @@ def actions(sink: UOp) -> list[Opt]:
   if max_threads() > 1: out.append(Opt(THREADS_OPT, 0, 1))  # one thread, whatever the cost model says
   return out
 
-def search(ast: UOp, device: str, amount: int) -> list[Opt]:
+def search(ast: UOp, target: Target, amount: int) -> list[Opt]:
   from tensor.codegen.heuristic import hand_coded_opts
   start = time.perf_counter()
   stats["searches"] += 1
   sink, ctx = rangeify_simplified(ast)
   sink = float_compute(sink)  # as lower_kernel sees it
-  heuristic = hand_coded_opts(sink, vector_caps(device))
+  heuristic = hand_coded_opts(sink, target.caps)
   first_id = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
-  bench = _Bench(ast, device)
+  bench = _Bench(ast, target)
   beam = bench.time([[], heuristic])
   if not beam: return heuristic  # nothing compiled (a kernel the searcher can't run): the default
   for _ in range(MAX_ROUNDS):
@@ -119,9 +119,10 @@ def search(ast: UOp, device: str, amount: int) -> list[Opt]:
   return opts
 
 class _Bench:
-  """Lowers, compiles and times Opt lists of one kernel on buffers of its sizes; each distinct source is timed once."""
-  def __init__(self, ast: UOp, device: str):
-    self.ast, self.device = ast, device
+  """Lowers, compiles and times Opt lists of one kernel on buffers of its sizes (through codegen and the target's compiler);
+  each distinct source is timed once."""
+  def __init__(self, ast: UOp, target: Target):
+    self.ast, self.target = ast, target
     self.bufs: list | None = None
     self.vals: tuple = ()
     self.srcs: dict[tuple, str] = {}     # Opt list -> its source ("" when it does not apply)
@@ -148,29 +149,26 @@ class _Bench:
     return [(o, self.times[s]) for o in cands if (s := self.srcs.get(tuple(o))) and self.times.get(s, math.inf) < math.inf]
 
   def _render(self, opts: list[Opt]) -> tuple[str, list]:
-    from tensor.codegen.linearize import linearize
-    from tensor.renderer.cstyle import render_c
-    try: sink, _ = lower_kernel(self.ast, opts=opts, device=self.device)
+    try: sink, _ = lower_kernel(self.ast, self.target, opts)
     except OptError: return "", []
     except Exception as e:  # noqa: BLE001  a candidate the lowering can't take is skipped, not the user's program stopped
       if DEBUG >= 2: print(f"beam: {opts} does not lower: {type(e).__name__}: {e}")
       return "", []
     uops = linearize(sink)
-    with Context(THREADS=cap) if (cap := thread_cap(opts)) is not None else nullcontext(): return render_c("beam_kernel", uops), uops
+    return render(self.target, "beam_kernel", uops, opts), uops  # type: ignore[return-value]
 
   def _compile(self, src: str):
-    from runtime.device import CompileError, Device
-    try: return Device[self.device].program(src, "beam_kernel")
+    from runtime.device import CompileError
+    try: return self.target.compile(src, "beam_kernel")
     except CompileError: return None
 
   def _buffers(self, uops: list) -> None:
-    from runtime.device import Buffer
     rng = np.random.default_rng(0)
     self.bufs = []
     for u in sorted((u for u in uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg):
       assert isinstance(u.dtype, PtrDType)
       dt = u.dtype.base.scalar
-      b = Buffer(self.device, max(1, u.dtype.size), dt)
+      b = self.target.allocate(max(1, u.dtype.size), dt)
       a = b.as_array()
       # floats in [-1, 1); integers 1 (a loaded index stays in bounds, a loaded divisor is not zero)
       if dtypes.is_float(dt) and dt is not dtypes.bfloat16: a[:] = rng.uniform(-1, 1, a.shape).astype(a.dtype)

@@ -9,7 +9,7 @@ from runtime.uop import UOp
 
 # the seeds' debug colours: global blue, local light blue, reduce red, upcast yellow, unroll purple, group green
 AXIS_COLORS = {"global": "blue", "local": "cyan", "reduce": "red", "upcast": "yellow", "unroll": "magenta", "group": "green"}
-_NAME = re.compile(r"([A-Za-z]+)_([0-9]+(?:_[0-9]+)*)(n[0-9]+)?")
+_NAME = re.compile(r"([A-Za-z]+)_([0-9]+(?:_[0-9]+)*)(n[0-9a-f]+)?")  # E_4_8n1c3f: kind, dims, the digest (codegen.kernel_name)
 
 def axis_kinds(n_dims: int, n_global: int, opts: list[tuple]) -> list[str]:
   """The kind of each dimension a kernel name lists: its output dims (global, or upcast when an UPCAST opt unrolled the
@@ -31,6 +31,7 @@ def colored_name(name: str, n_global: int, opts: list[tuple], width: int = 0) ->
   kinds = axis_kinds(len(dims), n_global, opts)
   return f"{m.group(1)}_" + "_".join(colored(d, AXIS_COLORS[k]) for d, k in zip(dims, kinds)) + (m.group(3) or "") + pad
 
+# the number of GRAPH files this process wrote (they are numbered in order): a debug tool's counter, not engine state
 _written = 0
 
 def graph_out(root: UOp, name: str) -> None:

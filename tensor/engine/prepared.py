@@ -20,11 +20,11 @@ from runtime.helpers import GlobalCounters
 from runtime.ops import Ops, cast_value
 from runtime.uop import UOp, uop, with_facts
 from tensor.engine.memory import MemoryPlan, plan_memory
-from tensor.tensor import Tensor, _device, _new_unique, buffers
+from tensor.engine.storage import Storage, device_node
 
 BUFFER = Ops.BUFFER
 _clock = time.perf_counter
-_table, _ref = buffers.data, weakref.ref
+_ref = weakref.ref
 
 class Call:
   """One kernel of a prepared schedule: `at` are its buffers (output first) as places in the run's buffer list; `fn` the
@@ -87,17 +87,18 @@ class Prepared:
     one = len(after_paths) == 1 and len(after_paths[0]) == 1 and not after.steps and not after.fixed
     self.direct = (after_paths[0][0], after.results[0]) if one else None
 
-  def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:
+  def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], storage: Storage,
+          topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:
     """Make the outputs, run the kernels, and return what the graph's nodes are now (the kernelize result with the
     kernels run: their buffers); None, having run nothing, when a live tensor holds a node that becomes a planned output.
     The nodes are found at their places in the graph's walk (topo), or without one from the roots by their paths (any
-    graph of the recipe's key has them at the same places and paths)."""
+    graph of the recipe's key has them at the same places and paths). The buffers are the storage's."""
     if self.watch:
-      held = {t.uop for r in Tensor._live.data.copy() if (t := r()) is not None}
+      held = set(storage.live_roots())
       watched = [topo[p] for p in self.watch] if topo is not None else [_at(roots, p) for p in self.watch_paths]
       if any(u in held for u in watched): return None
     # the weak table's own dict: its methods' Python frames cost as much as the lookups (the jit reads it the same way)
-    table, remove = _table, buffers._remove
+    table, remove, new_unique = storage.buffers.data, storage.buffers._remove, storage.new_unique
     bufs = [table[_ref(slots[i])] for i in self.inputs]
     values = list(slots)
     blocks = [Buffer(device, nbytes, dtypes.uint8).ensure_allocated() for device, nbytes in self.blocks] if self.blocks else None
@@ -109,7 +110,7 @@ class Prepared:
         continue
       dtype, size, device, dev = spec
       b = Buffer(device, size, dtype).ensure_allocated()
-      u = with_facts(uop(BUFFER, dtype, (_new_unique(), dev), size), (size,), device)
+      u = with_facts(uop(BUFFER, dtype, (new_unique(), dev), size), (size,), device)
       table[_ref(u, remove)] = b
       values.append(u)
       bufs.append(b)
@@ -137,7 +138,7 @@ def _paths(roots: tuple[UOp, ...], nodes: list[UOp]) -> dict[UOp, tuple[int, ...
     if u.op is not BUFFER: stack.extend((s, (*path, j)) for j, s in reversed(list(enumerate(u.src))))
   return out
 
-def prepare(recipe: Any, shape: Any, variant: tuple, entry_of) -> Prepared:
+def prepare(recipe: Any, shape: Any, variant: tuple, entry_of, storage: Storage) -> Prepared:
   """The Prepared of a recipe or a launcher (schedule_cache.py): its launches are each (AST, value numbers), or for a
   launcher (template AST, value numbers, the source of each parameter: the form's constant j or (value,), the bound
   Variables' values). entry_of(ast, device, template) gives (runner, program, values) for an AST (template: a launcher's
@@ -150,7 +151,7 @@ def prepare(recipe: Any, shape: Any, variant: tuple, entry_of) -> Prepared:
   calls = []
   for launch in launches:
     ast, at = launch[0], launch[1]
-    device = device_of.get(at[0]) or buffers[slots[at[0]]].device
+    device = device_of.get(at[0]) or storage.buffers[slots[at[0]]].device
     kat = tuple(place[i] for i in at)
     if len(launch) == 2 or launch[2] is None:  # a recipe's kernel, or a launcher's copy: its values are fixed
       calls.append(Call(kat, *entry_of(ast, device, False)))
@@ -173,7 +174,7 @@ def prepare(recipe: Any, shape: Any, variant: tuple, entry_of) -> Prepared:
     dtype, size, device = outputs[v - n_slots]
     typed = any(c.cfunc is None and place[v] in c.at for c in calls)
     views[v - n_slots] = (k, dtype, size, device, typed)
-  specs = tuple(None if n_slots + j in plan.placement else (*spec, _device(spec[2])) for j, spec in enumerate(outputs))
+  specs = tuple(None if n_slots + j in plan.placement else (*spec, device_node(spec[2])) for j, spec in enumerate(outputs))
   # the nodes the run points at their results, and the watched ones, by their paths from the roots (shape is walked: topo)
   nodes = [shape.topo[p] for p in recipe.after.positions]
   paths = _paths(shape.roots, nodes + [shape.topo[p] for p in recipe.watch])

@@ -9,31 +9,30 @@ totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 
 """
 from __future__ import annotations
 import atexit, time
-from contextlib import nullcontext
 from typing import Callable
-from runtime.device import Buffer, Device
+from runtime.device import Buffer
 from runtime.profile import PROFILE, kernel_run, scope
 from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import BEAM, DEBUG, NOOPT, Context, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.kernelize import parametrize
 from rules.kernelize_helpers import Params, param_index
-from tensor.codegen import Program, estimate, global_size, kernel_name, lower_kernel, thread_cap
-from tensor.codegen.linearize import linearize
-from tensor.engine import program_cache
+from tensor.codegen import Program, kernel_name, program
+from tensor.codegen import program_cache
+from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.prepared import Prepared, prepare
-from tensor.engine.schedule import apply_becomes, is_kernelized, kernelize_map, live_tensors, lookup, new_output_buffer, target_buffer
-from tensor.engine.schedule_cache import Launcher, new_buffers, resolved, walked
+from tensor.engine.schedule import is_kernelized, kernelize_map, lookup, new_output_buffer
+from tensor.engine.schedule_cache import Launcher, OpChain, kernel_buffers, new_buffers, resolved, walked
 from tensor.engine.state import ENGINE, Engine
-from tensor.tensor import Tensor, buffers
+from tensor.engine.storage import base_buffer, realized_buffer
 
 class Runner:
   """Something that runs on buffers: a compiled kernel, or a copy."""
@@ -70,33 +69,17 @@ class CopyRunner(Runner):
     dst, src = bufs
     dst.as_array()[:] = src.as_array()
 
-def render(device: str, name: str, uops: list[UOp]):
-  if device == "PYTHON": return uops
-  from tensor.renderer.cstyle import render_c
-  return render_c(name, uops)
-
-def get_program(ast: UOp, device: str, name: str | None = None) -> Program:
-  """Lower, linearize and render a kernel AST for a device (named `name`, by default this process's next name for its shape)."""
+def get_program(ast: UOp, device: str, name: str | None = None, engine: Engine = ENGINE) -> Program:
+  """A kernel AST lowered, linearized and rendered for a device, by codegen for the engine's target of that device (named
+  `name`, by default its kernel_name). The Opt list is BEAM's search (BEAM=n, not NOOPT) or codegen's heuristic."""
+  target = engine.target(device)
   name = name or kernel_name(ast)
   graph_out(ast, f"kernel_{name}")
   # PROFILE: a span per stage (each graph_rewrite is one too); VIZ: the rewrites inside belong to this kernel
-  with scope(f"codegen {name}", "codegen"), group(name): return _codegen(name, ast, device)
-
-def _codegen(name: str, ast: UOp, device: str) -> Program:
-  sink, opts = lower_kernel(ast, device=device)
-  if DEBUG >= 3:
-    print(f"--- {name} AST ---\n{ast}")
-    print(f"--- {name} opts: {', '.join(f'{o[0]} axis {o[1]} amount {o[2]}' for o in opts) or 'none'}")
-  with scope("linearize", "codegen"): uops = linearize(sink)
-  if DEBUG >= 5:
-    print(f"--- {name} lowered UOps ---")
-    at = {u: i for i, u in enumerate(uops)}
-    for i, u in enumerate(uops): print(f"{i:4d} {u.op!s:20s} {u.dtype!r:28s} {[at.get(s, '-') for s in u.src]} {u.arg!r}")
-  with scope("render", "codegen"), Context(THREADS=cap) if (cap := thread_cap(opts)) is not None else nullcontext(): src = render(device, name, uops)
-  if DEBUG >= 4: print(src if isinstance(src, str) else f"(PYTHON program: {len(uops)} uops)")
-  ops, mem = estimate(uops)
-  n_params = sum(1 for u in uops if u.op is Ops.DEFINE_GLOBAL)
-  return Program(name, uops, src, device, n_params, global_size(ast), ops, mem, vars=[u for u in uops if u.op is Ops.DEFINE_VAR], opts=opts)
+  with scope(f"codegen {name}", "codegen"), group(name):
+    # search calls codegen: it lowers its candidates with their Opt lists given, and its choice is lowered the same way
+    opts = beam_opts(ast, target, int(BEAM)) if BEAM >= 1 and not NOOPT and target.searchable else None
+    return program(ast, target, name, opts)
 
 def program_variant() -> tuple[bool, int, int]:
   """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
@@ -121,7 +104,7 @@ def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
     first = templates.get(tkey) if params.values else None
     if not params.bound and (first is None or first is ast):  # a kernel reading bound Variables is always a template
       if params.values: templates[tkey] = ast
-      r = compile_ast(ast, device)
+      r = compile_ast(ast, device, engine)
     else: r = BoundRunner(template_program(template, device, engine), params.values, params.bound)  # type: ignore[arg-type]
   programs[key] = r
   return r
@@ -130,45 +113,34 @@ def template_program(template: UOp, device: str, engine: Engine = ENGINE) -> Com
   """The program of a kernel compiled with its constants as parameters, compiled once per (device, template, variant): every
   BoundRunner of it, from get_runner or from a schedule-cache launcher, shares it."""
   key = (device, template, program_variant())
-  if (base := engine.programs.get(key)) is None: base = engine.programs[key] = compile_ast(template, device)
+  if (base := engine.programs.get(key)) is None: base = engine.programs[key] = compile_ast(template, device, engine)
   return base
 
 # PROGRAM_DISK_CACHE=0: lower and render every kernel in each process (the compiled object still comes from the kernel cache)
 PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
 
-def compile_ast(ast: UOp, device: str) -> CompiledRunner:
-  """Compile an AST, taking its lowered program from the disk cache when an earlier process left it there (not when the
-  lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
+def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunner:
+  """Compile an AST, taking its lowered program from codegen's disk cache when an earlier process left it there (not when
+  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
   watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
-  # the name is this process's (E_4n2 for its second E_4): part of the key, so a program from disk never renames a kernel
-  name = kernel_name(ast)
+  target = engine.target(device)
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
-  key = program_cache.program_key(ast, device, (*program_variant(), name)) if use_disk else None
+  key = program_cache.program_key(ast, target, program_variant()) if use_disk else None
   p = program_cache.load(key) if key is not None else None
   if p is None:
-    p = get_program(ast, device, name)
+    p = get_program(ast, device, engine=engine)
     if key is not None: program_cache.store(key, p)
-  return CompiledRunner(p, Device[device].program(p.src, p.name))
-
-def _buffer_of(u: UOp) -> UOp:
-  while u.op is not Ops.BUFFER: u = u.src[0]
-  return u
-
-def kernel_buffers(k: UOp) -> list[UOp]:
-  """The BUFFER nodes a KERNEL runs on, output first (its other sources are kernels it only waits for)."""
-  return [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
-
-# ---- TinyJit's capture hook (tensor/engine/jit.py): while a call is captured, its recorder is in engine.capturing (this
-# name is the process engine's list) and sees every kernel and copy run, before the buffers are allocated (an output not
-# yet allocated is one the captured call made) ----
-capturing: list = ENGINE.capturing
+  return CompiledRunner(p, target.compile(p.src, p.name))
 
 def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
-  bufs = [buffers[b] for b in kernel_buffers(k)]
+  table = engine.storage.buffers
+  bufs = [table[b] for b in kernel_buffers(k)]
   launch(get_runner(k.arg.ast, bufs[0].device, engine), bufs, engine)
 
 def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
-  """Run a kernel's runner on its buffers (output first), counting and reporting it."""
+  """Run a kernel's runner on its buffers (output first), counting and reporting it. TinyJit's capture hook (tensor/jit.py):
+  while a call is captured, its recorder is in engine.capturing and sees every kernel and copy run, before the buffers are
+  allocated (an output not yet allocated is one the captured call made)."""
   if engine.capturing: engine.capturing[0].add(runner, bufs)
   for b in bufs:
     if b._array is None: b.ensure_allocated()
@@ -195,17 +167,16 @@ def schedule_of(uops: list[UOp]) -> list[UOp]:
   sink = uop(Ops.SINK, dtypes.void, tuple(uops))
   return [u for u in sink.toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
 
-def _held_buffers(among: set[UOp], becomes: dict[UOp, UOp]) -> set[UOp]:
+def _held_buffers(among: set[UOp], becomes: dict[UOp, UOp], engine: Engine) -> set[UOp]:
   """Which of these BUFFERs live tensors hold, or will hold once the kernels scheduled for them have run (a node of their
   graph that `becomes` a kernel's output holds that output's buffer)."""
   held: set[UOp] = set()
-  for t in live_tensors():
-    u = t.uop
-    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized already: no walk
-      if (b := u if u.op is Ops.BUFFER else u.src[0]) in among: held.add(b)
+  for u in engine.storage.live_roots():
+    if (b := realized_buffer(u)) is not None:  # realized already: no walk
+      if b in among: held.add(b)
       continue
     for n in u.toposort(gate=lambda x: x not in becomes and x.op is not Ops.BUFFER and not is_kernelized(x)):
-      if n in becomes: held.add(target_buffer(becomes[n]))  # type: ignore[arg-type]
+      if n in becomes: held.add(base_buffer(becomes[n]))  # type: ignore[arg-type]
       elif n.op is Ops.BUFFER: held.add(n)
       elif is_kernelized(n): held.add(n.src[0])
   return held & among
@@ -214,71 +185,74 @@ def plan(schedule: list[UOp], outputs: set[UOp], becomes: dict[UOp, UOp] | None 
   """Place the intermediate outputs of a schedule (fresh, unallocated, kept by no live tensor) in shared blocks. `outputs`
   are buffers the tensors being realized hold: when no other buffer is a candidate, live tensors need not be looked at."""
   if NO_MEMORY_PLANNER: return MemoryPlan()
+  buffers = engine.storage.buffers
   steps = [kernel_buffers(k) for k in schedule]
   candidates = {s[0] for s in steps if s[0] in engine.fresh_buffers and not buffers[s[0]].is_allocated()} - outputs
-  plannable = candidates - _held_buffers(candidates, becomes or {}) if candidates else set()
+  plannable = candidates - _held_buffers(candidates, becomes or {}, engine) if candidates else set()
   if not plannable: return MemoryPlan()
   p = plan_memory(steps, plannable, lambda b: buffers[b].device, lambda b: buffers[b].nbytes)
   apply_plan(p, buffers, lambda b: buffers[b].device)
   return p
 
-def realize(tensors: list[Tensor], engine: Engine = ENGINE) -> None:
-  """Schedule, compile and run what these tensors need, then point them (and every live tensor sharing the work) at the
-  results. One thread at a time (engine.lock)."""
-  with engine.lock: _realize(tensors, engine)
+def realize(roots: list[UOp], engine: Engine = ENGINE, chain: tuple[OpChain, UOp] | None = None) -> dict[UOp, UOp]:
+  """Schedule, compile and run what these graph roots need. Returns what each node became (a kernel's output: its buffer),
+  for the caller to point its live tensors at. One thread at a time: it holds engine.lock (realize_held, for a caller that
+  holds it already: the frontend holds it until its tensors point at the results)."""
+  with engine.lock: return realize_held(roots, engine, chain)
 
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE  # module names: `Ops.X` costs about 0.3 us in Python 3.11
 
-def _realize(tensors: list[Tensor], engine: Engine) -> None:
-  # a tensor made by an op chain whose last realize ran prepared launches, the schedule cache unchanged since: run them again,
+def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | None = None) -> dict[UOp, UOp]:
+  """realize, for a caller holding engine.lock. `chain`: (OpChain, its leaf BUFFER) when the one root was made by a chain of
+  ops on one realized buffer (schedule_cache.OpChain): its schedule is found without a walk."""
+  # a root made by an op chain whose last realize ran prepared launches, the schedule cache unchanged since: run them again,
   # straight from the chain (no walk, no key, no lookup)
-  if len(tensors) == 1 and (trace := (t := tensors[0])._trace) is not None and trace[0] is t.uop and (ready := _chain_ready(trace[1], engine)):
-    if (done := ready.run([trace[2]], trace[1].consts, (t.uop,))) is not None:
+  if chain is not None and (ready := _chain_ready(chain[0], engine)):
+    if (done := ready.run([chain[1]], chain[0].consts, (roots[0],), engine.storage)) is not None:
       engine.schedules.hits += 1
       engine.last_plan = ready.plan
-      apply_becomes(done)
-      return
+      return done
   BUFFER, RESHAPE = _BUFFER, _RESHAPE
-  pending = [t for t in tensors if (u := t.uop).op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
-  if not pending: return
-  if GRAPH.value: graph_out(uop(Ops.SINK, dtypes.void, tuple(t.uop for t in pending)), "tensor_graph")
+  pending = [u for u in roots if u.op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
+  if not pending: return {}
+  if GRAPH.value: graph_out(uop(Ops.SINK, dtypes.void, tuple(pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's (off, as
   # when eager: no scope objects)
   if PROFILE.value or VIZ.value:
     with scope("schedule", "schedule", gap="tensor graph"), group("schedule"): found, values, pending, becomes = _schedule(pending, engine)
   else:
-    found = lookup(pending, engine)
+    found = lookup(pending, engine, chain if len(pending) == 1 else None)
     # a hit whose kernels all write new buffers (or intermediates no live tensor holds): run them, nothing else
-    if (ready := _prepared(found, engine)) is not None and (done := ready.run((s := found.shape).slots, s.consts, s.roots, s.topo)) is not None:
+    if (ready := _prepared(found, engine)) is not None and \
+        (done := ready.run((s := found.shape).slots, s.consts, s.roots, engine.storage, s.topo)) is not None:
       engine.last_plan = ready.plan
       if s.topo is None and not found.recipe.planned:  # found by an op chain (its only slot is its buffer): the next runs at once
-        pending[0]._trace[1].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[union-attr]
-      apply_becomes(done)
-      return
+        chain[0].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[index]
+      return done
     found, values, pending, becomes = _schedule(pending, engine, found)
   recipe = found.recipe
   if values is not None:
     if recipe.__class__ is Launcher: _launch_form(recipe, values, found.shape.consts, engine)  # type: ignore[union-attr]
     else:
+      buffers = engine.storage.buffers
       for ast, at in recipe.launches:  # type: ignore[union-attr]
         kbufs = [buffers[values[i]] for i in at]
         launch(get_runner(ast, kbufs[0].device, engine), kbufs, engine)
-    apply_becomes(recipe.after.run(values, found.shape.topo))  # type: ignore[union-attr]
-    return
-  roots = [becomes.get(t.uop, t.uop) for t in pending]
-  schedule = schedule_of(roots)
-  p = plan(schedule, {target_buffer(r) for r in roots} - {None}, becomes, engine)  # type: ignore[arg-type]
+    return recipe.after.run(values, found.shape.topo)  # type: ignore[union-attr]
+  outs = [becomes.get(u, u) for u in pending]
+  schedule = schedule_of(outs)
+  p = plan(schedule, {base_buffer(r) for r in outs} - {None}, becomes, engine)  # type: ignore[arg-type]
   engine.last_plan = p.summary()
   if DEBUG >= 1 and p.placement:
     print(f"memory: {len(p.placement)} intermediate buffers in {len(p.blocks)} blocks, {p.planned_bytes / 1e6:.2f} MB "
           f"instead of {p.unplanned_bytes / 1e6:.2f} MB")
   del p
   for k in schedule: run_kernel(k, engine)
-  # every kernel output is its buffer now: point live tensors from their graphs straight at the buffers, in one pass
+  # every kernel output is its buffer now: the live tensors' graphs point straight at the buffers
   done: dict[UOp, UOp] = {}
-  for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
+  for u in uop(Ops.SINK, dtypes.void, tuple(outs)).toposort(gate=lambda n: n.op is not Ops.BUFFER):
     if is_kernelized(u): done[u] = u.src[0]
-  apply_becomes({**resolved(becomes, done), **done})
+  return {**resolved(becomes, done), **done}
 
 _NO_PLAN = MemoryPlan().summary()
 
@@ -301,24 +275,23 @@ def _prepared(found, engine: Engine) -> Prepared | None:
   if (ready := recipe.prepared.get(variant)) is None:
     def entry_of(ast: UOp, device: str, template: bool) -> tuple:
       return (template_program(ast, device, engine) if template else get_runner(ast, device, engine)).entry()
-    ready = recipe.prepared[variant] = prepare(recipe, walked(found.shape), variant, entry_of)
+    ready = recipe.prepared[variant] = prepare(recipe, walked(found.shape), variant, entry_of, engine.storage)
   return ready
 
-def _schedule(pending: list[Tensor], engine: Engine, found=None) -> tuple:
+def _schedule(pending: list[UOp], engine: Engine, found=None) -> tuple:
   """(lookup, values, tensors, becomes): a schedule-cache hit with nothing to plan gives the replay's values (its kernels are
   launched on new output buffers, no kernel nodes built), anything else the kernelize result."""
   if found is None: found = lookup(pending, engine)
   if found.shape is not None and found.shape.topo is None: found = found._replace(shape=walked(found.shape))  # the launches read the walk
   if (recipe := found.recipe) is not None and recipe.launches is not None and recipe.after is not None and not recipe.planned and DEBUG.value < 1:
     engine.last_plan = _NO_PLAN
-    return found, new_buffers(recipe, found.shape, _launched_buffer), pending, None
+    # its kernels run at once: no plan to offer the new buffers to
+    return found, new_buffers(recipe, found.shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device, False)), pending, None
   return found, None, *kernelize_map(pending, engine, found)
-
-def _launched_buffer(dtype, size: int, device: str) -> UOp:
-  return new_output_buffer(None, dtype, size, device)  # its kernel runs at once: no plan to offer it to
 
 def _launch_form(launcher: Launcher, values: list, consts: tuple[UOp, ...], engine: Engine) -> None:
   """Run a launcher's kernels, each compiled once with its constants as parameters, with this graph's constant values."""
+  buffers = engine.storage.buffers
   for ast, at, sources, bound in launcher.launches:
     bufs = [buffers[values[i]] for i in at]
     device = bufs[0].device

@@ -12,7 +12,6 @@ assign waits for the kernels that read the old value). The graph rewrites themse
 """
 from __future__ import annotations
 from typing import NamedTuple
-from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
 from runtime.helpers import DEBUG, SPEC, getenv
 from runtime.kahn import dependency_order
@@ -21,12 +20,11 @@ from runtime.rewrite import graph_rewrite
 from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
-from rules.substitute import substitute
 from tensor.codegen import spec
 from tensor.engine.boundaries import recomputed_reductions
-from tensor.engine.schedule_cache import GraphShape, Launcher, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
+from tensor.engine.schedule_cache import GraphShape, Launcher, OpChain, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
-from tensor.tensor import Tensor, _device, _new_unique, buffers
+from tensor.engine.storage import base_buffer, realized_buffer
 
 class ScheduleError(Exception):
   """The graph asks for an order of kernels that can't exist (an assign whose old value is read after it)."""
@@ -40,19 +38,9 @@ class Kernel:
   def __eq__(self, other) -> bool: return isinstance(other, Kernel) and other.ast is self.ast and other.nbufs == self.nbufs
   def __repr__(self) -> str: return f"<Kernel {'COPY' if self.ast.op is Ops.COPY else 'SINK'}>"
 
-# held while scheduling, running and pointing live tensors at their results (realize from several threads runs one at a
-# time: a kernel scheduled by one thread must not run again in another, nor tensors be updated twice). The engine's lock,
-# under the name TinyJit uses
-ENGINE_LOCK = ENGINE.lock
-
 # SCHEDULE_CACHE=0 schedules every graph afresh; otherwise the schedules of the SCHEDULE_CACHE graph shapes used last are
 # kept (in the engine's `schedules`)
 SCHEDULE_CACHE = getenv("SCHEDULE_CACHE", 1024)
-
-def live_tensors() -> list[Tensor]:
-  """The live tensors, as a snapshot: other threads keep creating tensors while the engine looks (copying the weak set's
-  underlying set is one C call, so no other thread adds to it meanwhile; iterating the WeakSet itself is not safe)."""
-  return [t for r in Tensor._live.data.copy() if (t := r()) is not None]
 
 # ---- what is in memory already ----
 
@@ -72,12 +60,9 @@ def is_stored(u: UOp) -> bool:
   u = strip(u)
   return u.op is _BUFFER or is_kernelized(u)
 
-def target_buffer(u: UOp) -> UOp | None:
-  """The BUFFER behind stored data or an assign chain (None for a computed value)."""
-  while u.op in (Ops.RESHAPE, Ops.ASSIGN): u = u.src[0]
-  return u if u.op is Ops.BUFFER else None
-
-def _gate(u: UOp) -> bool: return u.op is not _BUFFER and not (u.op is _ASSIGN and u.src[1].op is _KERNEL)
+def computed(u: UOp) -> bool:
+  """Whether u is still to compute: not a BUFFER nor a kernel output (walks of a pending graph stop at stored data)."""
+  return u.op is not _BUFFER and not (u.op is _ASSIGN and u.src[1].op is _KERNEL)
 
 # ---- kernels: the part of the graph each realize point computes ----
 
@@ -126,7 +111,7 @@ def kernel_ast(x: UOp, points: set[UOp]) -> tuple[UOp, KernelContext]:
 
 def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], dict[UOp, tuple[list[UOp], list[UOp]]]]:
   """The nodes that become kernel outputs, and the region (nodes, inputs) of each one's kernel."""
-  if topo is None: topo = list(sink.toposort(gate=_gate))
+  if topo is None: topo = list(sink.toposort(gate=computed))
   points: set[UOp] = set()
   for s in sink.src:
     if not is_stored(s): points.add(strip(s))  # a reshape of a kernel's output costs nothing
@@ -175,7 +160,7 @@ def _unsafe_inplace_reads(regions: dict) -> set[UOp]:
   out: set[UOp] = set()
   for x, (nodes, _) in regions.items():
     if x.op is not Ops.ASSIGN: continue
-    target = target_buffer(x.src[0])
+    target = base_buffer(x.src[0])
     inside = set(nodes)
     same: set[UOp] = set()
     stack = [kernel_value(x)]
@@ -186,7 +171,7 @@ def _unsafe_inplace_reads(regions: dict) -> set[UOp]:
       if u.op in _SAME_INDEX: stack.extend(u.src)
     for u in nodes:
       if u in same and u.op in _SAME_INDEX: continue
-      if any(s not in inside and target_buffer(s) is target for s in u.src if s.op is not Ops.DEVICE): out.add(u)
+      if any(s not in inside and base_buffer(s) is target for s in u.src if s.op is not Ops.DEVICE): out.add(u)
   return out
 
 def _old_reads_needing_the_assign(regions: dict, points: set[UOp]) -> set[UOp]:
@@ -242,7 +227,7 @@ def _order(points: set[UOp], regions: dict, topo: list[UOp]) -> tuple[list[UOp],
 def build_kernels(sink: UOp, engine: Engine = ENGINE, made: list[UOp] | None = None) -> dict[UOp, UOp]:
   """Kernels for every realize point under sink: a map from each realize point to ASSIGN(BUFFER, KERNEL) (reshaped back).
   The BUFFERs made for kernel outputs are appended to `made`."""
-  topo = list(sink.toposort(gate=_gate))
+  topo = list(sink.toposort(gate=computed))
   points, regions = realize_points(sink, topo)
   order, extra = _order(points, regions, topo)
   becomes: dict[UOp, UOp] = {}
@@ -269,7 +254,7 @@ def build_kernels(sink: UOp, engine: Engine = ENGINE, made: list[UOp] | None = N
 
 def _output_buffer(x: UOp, engine: Engine, made: list[UOp] | None) -> UOp:
   if x.op is Ops.ASSIGN:
-    base = target_buffer(x.src[0])
+    base = base_buffer(x.src[0])
     if base is None:
       raise NotImplementedError("assign into a tensor that is not a whole realized buffer: realize it first, or assign to the whole tensor")
     return base
@@ -277,112 +262,82 @@ def _output_buffer(x: UOp, engine: Engine, made: list[UOp] | None) -> UOp:
   if made is not None: made.append(b)
   return b
 
-def new_output_buffer(engine: Engine | None, dtype: DType, size: int, device: str) -> UOp:
-  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner). Without an
-  engine it is not offered to the planner (a schedule-cache hit launches its kernels at once: nothing to plan)."""
-  b = uop(Ops.BUFFER, dtype, (_new_unique(), _device(device)), size)
-  buffers[b] = Buffer(device, size, dtype)
-  if engine is not None: engine.fresh_buffers.add(b)
+def new_output_buffer(engine: Engine, dtype: DType, size: int, device: str, plan: bool = True) -> UOp:
+  """A fresh BUFFER for a kernel's output (allocated when the kernel runs, or placed by the memory planner). Without `plan` it
+  is not offered to the planner (a schedule-cache hit launches its kernels at once: nothing to plan)."""
+  b = engine.storage.new_buffer(dtype, size, device)
+  if plan: engine.fresh_buffers.add(b)
   return b
-
-def apply_becomes(becomes: dict[UOp, UOp]) -> None:
-  """Point every live tensor that uses a replaced node at its replacement. One look at each live tensor: realized ones
-  (a BUFFER, or a reshape of one) are passed over at once, so the cost is small per tensor, though it grows with their number."""
-  if not becomes: return
-  BUFFER, RESHAPE, get = _BUFFER, _RESHAPE, becomes.get
-  hit: dict[UOp, UOp] = {}  # the replaced nodes some live tensor is
-  pending: list[Tensor] = []  # the other live tensors not realized
-  for r in Tensor._live.data.copy():  # a snapshot, as live_tensors() takes
-    if (t := r()) is None: continue
-    u = t.uop
-    if (n := get(u)) is not None:
-      t.uop = hit[u] = n
-      t._trace = None  # it named the graph replaced (and kept it alive)
-    elif u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue
-    else: pending.append(t)
-  if not pending: return
-  # inside other graphs, replace only what some live tensor is (and kernels by their buffers): an intermediate no tensor
-  # holds keeps its computation there, so a gradient taken later still sees it (it is recomputed if realized again)
-  inner = {**hit, **{k: v for k, v in becomes.items() if is_kernelized(k)}}
-  # tensors whose graphs use a replaced node: rewritten together, sharing the work
-  stale = [t for t in pending if any(x in inner for x in t.uop.toposort(gate=_gate))] if inner else []
-  if stale:
-    graphs = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in stale))
-    for t, n in zip(stale, graph_rewrite(graphs, substitute, inner, bottom_up=True, name="substitute").src): t.uop, t._trace = n, None
 
 def _reads(u: UOp) -> set[UOp]:
   """The buffers a pending graph reads (not the ones it only assigns into)."""
   out: set[UOp] = set()
-  for n in u.toposort(gate=_gate):
+  for n in u.toposort(gate=computed):
     for k, s in enumerate(n.src):
       if n.op is _ASSIGN and k == 0: continue
       b = strip(s)
       if b.op is _BUFFER: out.add(b)
   return out
 
-def pending_readers(tensors: list[Tensor]) -> list[Tensor]:
-  """Live tensors not yet computed that read a buffer these tensors assign into: they must see the old values, so they
-  are scheduled together with the assign (and run before it)."""
-  targets = {target_buffer(n.src[0]) for t in tensors for n in t.uop.toposort(gate=_gate) if n.op is _ASSIGN and not is_kernelized(n)}
+def pending_readers(roots: list[UOp], engine: Engine) -> list[UOp]:
+  """The live roots not yet computed that read a buffer these roots assign into: they must see the old values, so they are
+  scheduled together with the assign (and run before it)."""
+  targets = {base_buffer(n.src[0]) for r in roots for n in r.toposort(gate=computed) if n.op is _ASSIGN and not is_kernelized(n)}
   targets.discard(None)
   if not targets: return []
-  mine = set(map(id, tensors))
-  out = []
-  BUFFER, RESHAPE = _BUFFER, _RESHAPE
-  for t in live_tensors():
-    u = t.uop
-    if u.op is BUFFER or (u.op is RESHAPE and u.src[0].op is BUFFER): continue  # realized (most live tensors): no look further
-    if id(t) in mine or is_stored(u): continue
-    if _reads(u) & targets: out.append(t)
+  mine, out = set(roots), []
+  for u in engine.storage.live_roots():
+    if realized_buffer(u) is not None: continue  # realized (most live tensors): no look further
+    if u in mine or is_stored(u): continue
+    if _reads(u) & targets:
+      out.append(u)
+      mine.add(u)
   return out
 
-def kernelize(tensors: list[Tensor], engine: Engine = ENGINE) -> list[Tensor]:
-  """Replace the computations behind `tensors` with KERNEL nodes (nothing runs). Returns the tensors kernelized: these and
-  any pending tensors that read the old value of a buffer they assign into."""
-  with engine.lock:
-    tensors, becomes = kernelize_map(tensors, engine)
-    apply_becomes(becomes)
-    return tensors
+def kernelize(roots: list[UOp], engine: Engine = ENGINE) -> tuple[list[UOp], dict[UOp, UOp]]:
+  """Replace the computations behind these graph roots with KERNEL nodes (nothing runs): (the roots kernelized: these and
+  any pending live roots that read the old value of a buffer they assign into, what each node of their graphs becomes).
+  The caller points its live tensors at what they became (tensor/tensor.py's rewire)."""
+  with engine.lock: return kernelize_map(roots, engine)
 
 class Lookup(NamedTuple):
-  """What the schedule cache says about some tensors: the tensors to kernelize (these and the pending readers of what they
+  """What the schedule cache says about some roots: the roots to kernelize (these and the pending readers of what they
   assign), the graph's shape (None: not cached) and the recorded recipe (None: not seen yet)."""
-  tensors: list[Tensor]
+  roots: list[UOp]
   shape: GraphShape | None
   recipe: Recipe | Launcher | None
 
-def lookup(tensors: list[Tensor], engine: Engine = ENGINE) -> Lookup:
-  """Look these tensors' graph up in the schedule cache. Hold engine.lock. A tensor made by a chain of ops on one realized
-  buffer whose form was walked before is looked up by its chain's key (its shape has no topo: a miss walks it)."""
+def lookup(roots: list[UOp], engine: Engine = ENGINE, chain: tuple[OpChain, UOp] | None = None) -> Lookup:
+  """Look these roots' graph up in the schedule cache. Hold engine.lock. `chain`: (OpChain, its leaf BUFFER) when the one
+  root was made by a chain of ops on one realized buffer (schedule_cache.OpChain): when its form was walked before, it is
+  looked up by its chain's key (its shape has no topo: a miss walks it)."""
   # VIZ records each realize's rewrites: it schedules afresh (RULECOVERAGE counts rules that ever fired: a hit changes nothing)
   if not SCHEDULE_CACHE or VIZ.value: shape = None
-  else:
-    if len(tensors) == 1 and (trace := tensors[0]._trace) is not None and trace[0] is tensors[0].uop:
-      if (shape := chain_shape(trace[1], trace[0], trace[2], (MAX_KERNEL_DEPTH,))) is not None:
-        if (recipe := engine.schedules.get(shape)) is not None: return _new_lookup(Lookup, (tensors, shape, recipe))
-        return _new_lookup(Lookup, (tensors, roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), None))  # a miss: counted once
-      learn_chain(trace[1], shape := roots_shape((trace[0],), (MAX_KERNEL_DEPTH,)), trace[2])
-    else: shape = roots_shape(tuple([t.uop for t in tensors]), (MAX_KERNEL_DEPTH,))
-  readers = pending_readers(tensors) if shape is None or shape.assigns else []
+  elif chain is not None:
+    if (shape := chain_shape(chain[0], roots[0], chain[1], (MAX_KERNEL_DEPTH,))) is not None:
+      if (recipe := engine.schedules.get(shape)) is not None: return _new_lookup(Lookup, (roots, shape, recipe))
+      return _new_lookup(Lookup, (roots, roots_shape((roots[0],), (MAX_KERNEL_DEPTH,)), None))  # a miss: counted once
+    learn_chain(chain[0], shape := roots_shape((roots[0],), (MAX_KERNEL_DEPTH,)), chain[1])
+  else: shape = roots_shape(tuple(roots), (MAX_KERNEL_DEPTH,))
+  readers = pending_readers(roots, engine) if shape is None or shape.assigns else []
   if readers:
     # a schedule that depends on other live tensors (readers of an assign's old value) is not the graph's alone: never cached
-    return Lookup(tensors + readers, None, None)
-  return _new_lookup(Lookup, (tensors, shape, engine.schedules.get(shape) if shape is not None else None))
+    return Lookup(roots + readers, None, None)
+  return _new_lookup(Lookup, (roots, shape, engine.schedules.get(shape) if shape is not None else None))
 
 _new_lookup = tuple.__new__  # a NamedTuple's own constructor takes four times as long, on every realize
 
-def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[Tensor], dict[UOp, UOp]]:
-  """The tensors to kernelize (these and the pending readers of what they assign) and what each node of their graphs
-  becomes, without pointing live tensors at it (realize does that once, after running). Hold engine.lock. `found`: the
-  lookup of these tensors made already."""
-  tensors, shape, recipe = found if found is not None else lookup(tensors, engine)
-  sink = uop(Ops.SINK, dtypes.void, tuple(t.uop for t in tensors))
+def kernelize_map(roots: list[UOp], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[UOp], dict[UOp, UOp]]:
+  """The roots to kernelize (these and the pending readers of what they assign) and what each node of their graphs
+  becomes. Hold engine.lock. `found`: the lookup of these roots made already."""
+  roots, shape, recipe = found if found is not None else lookup(roots, engine)
+  sink = uop(Ops.SINK, dtypes.void, tuple(roots))
   if shape is not None: shape = walked(shape)  # found by its chain: walk it now
   if shape is not None:
     if recipe.__class__ is Recipe:  # a Launcher builds no kernel nodes: kernelize afresh
       becomes = replay(recipe, shape, lambda dtype, size, device: new_output_buffer(engine, dtype, size, device))
-      if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(tensors)} tensors")
-      return tensors, becomes
+      if DEBUG >= 1: print(f"schedule: cached, {len(recipe.outputs)} new buffers for {len(roots)} tensors")
+      return roots, becomes
     made: list[UOp] = []
     becomes = _kernelize_graph(sink, engine, made)
     engine.schedules.put(shape, record(shape, becomes, made))
@@ -390,8 +345,8 @@ def kernelize_map(tensors: list[Tensor], engine: Engine = ENGINE, found: Lookup 
   if DEBUG >= 1:
     ks = [u for u in uop(Ops.SINK, dtypes.void, tuple(becomes.values())).toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
     copies = sum(1 for k in ks if k.arg.ast.op is Ops.COPY)
-    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(tensors)} tensors")
-  return tensors, becomes
+    print(f"schedule: {len(ks)} kernels ({copies} copies) for {len(roots)} tensors")
+  return roots, becomes
 
 def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
@@ -408,4 +363,4 @@ def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[
       elif is_stored(new): becomes[orig] = new
   return becomes
 
-__all__ = ["kernelize", "Kernel", "ScheduleError"]
+__all__ = ["kernelize", "kernelize_map", "lookup", "Kernel", "ScheduleError"]

@@ -21,6 +21,7 @@ from runtime.ops import Ops
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from rules.substitute import substitute
+from tensor.engine.storage import base_buffer
 
 class GraphShape(NamedTuple):  # a NamedTuple: made on every realize, and a frozen dataclass takes a microsecond to build
   """A graph's cache key, its nodes in walk order (the keys of a result are positions in it), its slot nodes, and whether it
@@ -58,7 +59,7 @@ def roots_shape(roots: tuple[UOp, ...], extra_key: tuple = ()) -> GraphShape:
     if (i := get(u)) is not None and i >= 0: continue
     op = u.op
     if i is None:  # first met
-      if (op is EXPAND or op is RESHAPE) and (atom := _atoms.get(u) or _atom(u)) is not None:
+      if (op is EXPAND or op is RESHAPE) and (atom := _known_atom(u) or _atom(u)) is not None:
         # a number broadcast (x + 1): one entry from its memo, its constant numbered among the graph's constants
         index[u] = len(topo)
         topo.append(u)
@@ -119,23 +120,22 @@ class OpChain:
     # while the cache is unchanged since (tensor/engine/realize.py then runs them at once)
     self.ready: tuple | None = None
 
-# interned chains: (dtype, size, device) of a buffer -> its chain; (operand's chain, op, reverse, out dtype, number node) ->
-# the result's chain. Cleared when full (chains already given to tensors stay valid: their keys are plain walk keys)
-_chains: dict[tuple, OpChain] = {}
+class Chains(LRU):
+  """The engine's op chains, interned: (dtype, size, device) of a buffer -> its chain; (operand's chain, op, reverse, out dtype,
+  number node) -> the result's chain. An LRU of the `size` used last (a chain given to a tensor stays valid when evicted: its
+  key is a plain walk key, and what it kept of a schedule cache is checked against that cache's version)."""
+  # both run on every `x + number` op: they read the table with dict.get, which does not refresh an entry (helpers.LRU)
+  def of_buffer(self, b: UOp) -> OpChain:
+    """The chain of a realized buffer itself."""
+    if (c := _dict_get(self, key := (b.dtype, b.arg, b.src[1].arg))) is None: c = self[key] = OpChain()
+    return c
 
-def buffer_chain(b: UOp) -> OpChain:
-  """The chain of a realized buffer itself."""
-  if (c := _chains.get(k := (b.dtype, b.arg, b.src[1].arg))) is None:
-    if len(_chains) >= 4096: _chains.clear()
-    c = _chains[k] = OpChain()
-  return c
+  def step(self, parent: OpChain, op: Ops, reverse: bool, out, number: UOp) -> OpChain:
+    """The chain of op(operand, number broadcast) (or of op(number, operand) when reversed) from the operand's chain."""
+    if (c := _dict_get(self, key := (parent, op, reverse, out, number))) is None: c = self[key] = OpChain()
+    return c
 
-def chain_step(parent: OpChain, op: Ops, reverse: bool, out, number: UOp) -> OpChain:
-  """The chain of op(operand, number broadcast) (or of op(number, operand) when reversed) from the operand's chain."""
-  if (c := _chains.get(k := (parent, op, reverse, out, number))) is None:
-    if len(_chains) >= 4096: _chains.clear()
-    c = _chains[k] = OpChain()
-  return c
+_dict_get = dict.get
 
 def chain_shape(chain: OpChain, root: UOp, leaf: UOp, extra_key: tuple) -> GraphShape | None:
   """The GraphShape of SINK(root), a graph of the chain's form whose slot is `leaf`, without its walk (topo is None: the
@@ -152,8 +152,13 @@ def learn_chain(chain: OpChain, shape: GraphShape, leaf: UOp) -> None:
   if shape.slots == [leaf] and not shape.assigns and not shape.pending:
     chain.key, chain.form, chain.consts, chain.known = shape.key, shape.form, shape.consts, True
 # broadcast numbers seen (tensor/tensor.py keeps the nodes of `x + 1` for the next one): node -> (key fragment, its CONST or
-# None when the value is in the fragment); cleared when full
-_atoms: dict[UOp, tuple] = {}
+# None when the value is in the fragment). An interning table of pure values (the fragment is a function of the hash-consed
+# node alone), so one for the process; the 4096 used last are kept
+_atoms: LRU = LRU(4096)
+
+def _known_atom(u: UOp) -> tuple | None:
+  """_atoms' entry for u, read with dict.get (no Python frame, no refresh: helpers.LRU): the walk asks for every broadcast it meets."""
+  return _dict_get(_atoms, u)
 
 def _atom(u: UOp) -> tuple | None:
   """A chain of RESHAPE/EXPAND over a CONST on a DEVICE (a Python number broadcast to a tensor's shape): its key fragment
@@ -168,7 +173,6 @@ def _atom(u: UOp) -> tuple | None:
   if n.op is not Ops.CONST or len(n.src) != 1 or n.src[0].op is not Ops.DEVICE or n.tag is not None or n.src[0].tag is not None: return None
   abstract = n.dtype in _NUMBERS
   fragment = (EXPAND, tuple(chain), n.dtype, n.src[0].arg, None if abstract else n._key[3])
-  if len(_atoms) >= 4096: _atoms.clear()
   atom = _atoms[u] = (fragment, n if abstract else None)
   return atom
 
@@ -237,24 +241,17 @@ def _build(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], a
     number[u] = len(number)
   return Build(tuple(fixed), tuple(steps), positions, tuple(number[r] for r in roots.src))
 
-def _buffer_of(u: UOp) -> UOp:
-  while u.op is not Ops.BUFFER: u = u.src[0]
-  return u
-
 def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp], made: list[UOp], at: dict[UOp, int]) -> tuple:
   """(launches, after, planned, watch) for a graph whose kernels all come from this kernelize, or (None, None, (), ())."""
   nothing: tuple = (None, None, (), ())
   if shape.pending: return nothing
   roots = [becomes.get(r, r) for r in shape.roots]
   kernels = [u for u in uop(Ops.SINK, dtypes.void, tuple(roots)).toposort(gate=lambda n: n.op is not Ops.BUFFER) if u.op is Ops.KERNEL]
-  targets = set()
-  for r in roots:
-    while r.op in (Ops.RESHAPE, Ops.ASSIGN): r = r.src[0]
-    targets.add(r)
+  targets = {base_buffer(r) for r in roots}
   intermediates = {b for b in made if b not in targets}  # the memory planner places them
   launches = []
   for k in kernels:
-    bufs = [_buffer_of(s) for s in k.src[:k.arg.nbufs]]
+    bufs = kernel_buffers(k)
     if any(b not in number for b in bufs): return nothing
     launches.append((k.arg.ast, tuple(number[b] for b in bufs)))
   done: dict[UOp, UOp] = {}
@@ -267,6 +264,10 @@ def _after_run(shape: GraphShape, number: dict[UOp, int], becomes: dict[UOp, UOp
   after = _build(shape, number, {k: v for k, v in ran.items() if k not in watched}, at)
   if after is None: return nothing
   return tuple(launches), after, tuple(sorted(number[b] for b in intermediates)), tuple(sorted(at[k] for k in watched if k in at))
+
+def kernel_buffers(k: UOp) -> list[UOp]:
+  """The BUFFER nodes a KERNEL runs on, output first (its other sources are kernels it only waits for)."""
+  return [base_buffer(s) for s in k.src[:k.arg.nbufs]]  # type: ignore[misc]
 
 def resolved(becomes: dict[UOp, UOp], done: dict[UOp, UOp]) -> dict[UOp, UOp]:
   """`becomes` with the nodes in `done` (kernel outputs that ran: their buffers) replaced in its values, by one rewrite of
@@ -373,4 +374,4 @@ class ScheduleCache:
     self.forms.clear()
     self.hits = self.misses = 0
 __all__ = ["ScheduleCache", "GraphShape", "Recipe", "Build", "Launcher", "graph_shape", "roots_shape", "record", "replay", "new_buffers", "resolved",
-           "OpChain", "buffer_chain", "chain_step", "chain_shape", "learn_chain", "walked"]
+           "kernel_buffers", "OpChain", "Chains", "chain_shape", "learn_chain", "walked"]

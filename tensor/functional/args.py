@@ -7,10 +7,10 @@ from typing import Any
 
 # The errors are TensorErrors that are also the standard exception torch raises in the same place, so `except
 # RuntimeError` (shapes), `except ValueError` (argument values) and `except TypeError` (argument kinds) keep working.
-# They are made on first use: this package is imported while tensor/tensor.py (which defines TensorError) loads.
+# They are made on first use (functools.cache: one class per standard exception).
 @functools.cache
 def _error_class(std: type[Exception]) -> type[Exception]:
-  from tensor.tensor import TensorError
+  from tensor.errors import TensorError
   bases = (TensorError, RuntimeError, ValueError) if std is RuntimeError else (TensorError, std)
   return type({RuntimeError: "FunctionalShapeError", ValueError: "FunctionalValueError", TypeError: "FunctionalTypeError"}[std],
               bases, {"__module__": __name__})

@@ -57,9 +57,9 @@ IMPLICIT_GEMM_MIN_REDUCE = 32
 
 def vector_floats(device: str) -> int:
   """The floats in one vector register of the device the kernels compile for (the PYTHON device: an AVX2 CPU's)."""
-  from tensor.codegen import vector_caps
   from tensor.codegen.heuristic import VECTOR_CAPS
-  return max(1, (vector_caps(device) or VECTOR_CAPS).register_bytes // 4)
+  from tensor.engine.state import ENGINE
+  return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
 
 def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[int, ...], kernel: tuple[int, ...], width: int) -> bool:
   """Whether a conv runs as an implicit GEMM: enough output channels and reduction for its tile, and enough work; less
@@ -71,9 +71,8 @@ def use_implicit_gemm(bs: int, rcout: int, cin_g: int, groups: int, out: tuple[i
 
 def contiguous_backward(t: Tensor) -> Tensor:
   """t itself; its gradient is made contiguous in t's layout (a kernel boundary with that store) before it flows on."""
-  from tensor.tensor import Tensor
   from runtime.uop import uop
-  return Tensor(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
+  return type(t)(uop(Ops.CONTIGUOUS_BACKWARD, t.dtype, (t.uop,)))
 
 def implicit_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...], dilation: tuple[int, ...],
                   dtype: Any) -> Tensor:

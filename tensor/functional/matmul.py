@@ -47,9 +47,9 @@ def panel_tile(x: Tensor, w: Tensor) -> tuple[int, int] | None:
   if x.device != "CPU" or w.device != "CPU" or x.dtype is not dtypes.float32 or w.dtype is not dtypes.float32 or x.ndim < 2 or w.ndim != 2:
     return None
   if not all(isinstance(d, int) for d in (*x.shape, *w.shape)): return None
-  from tensor.codegen import vector_caps
   from tensor.codegen.heuristic import col_vectors, register_tile
-  caps = vector_caps("CPU")
+  from tensor.engine.state import ENGINE
+  caps = ENGINE.target("CPU").caps
   width = max(1, caps.register_bytes // 4)
   k, n = w.shape
   if k == 0: return None  # an empty sum: the plain path fills zeros

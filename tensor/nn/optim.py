@@ -9,14 +9,12 @@ running statistics) are not updated but are realized with the step.
 from __future__ import annotations
 import numpy as np
 from runtime.dtype import dtypes
-from runtime.ops import Ops
+from tensor.engine.storage import realized_buffer
 from tensor.tensor import Tensor
 
 def _dedup(ts: list[Tensor]) -> list[Tensor]: return list({id(t): t for t in ts}.values())
 
-def _in_memory(t: Tensor) -> bool:
-  u = t.uop
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _in_memory(t: Tensor) -> bool: return realized_buffer(t.uop) is not None
 
 def _state(value: float, shape: tuple[int, ...], device: str) -> Tensor:
   """A float32 tensor filled with value, already in memory so an update can assign to it (made on the host: no kernel)."""

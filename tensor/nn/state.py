@@ -11,8 +11,13 @@ from typing import Any
 import numpy as np
 from runtime.device import Buffer, Device
 from runtime.dtype import DType, dtypes
-from runtime.ops import Ops
-from tensor.tensor import Tensor, buffer_uop, buffers
+from tensor.engine.state import ENGINE
+from tensor.engine.storage import realized_buffer
+from tensor.parameters import get_parameters, get_state_dict
+from tensor.tensor import Tensor, buffer_uop
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
+           "file_buffer"]
 
 class SafetensorsError(ValueError):
   """A safetensors file that breaks the format, or tensors that can't be saved in it. The message names the file and the fault."""
@@ -27,34 +32,7 @@ MAX_HEADER = 100_000_000
 
 # ---- state dicts ----
 
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-  """The tensors reachable from obj by attribute, list index and dict key, named by their path: {"l1.weight": ...}."""
-  out: dict[str, Tensor] = {}
-  _collect(obj, prefix, out, set())
-  return out
-
-def _collect(obj: Any, prefix: str, out: dict[str, Tensor], seen: set[int]) -> None:
-  if isinstance(obj, Tensor):
-    out[prefix.strip(".")] = obj
-    return
-  if isinstance(obj, (str, bytes, int, float, bool, type(None))) or id(obj) in seen: return
-  seen.add(id(obj))  # an object graph with a cycle (a layer pointing back at its model) is walked once
-  if hasattr(obj, "_asdict"): obj = obj._asdict()  # namedtuple
-  elif hasattr(obj, "__dict__") and not isinstance(obj, type): obj = vars(obj)
-  if isinstance(obj, (list, tuple)):
-    for i, x in enumerate(obj): _collect(x, f"{prefix}{i}.", out, seen)
-  elif isinstance(obj, dict):
-    for k, v in obj.items(): _collect(v, f"{prefix}{k}.", out, seen)
-
-def get_parameters(obj: Any) -> list[Tensor]:
-  """Every tensor reachable from obj, each once (a weight tied to two layers counts once), in state-dict order."""
-  seen: dict[int, Tensor] = {}
-  for t in get_state_dict(obj).values(): seen.setdefault(id(t), t)
-  return list(seen.values())
-
-def _is_buffer(t: Tensor) -> bool:
-  u = t.uop
-  return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+def _is_buffer(t: Tensor) -> bool: return realized_buffer(t.uop) is not None
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, consume: bool = False, realize: bool = True) -> list[Tensor]:
   """Copy state_dict's tensors into model's (matched by name); returns the model's tensors that were loaded.
@@ -129,8 +107,7 @@ def _host_bytes(t: Tensor) -> np.ndarray:
   if t.numel() == 0: return np.zeros(0, np.uint8)
   t.realize()
   if not _is_buffer(t): t = t.contiguous().realize()
-  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  a = buffers[u].as_array()
+  a = ENGINE.storage.buffers[realized_buffer(t.uop)].as_array()
   return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
 
 # ---- reading safetensors ----
@@ -243,6 +220,5 @@ def _lazy_tensor(raw: memoryview, begin: int, end: int, dtype: DType, shape: tup
 
 def file_buffer(t: Tensor) -> FileBuffer | None:
   """The FileBuffer behind a tensor safe_load returned (None for any other tensor): tells whether it was copied in yet."""
-  u = t.uop.src[0] if t.uop.op is Ops.RESHAPE else t.uop
-  b = buffers.get(u) if u.op is Ops.BUFFER else None
+  b = ENGINE.storage.buffers.get(u) if (u := realized_buffer(t.uop)) is not None else None
   return b if isinstance(b, FileBuffer) else None

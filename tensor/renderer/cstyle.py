@@ -1,6 +1,7 @@
 """The C renderer: a linear kernel program -> one C function. The C of every UOp comes from rules/render_c.rules as pieces
 (rules/render_c_helpers.py); this driver joins them, decides which values get a variable and which are inlined, and lays out
-the file: includes, vector types, helper functions, the kernel's header and its entry point.
+the file: includes, vector types, helper functions, the kernel's header and its entry point. The loops codegen gives it
+as parallel get an OpenMP pragma (runtime/threads.py); CRenderer is the CPU target's renderer (tensor/codegen/target.py).
 """
 from __future__ import annotations
 import functools
@@ -11,6 +12,7 @@ from rules.render_c import render_c as render_rules, render_value, render_operan
 from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
 from runtime.threads import loop_bound_hint, parallel_pragma
+from tensor.renderer import Renderer
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
 # 256 bytes (wider than a register: gcc splits them), the ops C has on vectors (shifts by a constant amount, bit casts
@@ -19,7 +21,7 @@ VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG
                          frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                                     dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
 
-@functools.cache
+@functools.cache  # a fact of the machine, asked once per process
 def cpu_vector_caps() -> VectorCaps:
   """VECTOR_CAPS with the vector registers of the CPU kernels compile for (-march=native): AVX-512 has 32 of 64 bytes,
   AVX2 16 of 32, else (SSE, or a compiler that does not say) 16 of 16."""
@@ -68,33 +70,6 @@ class CContext:
       self.helpers[name] = self.join(definition)
     return name
 
-def parallel_loops(uops: list[UOp]) -> dict[UOp, int]:
-  """The outermost loops that may run on several threads, and how many each gets (runtime/threads.py's cost model on the
-  kernel's estimated work). A loop qualifies when every store inside it writes at an index using it (iterations write
-  apart) and no accumulator declared outside it is updated inside (it is not a reduction): each output is then computed
-  by one thread in the serial order, so results are bit for bit those of one thread."""
-  from runtime.threads import max_threads, threads_for
-  from tensor.codegen import estimate
-  if max_threads() <= 1: return {}
-  ops, mem = estimate(uops)
-  out: dict[UOp, int] = {}
-  depth, start, seen = 0, 0, set()
-  for i, u in enumerate(uops):
-    if u.op is Ops.RANGE:
-      if depth == 0: start = i
-      depth += 1
-    elif u.op is Ops.END:
-      depth -= 1
-      if depth: continue
-      r, inner = uops[start], uops[start + 1:i]
-      writes_apart = all(r in x.src[0].toposort() for x in inner if x.op is Ops.STORE)
-      own_accs = all(x.src[0] not in seen for x in inner if x.op is Ops.ASSIGN)
-      if writes_apart and own_accs:
-        n = threads_for(ops, mem, r.src[0].arg if r.src[0].op is Ops.CONST else None)
-        if n > 1: out[r] = n
-    if depth == 0: seen.add(u)
-  return out
-
 # an innermost loop doing at least this many vector fused multiply-adds per step (a matmul's or conv's register tile: 16 at
 # 4x64 floats) is unrolled UNROLL_TILE_STEPS times by gcc, which does not unroll at -O3 by default: matmul 1024's GEMM
 # kernel 120-128 -> 133-141 GFLOP/s on one thread (AVX-512, load 16). The same operations in the same order: the same bits
@@ -119,10 +94,20 @@ def unrolled_loops(uops: list[UOp]) -> set[UOp]:
 # ops whose value may be written where it is used (once, in the same loop) instead of getting a variable
 _INLINE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.INDEX, Ops.CONST, Ops.AFTER, Ops.VECTORIZE, Ops.GEP}
 
-def render_c(name: str, uops: list[UOp]) -> str:
-  """The C source of a linear kernel program: each UOp's pieces from the rules, laid out as one kernel and its entry point."""
+class CRenderer(Renderer):
+  """C with GCC vector extensions, for the CPU device: its vectors are the CPU's (-march=native: cpu_vector_caps) unless
+  given (a test renders for another machine's)."""
+  threads = True
+  def __init__(self, caps: VectorCaps | None = None): self._caps = caps
+  @property
+  def caps(self) -> VectorCaps: return self._caps if self._caps is not None else cpu_vector_caps()
+  def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str: return render_c(name, uops, parallel)
+
+def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str:
+  """The C source of a linear kernel program: each UOp's pieces from the rules, laid out as one kernel and its entry point.
+  `parallel`: the loops (RANGEs) to run on several threads, and how many each gets (codegen's cost model decides)."""
   ctx = CContext()
-  threads = parallel_loops(uops)
+  threads = parallel or {}
   unrolled = unrolled_loops(uops)
   uses: dict[UOp, int] = {}
   depth_of: dict[UOp, int] = {}

@@ -7,7 +7,8 @@ from runtime.helpers import Context
 from runtime.ops import Ops
 from runtime.ops_cpu import find_compiler
 from tensor import Tensor
-from tensor.codegen import beam
+from tensor.codegen import beam, target_for
+from tensor.engine.state import ENGINE
 from tensor.codegen.opt import Opt
 
 pytestmark = pytest.mark.skipif(find_compiler(required=False) is None, reason="no C compiler for the CPU device")
@@ -23,7 +24,7 @@ def small_search(monkeypatch, tmp_path):
   monkeypatch.setattr(beam, "UNROLLS", (4,))
   monkeypatch.setattr(beam, "TILES", ())
   monkeypatch.setattr(beam, "MAX_ROUNDS", 1)
-  monkeypatch.setattr(beam, "_chosen", {})
+  monkeypatch.setattr(ENGINE.target("CPU"), "searched", {})
 
 def kernel_asts(t: Tensor) -> list:
   t.kernelize()
@@ -55,16 +56,15 @@ def test_noopt_searches_nothing():
 
 def test_second_search_is_from_the_disk_cache():
   ast = kernel_asts(Tensor(rand(8, 16)) @ Tensor(rand(16, 8)))[0]
-  first = beam.beam_opts(ast, "CPU", 2)
+  first = beam.beam_opts(ast, ENGINE.target("CPU"), 2)
   assert all(isinstance(o, Opt) for o in first)
   compiles, hits = beam.stats["compiles"], beam.stats["cache_hits"]
-  beam._chosen.clear()  # as a new process: only the disk knows
-  again = beam.beam_opts(ast, "CPU", 2)
+  again = beam.beam_opts(ast, target_for("CPU"), 2)  # as a new process: only the disk knows
   assert again == first and beam.stats["compiles"] == compiles and beam.stats["cache_hits"] == hits + 1
 
 def test_cache_key_depends_on_beam_width_and_device():
   ast = kernel_asts(Tensor(rand(4, 4)) + 1)[0]
-  keys = {beam.cache_key(ast, "CPU", 2), beam.cache_key(ast, "CPU", 3), beam.cache_key(ast, "PYTHON", 2)}
+  keys = {beam.cache_key(ast, target_for("CPU"), 2), beam.cache_key(ast, target_for("CPU"), 3), beam.cache_key(ast, target_for("PYTHON"), 2)}
   assert len(keys) == 3
 
 def test_actions_apply_to_the_kernel():
@@ -93,6 +93,6 @@ def test_threads_opt_keeps_a_kernel_on_one_thread():
   with Context(THREADS=2): src = get_program(ast, "CPU").src
   assert "#pragma omp" in src
   with Context(THREADS=2, BEAM=2, NOOPT=0):
-    beam._chosen[beam.cache_key(ast, "CPU", 2)] = [Opt("THREADS", 0, 1)]  # as if a search chose it
+    ENGINE.target("CPU").searched[beam.cache_key(ast, target_for("CPU"), 2)] = [Opt("THREADS", 0, 1)]  # as if a search chose it
     p = get_program(ast, "CPU")
   assert "#pragma omp" not in p.src and p.opts == [Opt("THREADS", 0, 1)]

@@ -7,11 +7,12 @@ from runtime.device import Buffer
 from runtime.ops import Ops
 from runtime.ops_python import program
 from tensor import Tensor
-from tensor.codegen import lower_kernel, rangeify_simplified
+from tensor.codegen import lower_kernel, rangeify_simplified, target_for
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import KINDS, Opt, OptError, apply_opts, loops, trip_count
 from tensor.engine.realize import kernel_buffers, schedule_of
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None, max_examples=40)
 
@@ -25,7 +26,7 @@ def kernel_of(t: Tensor):
   return k.arg.ast, bufs
 
 def run_python(ast, bufs, opts) -> np.ndarray:
-  sink, _ = lower_kernel(ast, opts=opts, device="PYTHON")
+  sink, _ = lower_kernel(ast, target_for("PYTHON"), opts)
   out = Buffer("PYTHON", bufs[0].size, bufs[0].dtype)
   program(linearize(sink), "k")([out, *bufs[1:]])
   return out.numpy()

@@ -14,13 +14,13 @@ from runtime.helpers import Context
 from runtime.ops import Ops
 from runtime.ops_python import program
 from tensor import Tensor
-from tensor.codegen import lower_kernel, rangeify_simplified, vector_caps
+from tensor.codegen import lower_kernel, rangeify_simplified, render, target_for
 from tensor.codegen.heuristic import PARTIALS, SPLIT_MIN_BYTES, STASH_MAX_BYTES
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, OptError, apply_opt
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
-from tensor.renderer.cstyle import render_c
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 rng = np.random.default_rng(0)
 
@@ -40,16 +40,16 @@ def kinds(t: Tensor) -> list[str]: return [o.op for o in heuristic(t)]
 
 def source(t: Tensor, opts=None, threads: int = 1) -> str:
   with Context(THREADS=threads, NOOPT=0):
-    sink, _ = lower_kernel(kernel_of(t)[0], opts=opts, device="CPU")
-    return render_c("k", linearize(sink))
+    sink, applied = lower_kernel(kernel_of(t)[0], target_for("CPU"), opts)
+    return render(target_for("CPU"), "k", linearize(sink), applied)  # type: ignore[return-value]
 
 def run(t: Tensor, opts, device: str = "CPU", threads: int = 1) -> np.ndarray:
   """t's last kernel with these Opts (None: the heuristic's) on `device`, into a fresh output."""
   ast, bufs = kernel_of(t)
   with Context(THREADS=threads, NOOPT=0):
-    sink, _ = lower_kernel(ast, opts=opts, device=device)
+    sink, applied = lower_kernel(ast, target_for(device), opts)
     uops = linearize(sink)
-    prog = program(uops, "k") if device == "PYTHON" else ops_cpu.program(render_c("k", uops), "k")
+    prog = program(uops, "k") if device == "PYTHON" else ops_cpu.program(render(target_for(device), "k", uops, applied), "k")
   out = Buffer(device, bufs[0].size, bufs[0].dtype)
   prog([out, *(b if b.device == device else Buffer(device, b.size, b.dtype, b.numpy()) for b in bufs[1:])])
   return out.numpy()
@@ -263,7 +263,7 @@ def test_prefetch_lanes_one_per_cache_line():
 # ---- exp2's polynomial as vector code ----
 
 def test_softmax_exp2_is_vector_code():
-  width = vector_caps("CPU").max_bytes // 4
+  width = target_for("CPU").caps.max_bytes // 4  # type: ignore[union-attr]
   src = source(Tensor(rng.standard_normal((8, 1024)).astype(np.float32)).realize().softmax(-1))
   # the float <-> int steps of the polynomial are vector casts and shifts, not one scalar helper call per lane
   assert "bitcast_" not in src and f"((u32x{width})" in src and "<<" in src and "exp2f" not in src

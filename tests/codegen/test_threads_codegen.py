@@ -1,4 +1,4 @@
-"""Threads in generated CPU kernels (tensor/renderer/cstyle.parallel_loops, runtime/threads.py): the outermost output loop
+"""Threads in generated CPU kernels (tensor/codegen/cost.parallel_loops, runtime/threads.py): the outermost output loop
 of a big enough kernel carries an OpenMP pragma, reductions and small kernels stay serial, and results on two threads
 equal one thread's bit for bit (each output is computed by one thread in the serial order)."""
 from __future__ import annotations
@@ -50,19 +50,18 @@ def test_big_kernels_get_a_pragma_small_and_reductions_do_not():
     assert "#pragma omp" not in get_program(ast_of(x.sum()), "CPU").src  # the loop is the reduction's
   with Context(THREADS=1): assert "#pragma omp" not in get_program(ast_of(x @ x), "CPU").src
 
-def test_estimated_work_does_not_depend_on_the_vector_width(monkeypatch):
+def test_estimated_work_does_not_depend_on_the_vector_width():
   """The cost model reads the kernel's work from codegen.estimate, which counts ALU ops lane by lane: the conv above built
   for AVX-512 (16-float vectors, a taller tile) and for AVX2 (8-float vectors) estimates within 10% of its multiply-adds
   (counting a vector op once made AVX-512's half of AVX2's, and that conv alone of KERNELS got no threads there)."""
   import tensor.codegen as codegen
   from rules.vectorize_helpers import VectorCaps
-  from tensor.renderer.cstyle import VECTOR_CAPS
+  from tensor.renderer.cstyle import VECTOR_CAPS, CRenderer
   ast = ast_of(KERNELS["conv"]())
   macs = 4 * 16 * 16 * 16 * 8 * 3 * 3
   for size, registers in ((64, 32), (32, 16)):
     caps = VectorCaps(VECTOR_CAPS.ops, VECTOR_CAPS.scalars, 32, size, size, registers)
-    monkeypatch.setattr(codegen, "vector_caps", lambda device, caps=caps: caps)
-    sink, opts = codegen.lower_kernel(ast)
+    sink, opts = codegen.lower_kernel(ast, codegen.Target("CPU", CRenderer(caps)))
     ops, _ = codegen.estimate(codegen.linearize(sink))
     assert opts and 2 * macs <= ops <= 2.2 * macs, (size, opts, ops)
 

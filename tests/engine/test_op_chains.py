@@ -10,6 +10,7 @@ from tensor import Tensor
 from tensor.engine.schedule import MAX_KERNEL_DEPTH, lookup
 from tensor.engine.schedule_cache import chain_shape, roots_shape
 from tensor.engine.state import ENGINE
+from tensor.tensor import chain_of
 
 RNG = np.random.default_rng(5)
 OPS = {"add": (lambda t, c: t + c, lambda a, c: a + c), "radd": (lambda t, c: c + t, lambda a, c: c + a),
@@ -39,7 +40,7 @@ def test_a_chain_is_looked_up_without_a_walk_once_known():
   for _ in range(2): (x * 1.0001 + 0.5).realize()
   y = x * 1.0001 + 0.5
   assert chain_key(y) is not None
-  found = lookup([y], ENGINE)
+  found = lookup([y.uop], ENGINE, chain_of(y))
   assert found.recipe is not None and found.shape.topo is None  # found by the chain's key, no walk
   np.testing.assert_allclose(y.realize().numpy(), x.numpy() * np.float32(1.0001) + np.float32(0.5), rtol=1e-6)
 
@@ -50,7 +51,7 @@ def test_a_trace_is_ignored_once_the_graph_changed():
   z = y * 2
   y.realize()  # z now reads y's buffer: its graph is another one, and the trace of the old one is gone
   assert z._trace is None or z._trace[0] is not z.uop
-  assert lookup([z], ENGINE).shape.key == roots_shape((z.uop,), (MAX_KERNEL_DEPTH,)).key
+  assert chain_of(z) is None and lookup([z.uop], ENGINE, chain_of(z)).shape.key == roots_shape((z.uop,), (MAX_KERNEL_DEPTH,)).key
   np.testing.assert_array_equal(z.realize().numpy(), (np.arange(8) + 1) * 2)
 
 def test_graphs_that_differ_stay_apart():
@@ -95,7 +96,8 @@ def test_a_realized_result_keeps_no_operand_alive():
   # a trace names the graph it was made for: once the tensor is realized (or assigned) it must let that graph go, or the
   # operand's memory lives as long as the result
   import gc, weakref
-  from tensor.tensor import buffers
+  from tensor.engine.state import ENGINE
+  buffers = ENGINE.storage.buffers
   for _ in range(3):
     x = Tensor(RNG.standard_normal(4096).astype(np.float32)).realize()
     memory = weakref.ref(buffers[x.uop])

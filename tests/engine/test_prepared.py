@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from runtime.helpers import Context
 from tensor import Tensor
-from tensor.engine import prepared, realize, schedule
+from tensor.engine import prepared, schedule
 from tensor.engine.schedule_cache import Recipe
 from tensor.engine.state import ENGINE, Engine
 
@@ -41,7 +41,7 @@ def test_each_program_variant_gets_its_own_prepared_launches():
   for _ in range(2): a.sum().realize()
   with Context(NOOPT=1):
     for _ in range(2): np.testing.assert_allclose(a.sum().realize().numpy(), a.numpy().sum(), rtol=1e-4)
-  recipe = schedule.lookup([a.sum()], ENGINE).recipe  # this graph's
+  recipe = schedule.lookup([a.sum().uop], ENGINE).recipe  # this graph's
   assert recipe.__class__ is Recipe
   opts = {v[0]: [c.runner.program.opts for c in p.calls] for v, p in recipe.prepared.items()}
   assert opts[True] == [[]] and opts[False] != [[]]  # the NOOPT launches run the program without opts
@@ -84,9 +84,10 @@ def test_a_hit_leaves_intermediates_live_tensors_hold_to_the_full_path():
 
 def test_prepared_launches_are_the_engines_own():
   # an Engine of its own prepares its own launches (its programs and caches are its own)
-  mine = Engine()
+  from tensor.tensor import realize as realize_tensors
+  mine = Engine(storage=ENGINE.storage)
   a = Tensor(rand(8)).realize()
-  for _ in range(3): realize.realize([b := a * 5 - 2], mine)
+  for _ in range(3): realize_tensors([b := a * 5 - 2], mine)
   np.testing.assert_allclose(b.numpy(), a.numpy() * 5 - 2, rtol=1e-6)
   assert any(r.prepared for r in mine.schedules.recipes.values())
   assert all(c.runner in mine.programs.values() for r in mine.schedules.recipes.values() for p in r.prepared.values() for c in p.calls)

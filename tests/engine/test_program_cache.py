@@ -1,4 +1,4 @@
-"""Lowered programs on disk (tensor/engine/program_cache.py): a new process that meets a kernel an earlier process compiled
+"""Lowered programs on disk (tensor/codegen/program_cache.py): a new process that meets a kernel an earlier process compiled
 takes its program from the kernel cache and doesn't lower or render it; the key changes with the AST, NOOPT and the
 codegen's code; a damaged entry is rebuilt."""
 from __future__ import annotations
@@ -6,7 +6,10 @@ import os, subprocess, sys, textwrap
 import numpy as np
 from runtime import kernel_cache
 from tensor import Tensor
-from tensor.engine import program_cache, realize
+from tensor.codegen import program_cache
+from tensor.codegen.target import Target, target_for
+from tensor.engine import realize
+from tensor.renderer.cstyle import CRenderer
 from tensor.engine.realize import schedule_of
 from tensor.engine.schedule import kernelize_map
 
@@ -17,7 +20,7 @@ CHILD = textwrap.dedent("""
   from tensor import Tensor
   lowered = []
   real = realize.get_program
-  realize.get_program = lambda ast, device, name=None: lowered.append(1) or real(ast, device, name)
+  realize.get_program = lambda *args, **kwargs: lowered.append(1) or real(*args, **kwargs)
   x = Tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
   out = ((x * 0.5 + 1.25).exp2().sum(1) + x.max(1)).numpy()
   print(len(lowered), ' '.join(repr(float(v)) for v in out))
@@ -66,14 +69,15 @@ def test_a_damaged_entry_is_rebuilt(tmp_path):
 def test_the_key_covers_ast_device_noopt_and_code(monkeypatch):
   a = Tensor(np.ones(8, np.float32)).realize()
   asts = [ast_of(t) for t in (a * 2.0, a * 3.0, a + 2.0)]
-  keys = {program_cache.program_key(ast, "CPU", False) for ast in asts}
+  cpu = target_for("CPU")
+  keys = {program_cache.program_key(ast, cpu, False) for ast in asts}
   assert len(keys) == 3
-  k = program_cache.program_key(asts[0], "CPU", False)
-  assert k == program_cache.program_key(asts[0], "CPU", False)
-  assert k != program_cache.program_key(asts[0], "CPU", True)
-  assert k != program_cache.program_key(asts[0], "CLANG", False)
+  k = program_cache.program_key(asts[0], cpu, False)
+  assert k == program_cache.program_key(asts[0], target_for("CPU"), False)
+  assert k != program_cache.program_key(asts[0], cpu, True)
+  assert k != program_cache.program_key(asts[0], Target("CLANG", CRenderer()), False)
   monkeypatch.setattr(program_cache, "code_version", lambda: "another version of the codegen")
-  assert k != program_cache.program_key(asts[0], "CPU", False)
+  assert k != program_cache.program_key(asts[0], cpu, False)
 
 def test_encode_decode_round_trip():
   a = Tensor(np.arange(8, dtype=np.float32)).realize()
@@ -89,7 +93,7 @@ def test_python_device_programs_are_not_stored():
 
 def ast_of(t: Tensor):
   """The AST of the one kernel t is scheduled into (nothing runs)."""
-  _, becomes = kernelize_map([t])
+  _, becomes = kernelize_map([t.uop])
   (k,) = schedule_of([becomes[t.uop]])
   return k.arg.ast
 

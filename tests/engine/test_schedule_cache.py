@@ -151,7 +151,7 @@ def run_program(steps, xs: list):
   return nodes[-1] + 0.0 if tensor else nodes[-1]
 
 def kernel_asts(t: Tensor) -> list:
-  _, becomes = schedule.kernelize_map([t])
+  _, becomes = schedule.kernelize_map([t.uop])
   return [k.arg.ast for k in schedule_of([becomes.get(t.uop, t.uop)])]
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -173,8 +173,8 @@ def test_fuzz_cached_schedule_matches_a_fresh_one(steps):
 
 def test_an_engine_of_its_own_starts_empty():
   # the engine's state is one object: another engine shares no cache with the process's
-  from tensor.engine.realize import realize
-  mine = Engine()
+  from tensor.tensor import realize
+  mine = Engine(storage=ENGINE.storage)
   A = Tensor(rand(4)).realize()
   (A * 9).realize()
   out = A * 9

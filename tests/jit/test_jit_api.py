@@ -1,4 +1,4 @@
-"""tensor/engine/jit.py: TinyJit's phases, the input checks (each kind of mismatch names what differs), reset, nested capture,
+"""tensor/jit.py: TinyJit's phases, the input checks (each kind of mismatch names what differs), reset, nested capture,
 nothing captured, JIT=0 and JIT=2, DEBUG lines, methods, keyword inputs, copies, the PYTHON device."""
 import numpy as np
 import pytest
@@ -204,3 +204,26 @@ def test_a_returned_input_is_this_calls_input():
     x, y = Tensor([float(i)] * 4).realize(), Tensor([float(-i)] * 4).realize()
     a, b, c = f(x, y)
     assert a.tolist() == [2.0 * i] * 4 and b.tolist() == [-float(i)] * 4 and c.tolist() == [[-float(i)] * 2] * 2
+
+def test_a_capture_sees_the_kernels_of_its_engine():
+  # TinyJit captures through the engine it is given, the one the function realizes with: an engine of its own (caches of its
+  # own, the process's storage) shows the capture every kernel, prepared schedule-cache hits included, and a replay runs them
+  from tensor.engine.state import ENGINE, Engine
+  from tensor.tensor import realize
+  mine = Engine(storage=ENGINE.storage)
+  def step(x):
+    out = x * 3 + 1
+    realize([out], mine)
+    return out
+  jitted = TinyJit(step, engine=mine)
+  rng = np.random.default_rng(3)
+  for _ in range(4):
+    x = Tensor(rng.standard_normal(8).astype(np.float32)).realize()
+    out = jitted(x)
+    np.testing.assert_allclose(out.numpy(), x.numpy() * 3 + 1, rtol=1e-6)
+  assert len(jitted.captured.steps) == 1 and jitted.captured.engine is mine  # type: ignore[union-attr]
+  assert len(mine.programs) >= 1 and not mine.capturing and not ENGINE.capturing
+  # an engine with a storage of its own does not hold these tensors' buffers: refused, saying what to make instead
+  with pytest.raises(JitError, match="Engine.storage=ENGINE.storage."): TinyJit(step, engine=Engine())
+  from tensor.errors import ArgumentValueError
+  with pytest.raises(ArgumentValueError, match="another storage"): realize([x + 1], Engine())

@@ -4,7 +4,8 @@ random graphs captured and replayed against numpy."""
 import numpy as np
 from hypothesis import given, settings, strategies as st, HealthCheck
 from tensor import Tensor, TinyJit
-from tensor.tensor import buffers
+from tensor.engine.state import ENGINE
+buffers = ENGINE.storage.buffers
 
 def _root(b): return b.base if b.base is not None else b
 

@@ -197,7 +197,7 @@ def test_one_program_per_kernel_for_every_size():
   runners = [r for r in realize.ENGINE.programs.values()
              if isinstance(r, realize.BoundRunner) and any(v.arg[0] == "only_rows" for v in r.program.vars)]
   assert len(runners) == 6 and len({id(r.base) for r in runners}) == 2  # two kernels, each compiled once for the three sizes
-  assert sorted(r.base.program.name for r in runners[:2]) == ["E_only_rowsx2_2", "r_5_only_rows"]
+  assert sorted(r.base.program.name[:-5] for r in runners[:2]) == ["E_only_rowsx2_2", "r_5_only_rows"]  # the names less their digests
 
 def test_a_sliced_view_as_the_input():
   """x[:n] passed to the capture: realized (n rows) before the call, its Variable read from its shape."""

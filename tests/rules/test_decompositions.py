@@ -186,3 +186,16 @@ def test_gcc_vectorizes_the_decomposed_loop_only(fn, tmp_path):
     return "loop vectorized" in r.stderr
   assert vectorized(kernel(fn, 4096, dtypes.float32)[1])
   assert not vectorized(kernel(fn, 4096, dtypes.float32, decompose=False)[1])
+
+# ---- every rule fires ----
+
+# rules/float_compute.rules runs first (tensor/codegen/lower_kernel) and computes every float16 and bfloat16 ALU in
+# float32, so no half EXP2 reaches this rule set any more: the float64 rule for them is kept, not reached (the lead decides)
+UNREACHABLE = {"(EXP2 x:float16|bfloat16)": "float_compute widens half and bfloat16 EXP2 to float32 before decompositions run"}
+
+def test_every_rule_fires():
+  from fires import assert_every_rule_fires, firing, rules_of
+  with firing() as counts:
+    for fn in ("exp2", "log2"):
+      for dtype in (dtypes.float32, dtypes.float16, dtypes.bfloat16): kernel.__wrapped__(fn, 16, dtype)  # not from kernel's cache
+  assert_every_rule_fires(rules_of("rules/decompositions.rules"), counts, UNREACHABLE)

@@ -11,7 +11,8 @@ from runtime.device import Buffer, CompileError
 from runtime.dtype import dtypes
 from runtime.ops import Ops
 from tensor import Tensor
-from tensor.engine import program_cache
+from tensor.codegen import program_cache, target as codegen_target
+from tensor.codegen.target import Target, target_for
 from tensor.renderer import cstyle
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -217,13 +218,11 @@ def test_the_machine_is_in_the_key_of_lowered_programs(monkeypatch):
   a = Tensor(np.ones(64, np.float32)).realize() * 2
   a.kernelize()
   ast = next(u.arg.ast for u in a.uop.toposort() if u.op is Ops.KERNEL)
-  key = program_cache.program_key(ast, "CPU", False)
+  key = program_cache.program_key(ast, target_for("CPU"), False)
   caps = cstyle.cpu_vector_caps()
-  assert program_cache.program_key(ast, "CPU", False) == key
+  assert program_cache.program_key(ast, target_for("CPU"), False) == key
   other = dataclasses.replace(caps, register_bytes=caps.register_bytes // 2, registers=caps.registers // 2)  # AVX2 on AVX-512
-  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: other)
-  assert program_cache.program_key(ast, "CPU", False) != key
-  monkeypatch.setattr(cstyle, "cpu_vector_caps", lambda: caps)
-  n = program_cache.cores()
-  monkeypatch.setattr(program_cache, "cores", lambda: n + 1)
-  assert program_cache.program_key(ast, "CPU", False) != key
+  assert program_cache.program_key(ast, Target("CPU", cstyle.CRenderer(other)), False) != key
+  n = codegen_target.cores()
+  monkeypatch.setattr(codegen_target, "cores", lambda: n + 1)
+  assert program_cache.program_key(ast, target_for("CPU"), False) != key

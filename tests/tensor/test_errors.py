@@ -284,8 +284,21 @@ def test_torch_raises_the_same_standard_exceptions():
     with pytest.raises(std): fn()
 
 def test_topic_modules_define_each_method_once():
-  """The topic mixins are copied onto Tensor at import: one defining a name Tensor already has is refused."""
-  from tensor.tensor import _mix_in
-  class Clash:
-    def reshape(self): pass
-  with pytest.raises(TypeError, match="Clash.reshape"): _mix_in(Clash)
+  """Tensor derives from its topic mixins: none may define a name Tensor defines itself (Tensor's would hide it) nor one
+  another topic mixin defines (the first base would hide the other); a name the nn-functional mixin also defines is its
+  (gelu(approximate=)), and every mixin keeps Tensor's instances free of a __dict__."""
+  from tensor import Tensor
+  from tensor.autograd import AutogradMixin
+  from tensor.functional import FunctionalMixin
+  topics = [c for c in Tensor.__mro__[1:] if c is not object and not issubclass(FunctionalMixin, c) and c is not AutogradMixin]
+  assert {c.__name__ for c in topics} == {"RandomMixin", "ElementwiseMixin", "CreationMixin", "MovementMixin", "ScanMixin", "IndexingMixin"}
+  own = {n for n in vars(Tensor) if not n.startswith("__")}
+  seen: dict[str, str] = {}
+  for c in topics:
+    for n in vars(c):
+      if n.startswith("__"): continue
+      assert n not in own, f"{c.__name__}.{n} is hidden by Tensor's own {n}"
+      assert n not in seen, f"{c.__name__}.{n} and {seen[n]}.{n}: one hides the other"
+      seen[n] = c.__name__
+  assert Tensor.gelu is FunctionalMixin.gelu and Tensor.rand.__func__ is vars(topics[0])["rand"].__func__  # type: ignore[attr-defined]
+  assert all("__slots__" in vars(c) for c in Tensor.__mro__[1:] if c is not object) and not hasattr(Tensor([1]), "__dict__")

@@ -10,12 +10,13 @@ from runtime.helpers import Context
 from runtime.ops import Ops
 from rules.vectorize_helpers import VectorCaps
 from tensor import Tensor
-from tensor.codegen import vector_caps
+from tensor.codegen import target_for
 from tensor.codegen.heuristic import RUN_BYTES, col_vectors, register_tile
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
 from tensor.functional.matmul import MIN_MACS, column_vectors, panel_tile
 
 rng = np.random.default_rng(0)
+def vector_caps(device: str): return target_for(device).caps
 WIDTH = vector_caps("CPU").register_bytes // 4  # floats per vector register of this machine
 
 def rand(*shape) -> np.ndarray: return rng.standard_normal(shape).astype(np.float32)

@@ -41,7 +41,7 @@ def test_words_are_threefry_of_the_counter(device):
   """After manual_seed(s), the words drawn are Threefry(key=s, counter=0, 1, 2, ...), low word first, draws consecutive."""
   seed = 0x1234_5678_9ABC_DEF0
   Tensor.manual_seed(seed)
-  a, b = random_words(5, device).numpy(), random_words(4, device).numpy()     # 3 blocks, then 2
+  a, b = random_words(Tensor, 5, device).numpy(), random_words(Tensor, 4, device).numpy()     # 3 blocks, then 2
   want = []
   for j in range(5):
     v = threefry_ref(j, seed)
@@ -86,7 +86,7 @@ def test_state_lives_on_the_device():
   """A draw reads no host data: its kernel's only input is the device's state buffer, advanced by an assign (so a replay
   of the captured kernels draws fresh numbers without Python)."""
   t = Tensor.rand(10, device="CPU")
-  state = generator.state("CPU")
+  state = generator.state(Tensor, "CPU")
   buffers = [u for u in t.uop.toposort() if u.op is Ops.BUFFER]
   assert buffers == [state.uop.src[0]] and state.uop.op is Ops.ASSIGN
   t.realize()

@@ -1,6 +1,6 @@
 """Realize from several threads at once (issue 10: `Set changed size during iteration` in apply_becomes): threads realizing
 distinct graphs over shared inputs, the same lazy tensors, and graphs that build on each other's results, checked
-against numpy. Scheduling and the update of live tensors hold one lock (tensor/engine/schedule.ENGINE_LOCK).
+against numpy. Scheduling and the update of live tensors hold one lock (the engine's lock, engine.lock).
 """
 import sys, threading
 import numpy as np

@@ -175,7 +175,7 @@ print((t + 3 + 4).tolist())
 """
 
 def test_generated_code_debug4():
-  """DEBUG=4 prints the kernel: upcast by default (without NOOPT=1), four straight-line stores of val+7 (the seed's E_4n2)."""
+  """DEBUG=4 prints the kernel: upcast by default (without NOOPT=1), four straight-line stores of val+7 (the seed's E_4n2, ours E_4n and a digest)."""
   out = run_python(SEED_PROGRAM, DEBUG="4", NOOPT="0", CPU="1")
   src = out[out.index("void E_4"):]
   src = src[:src.index("\n}") + 2]

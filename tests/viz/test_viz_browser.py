@@ -2,7 +2,7 @@
 chromium-driver, which .ci/run installs when it can): pick the kernel of `Tensor([1,2,3,4]) + 3 + 4`, step through its
 symbolic rewrite with the buttons and the keyboard, check each step's graph is drawn and its rule is the .rules line, and
 save a screenshot of the step that folds 3 + 4 into 7 (a test artifact: TEST_ARTIFACTS, else a folder in /tmp)."""
-import os
+import os, re
 import pytest
 import webdriver
 from viz_helpers import ROOT
@@ -27,12 +27,13 @@ def test_step_through_the_rewrites_of_a_kernel(browser, served):
   assert b.text("#title").startswith("schedule / ")
   # open the kernel's group and pick its symbolic rewrite
   groups = b.run("return [...document.querySelectorAll('.group')].map(e => e.textContent)")
-  assert groups[0].startswith("schedule") and any(g.startswith("E_4 ") for g in groups)
-  b.click(f".group[data-group='{next(i for i, g in enumerate(groups) if g.startswith('E_4 '))}']")
+  assert groups[0].startswith("schedule") and any(g.startswith("E_4n") for g in groups)  # E_4 and a digest of its AST
+  k = next(i for i, g in enumerate(groups) if g.startswith("E_4n"))
+  b.click(f".group[data-group='{k}']")
   r = b.run("return +[...document.querySelectorAll('.rw')].find(e => e.offsetParent && e.textContent.startsWith('symbolic ')).dataset.r")
   b.click(f".rw[data-r='{r}']")
   loaded(b, r, 1)
-  assert b.text("#title") == "E_4 / symbolic"
+  assert re.fullmatch(r"E_4n[0-9a-f]{4} / symbolic", b.text("#title"))
   n = int(b.text("#stepinfo").split("/")[1].split()[0])
   b.click("#first")
   loaded(b, r, 0)

@@ -187,3 +187,23 @@ def test_kernel_layout():
     "  }", "}",
     "void k_call(void* const* bufs, const long long* ivals, const double* fvals) { k((signed char*)bufs[0], (signed char*)bufs[1], (int)ivals[0]); }",
     ""])
+
+# ---- every rule fires ----
+
+def test_every_rule_fires():
+  # each ALU op, cast and bitcast of every dtype as a program of its own (only rendered: the combinations C has no rule
+  # for raise), and the shared lowering work's kernels (tests/rules/fires.py)
+  from fires import assert_every_rule_fires, firing, lowering, rules_of
+  from runtime.ops import GroupOp
+  every = [dtypes.bool, *SINTS, *UINTS, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
+  with firing() as counts:
+    for op in GroupOp.ALU:
+      for d in every:
+        ins = [dtypes.bool, d, d] if op is Ops.WHERE else [d] * (3 if op in GroupOp.Ternary else 2 if op in GroupOp.Binary else 1)
+        try: render_c("k", program(op, dtypes.bool if op in GroupOp.Comparison else d, ins, "k"))
+        except NotImplementedError: pass
+    for a in every:
+      for b in every:
+        render_c("k", program(Ops.CAST, b, [a], "k"))
+        if a.itemsize == b.itemsize: render_c("k", program(Ops.BITCAST, b, [a], "k"))
+  assert_every_rule_fires(rules_of("rules/render_c.rules"), {**lowering(), **counts})

@@ -1,4 +1,5 @@
-"""Layering: importing runtime pulls in no other package of the project (dslc, rules, tensor) and never lark."""
+"""Importing runtime pulls in no other package of the project (dslc, rules, tensor) and never lark; its public names import.
+(tests/test_layering.py checks the layers of the whole import graph.)"""
 import json, subprocess, sys
 
 FORBIDDEN = ("dslc", "rules", "tensor", "lark")

@@ -7,7 +7,7 @@ from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.ops_cpu import find_compiler
 from tensor import Tensor
-from tensor.codegen import lower_kernel
+from tensor.codegen import lower_kernel, target_for
 
 N = 1024  # long enough for the vectorized (UPCAST) form on CPU
 DEVICES = ["PYTHON"] + (["CPU"] if find_compiler(required=False) is not None else [])
@@ -60,6 +60,10 @@ def test_lowered_alus_are_float32():
   t = a * b + c
   t.kernelize()
   ast = next(n.arg.ast for n in t.uop.toposort(gate=lambda n: n.op is not Ops.BUFFER) if n.op is Ops.KERNEL and n.arg.ast.op is Ops.SINK)
-  sink, _ = lower_kernel(ast, opt=False, device="PYTHON")
+  sink, _ = lower_kernel(ast, target_for("PYTHON"), opt=False)
   alus = [u for u in sink.toposort() if u.op in (Ops.ADD, Ops.MUL) and u.dtype.scalar in (dtypes.float16, dtypes.float32, dtypes.bfloat16)]
   assert alus and all(u.dtype.scalar is dtypes.float32 for u in alus)
+
+def test_every_rule_fires():
+  from fires import assert_every_rule_fires, lowering, rules_of
+  assert_every_rule_fires(rules_of("rules/float_compute.rules"), lowering())

@@ -1,0 +1,59 @@
+"""A Target: what codegen knows of a device, passed into lowering (tensor/codegen/__init__.py) and BEAM search
+(tensor/codegen/beam.py). A device contributes its renderer (the language, and through it what vectors give: caps), its
+cost model, and from runtime/device.py its compiler and its allocator. The engine keeps one Target per device it runs on
+(Engine.target, tensor/engine/state.py); `target_for` makes one.
+
+The devices issue adds a renderer per language (OpenCL C, CUDA C) chosen by what the device reports it can do, and a
+device's own allocator; lowering reads only `caps` and `cost`, so a new target needs no change here beyond RENDERERS.
+"""
+from __future__ import annotations
+from typing import Any, Callable
+from rules.vectorize_helpers import VectorCaps
+from runtime.device import Buffer, Device
+from runtime.dtype import DType
+from runtime.threads import cores
+from tensor.codegen.cost import CostModel
+from tensor.renderer import Renderer, UOpRenderer
+from tensor.renderer.cstyle import CRenderer
+
+class Target:
+  """A device's renderer and cost model, its compiler (source, name -> callable(buffers, values)) and allocator.
+  `searchable`: whether timing its programs tells anything about a machine (BEAM searches only there: not on an
+  interpreter). `searched`: the Opt lists BEAM chose for its kernels in this process, by search key (the disk keeps them
+  for the next processes)."""
+  def __init__(self, device: str, renderer: Renderer, cost: CostModel | None = None, searchable: bool = True):
+    self.device, self.renderer, self.cost, self.searchable = device, renderer, cost if cost is not None else CostModel(), searchable
+    self.searched: dict[str, list] = {}
+
+  @property
+  def caps(self) -> VectorCaps | None:
+    """The vector ops and widths lowering may use (None: scalars only)."""
+    return self.renderer.caps
+
+  def compile(self, src: Any, name: str) -> Callable:
+    """The device's program for a rendered kernel (the C compiler for CPU; the interpreter for PYTHON's UOp list)."""
+    return Device[self.device].program(src, name)
+
+  def allocate(self, size: int, dtype: DType) -> Buffer:
+    """A buffer of `size` elements on the device (allocated on first use)."""
+    return Buffer(self.device, size, dtype)
+
+  def machine(self) -> str:
+    """What lowering reads of the machine, for cache keys: the vector registers (AVX-512 and AVX2 programs differ) and the
+    cores a kernel's threads default to, so a cache folder shared by machines of different kinds keeps a program per kind."""
+    if (caps := self.caps) is None: return f"scalar cores={cores()}"
+    # names sorted: a frozenset's order follows string hashes, which differ between processes
+    ops, scalars = sorted(o.name for o in caps.ops), sorted(d.name for d in caps.scalars)
+    return f"{ops} {scalars} {caps.min_bytes} {caps.max_bytes} {caps.register_bytes} {caps.registers} cores={cores()}"
+
+  def __repr__(self) -> str: return f"<Target {self.device} {type(self.renderer).__name__}>"
+
+# the renderer of each device's language
+RENDERERS: dict[str, Callable[[], Renderer]] = {"CPU": CRenderer, "PYTHON": UOpRenderer}
+
+def target_for(device: str) -> Target:
+  """A Target for a device name (canonical: "CPU", "PYTHON")."""
+  device = Device.canonicalize(device)
+  return Target(device, RENDERERS[device](), searchable=device != "PYTHON")
+
+__all__ = ["Target", "target_for", "RENDERERS"]
