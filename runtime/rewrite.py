@@ -164,7 +164,7 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   if SPEC.value >= 2 and after_rewrite is not None: after_rewrite(out, label)
   return out
 
-# SPEC=2: each graph_rewrite's result is checked against the IR's spec; tensor/spec.py installs the check (runtime can't
+# SPEC=2: each graph_rewrite's result is checked against the IR's spec; tensor/codegen/spec.py installs the check (runtime can't
 # name the rules that define it)
 after_rewrite: Callable[[UOp, str], None] | None = None
 

@@ -21,6 +21,10 @@ STAGES = ("tensor", "kernel", "program", "any")
 # per stage, the nodes found allowed already (hash-consed nodes are shared by graph after graph)
 _allowed: dict[str, weakref.WeakSet] = {s: weakref.WeakSet() for s in STAGES}
 
+def forget() -> None:
+  """Forget the nodes found allowed: each is checked again (a test that counts which rules of the spec fire)."""
+  for seen in _allowed.values(): seen.clear()
+
 def _matcher(stage: str):
   from rules import spec
   return {"tensor": spec.spec_tensor, "kernel": spec.spec_kernel, "program": spec.spec_program, "any": spec.spec_any}[stage]

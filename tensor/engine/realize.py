@@ -16,7 +16,7 @@ from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, SPEC, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -121,8 +121,9 @@ PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
 
 def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunner:
   """Compile an AST, taking its lowered program from codegen's disk cache when an earlier process left it there (not when
-  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
-  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
+  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites,
+  SPEC checks its stages against the IR's spec)."""
+  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE or SPEC
   target = engine.target(device)
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
   key = program_cache.program_key(ast, target, program_variant()) if use_disk else None
