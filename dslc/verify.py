@@ -261,6 +261,6 @@ def run(args) -> int:
   print(f"{time.perf_counter() - t0:.1f} s")
   if args.json:
     with open(args.json, "w") as f:
-      json.dump({p: {"summary": summary(o), "rules": [{"line": x.rule.span.line, "status": x.status, "detail": x.detail, "seconds": round(x.seconds, 2)} for x in o]}
-                 for p, o in by_file.items()}, f, indent=1)
+      def entry(x: Outcome) -> dict: return {"line": x.rule.span.line, "status": x.status, "detail": x.detail, "seconds": round(x.seconds, 2)}
+      json.dump({p: {"summary": summary(o), "rules": [entry(x) for x in o]} for p, o in by_file.items()}, f, indent=1)
   return 1 if any(o.status == "counterexample" for outs in by_file.values() for o in outs) else 0

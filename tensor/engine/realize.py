@@ -81,10 +81,10 @@ def get_program(ast: UOp, device: str, name: str | None = None, engine: Engine =
     opts = beam_opts(ast, target, int(BEAM)) if BEAM >= 1 and not NOOPT and target.searchable else None
     return program(ast, target, name, opts)
 
-def program_variant() -> tuple[bool, int, int]:
+def program_variant() -> tuple[bool, int, int, bool]:
   """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
-  BEAM=n a heuristic one (tensor/codegen/beam.py)."""
-  return bool(NOOPT.value), int(THREADS.value), int(BEAM.value)
+  BEAM=n a heuristic one (tensor/codegen/beam.py); SPEC=1 one lowered unchecked (its lowering checks the IR's spec)."""
+  return bool(NOOPT.value), int(THREADS.value), int(BEAM.value), bool(SPEC.value)
 
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);
@@ -121,9 +121,8 @@ PROGRAM_DISK_CACHE = getenv("PROGRAM_DISK_CACHE", 1)
 
 def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunner:
   """Compile an AST, taking its lowered program from codegen's disk cache when an earlier process left it there (not when
-  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites,
-  SPEC checks its stages against the IR's spec)."""
-  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE or SPEC
+  the lowering is watched: DEBUG>=3 prints its stages, GRAPH=1 draws each kernel, VIZ and RULECOVERAGE record its rewrites)."""
+  watched = DEBUG >= 3 or GRAPH or VIZ or COVERAGE_FILE
   target = engine.target(device)
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
   key = program_cache.program_key(ast, target, program_variant()) if use_disk else None

@@ -2,6 +2,7 @@
 graph_rewrite's result checked, and every stage boundary) computes what numpy does, breaks no rule of the spec, and makes
 every rule of it fire; a rule that makes a node the spec does not allow is named, with the node, under SPEC=2 and SPEC=1;
 each stage's rule set rejects what that stage must not hold."""
+import contextlib
 import numpy as np
 import pytest
 from fires import assert_every_rule_fires, firing, given_opts, graphs, kernel_asts, rules_of
@@ -15,15 +16,22 @@ from runtime.uop import UOp, uop
 from tensor import Tensor, Variable
 from tensor.codegen import spec
 
+@contextlib.contextmanager
+def rules_tracked():
+  """The record of which rule made each node that a violation names, on for the block (and as it was after: a run under
+  SPEC has it on throughout)."""
+  from runtime import provenance
+  was = (provenance.TRACK_RULES, provenance.KEEP_REPLACED)
+  track_rules(True, keep_replaced=False)
+  try: yield
+  finally:
+    track_rules(*was)
+    forget()
+
 @pytest.fixture
 def spec2():
-  """SPEC=2 for the test, with the record of which rule made each node that a violation names."""
-  track_rules(True, keep_replaced=False)
-  try:
-    with Context(SPEC=2): yield
-  finally:
-    track_rules(False)
-    forget()
+  """SPEC=2 for the test, with the record of which rule made each node."""
+  with rules_tracked(), Context(SPEC=2): yield
 
 def test_every_rule_fires(spec2):
   """The shared graphs (tests/rules/fires.py) checked as tensor graphs, kernelized, and each kernel lowered under SPEC=2:
@@ -32,6 +40,8 @@ def test_every_rule_fires(spec2):
   spec.forget()
   with firing() as counts:
     ts = graphs() + [t for t, _ in given_opts()] + [Tensor.ones(4) * Variable("n", 1, 9).bind(5)]  # a bound variable as a value
+    kernelized = (Tensor.ones(4).contiguous() + 1).kernelize()
+    ts.append(kernelized * 2)  # a graph over a kernelized tensor: ASSIGN(BUFFER, KERNEL)
     for t in ts: spec.check(t.uop, "tensor", "a test's tensor graph")
     for ast in kernel_asts(ts):
       lower_kernel(ast)
@@ -88,14 +98,9 @@ def test_spec1_names_the_rule_at_the_next_boundary():
   with the rule that made it all the same (SPEC records which rule made each node)."""
   ns: dict = {}
   exec(compile_rules("widen.rules", source=BAD), ns)
-  track_rules(True, keep_replaced=False)
-  try:
-    with Context(SPEC=1):
-      out = graph_rewrite(UOp.variable("x", 0, 9, dtypes.int32) + 1, ns["widen"])
-      with pytest.raises(spec.SpecError) as e: spec.check(out, "program", "the lowered kernel")
-  finally:
-    track_rules(False)
-    forget()
+  with rules_tracked(), Context(SPEC=1):
+    out = graph_rewrite(UOp.variable("x", 0, 9, dtypes.int32) + 1, ns["widen"])
+    with pytest.raises(spec.SpecError) as e: spec.check(out, "program", "the lowered kernel")
   msg = str(e.value)
   assert "no rule of spec_program" in msg and "in the lowered kernel" in msg and "made by widen.rules:3: (ADD x:int32 y)" in msg, msg
 
