@@ -9,6 +9,7 @@
   python -m dslc stats WORKLOAD           run a workload (script.py or module:function) with RULESTATS=1: per-rule attempts, hits, time
   python -m dslc coverage [WORKLOAD]      run the tests (or a script) and list, per .rules file, the rules that never fired
   python -m dslc lsp                      the .rules language server, over stdio (needs pygls: pip install -e '.[tools]')
+  python -m dslc verify FILE...           prove each rule with z3: proved, counterexample, unsupported or timeout (needs z3: '.[verify]')
 """
 from __future__ import annotations
 import argparse, os, sys
@@ -141,6 +142,23 @@ def cmd_stats(args) -> int:
   save_rule_stats()  # for the language server's hover
   return 0
 
+def add_verify_arguments(p) -> None:
+  p.add_argument("files", nargs="+")
+  p.add_argument("-q", "--quiet", action="store_true", help="list only the rules not proved")
+  p.add_argument("--line", type=int, action="append", help="only the rule at this line (repeatable)")
+  p.add_argument("--rlimit", type=int, default=None, help="z3's resource limit per query: past it, a timeout")
+  p.add_argument("--json", metavar="OUT", help="also write the outcomes as JSON")
+  p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="rules verified at once, in processes (default: one per CPU)")
+
+def cmd_verify(args) -> int:
+  try: from dslc import verify
+  except ImportError as e:
+    if getattr(e, "name", "") != "z3": raise
+    print("dslc verify needs z3: pip install z3-solver (or pip install -e '.[verify]')", file=sys.stderr)
+    return 2
+  if args.rlimit is None: args.rlimit = verify.RLIMIT
+  return verify.run(args)
+
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m dslc", description="The .rules compiler.")
   sub = ap.add_subparsers(dest="cmd", required=True)
@@ -163,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
   from dslc.coverage import add_arguments
   add_arguments(sub.add_parser("coverage", help="run the tests (or a script) and list the rules that never fired"))
   sub.add_parser("lsp", help="the .rules language server over stdio (needs pygls)")
+  add_verify_arguments(sub.add_parser("verify", help="prove each rule with z3 (needs z3: pip install -e '.[verify]')"))
   args = ap.parse_args(argv)
   from dslc import coverage, lsp
   cmds = {"check": cmd_check, "compile": cmd_compile, "explain": cmd_explain, "stats": cmd_stats, "coverage": coverage.run,
-          "lsp": lambda a: lsp.main()}
+          "lsp": lambda a: lsp.main(), "verify": cmd_verify}
   try: return cmds[args.cmd](args)
   except BrokenPipeError:
     # the reader went away (`python -m dslc explain FILE | head`): stop quietly, as Python's docs advise for pipes

@@ -52,6 +52,9 @@ DEBUG, NOOPT, BEAM, JIT = ContextVar("DEBUG", 0), ContextVar("NOOPT", 0), Contex
 RULESTATS = ContextVar("RULESTATS", 0)
 # how many rewrites of one node without reaching a fixed point count as a runaway rewrite
 REWRITE_LIMIT = ContextVar("REWRITE_LIMIT", 10_000)
+# the IR's spec (tensor/codegen/spec.py, rules/spec.rules): 1 checks each graph at the pipeline's stage boundaries, 2 also after
+# every graph_rewrite
+SPEC = ContextVar("SPEC", 0)
 
 class GlobalCounters:
   """Totals since the last reset: kernels run, estimated ops and memory traffic, time in kernels."""

@@ -13,20 +13,24 @@ if TYPE_CHECKING:
   from runtime.uop import UOp
 
 TRACK_RULES: bool = bool(getenv("TRACK_RULES", 0))
+# keep the node each rule replaced (why() walks the chain back); off, only the rule is kept, and no replaced node is kept
+# alive by the record (SPEC's naming of a rule: tensor/codegen/spec.py)
+KEEP_REPLACED: bool = True
 
 # node a rule resulted in -> (the rule, the node it replaced); the first rule to produce a node is the one kept. A fact of
 # hash-consed nodes (values), so one table for the process, as the nodes are
 _made: weakref.WeakKeyDictionary[UOp, tuple[Rule, UOp]] = weakref.WeakKeyDictionary()
 
-def track_rules(on: bool = True) -> None:
-  """Turn recording on or off for the graph_rewrite calls that follow (TRACK_RULES=1 turns it on at import)."""
-  global TRACK_RULES
-  TRACK_RULES = on
+def track_rules(on: bool = True, keep_replaced: bool = True) -> None:
+  """Turn recording on or off for the graph_rewrite calls that follow (TRACK_RULES=1 turns it on at import).
+  keep_replaced=False records the rule alone: made_by() gives (rule, None) and why() names the last rule only."""
+  global TRACK_RULES, KEEP_REPLACED
+  TRACK_RULES, KEEP_REPLACED = on, keep_replaced
 
 def tracking() -> bool: return TRACK_RULES
 
 def record(made: UOp, rule: Rule, replaced: UOp) -> None:
-  if made is not replaced and made not in _made: _made[made] = (rule, replaced)
+  if made is not replaced and made not in _made: _made[made] = (rule, replaced if KEEP_REPLACED else None)
 
 def tracked_table(table: list) -> list:
   """A copy of a matcher's dispatch table whose functions record each rule that fires."""
@@ -58,6 +62,9 @@ def why(u: UOp, depth: int = 8) -> list[str]:
     while (m := _made.get(n)) is not None and id(n) not in seen:
       seen.add(id(n))
       rule, before = m
+      if before is None:  # recorded without the node it replaced (track_rules(keep_replaced=False))
+        out.extend([f"{indent}{rule.origin}: {rule.text}", f"{indent}    ->  {_short(n)}"])
+        break
       out.extend([f"{indent}{rule.origin}: {rule.text}", f"{indent}    {_short(before)}  ->  {_short(n)}"])
       n = before
       steps.append(n)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit, sys, time
 from typing import Any, Callable
 from runtime import provenance as _prov, trace as _trace
-from runtime.helpers import RULESTATS, REWRITE_LIMIT, getenv
+from runtime.helpers import RULESTATS, REWRITE_LIMIT, SPEC, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -112,7 +112,7 @@ class Matcher:
       raise err from e
     if r is None: return None
     if _trace.COVERAGE_FILE: _trace.fired(r[0])  # the C renderer's rules run here, one node at a time
-    if _prov.TRACK_RULES and r[1].__class__ is not tuple: _prov.record(r[1], r[0], u)
+    if _prov.TRACK_RULES and r[1].__class__ is UOp: _prov.record(r[1], r[0], u)  # a node (not a tuple, nor C text)
     return r[1]
 
   def __add__(self, other: Matcher) -> Matcher:
@@ -207,14 +207,19 @@ def graph_rewrite(sink: UOp, matcher: Matcher, ctx: Any = None, bottom_up: bool 
   run = _rewrite_bottom_up if bottom_up else _rewrite
   try:
     # VIZ, PROFILE, RULECOVERAGE: one check per call; off, the rules run untouched
-    if _trace.active(): return _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up)
-    return run(sink, table, ctx, label)
+    out = _trace.traced_rewrite(run, sink, table, ctx, label, bottom_up) if _trace.active() else run(sink, table, ctx, label)
   except RewriteError: raise
   except Exception as e:
     # a rule's guard, helper or result raised: named here, after the fact (nothing on the hot path)
     err = _blame(e, matcher.rules, ctx)
     if err is e: raise
     raise err from e
+  if SPEC.value >= 2 and after_rewrite is not None: after_rewrite(out, label)
+  return out
+
+# SPEC=2: each graph_rewrite's result is checked against the IR's spec; tensor/codegen/spec.py installs the check (runtime can't
+# name the rules that define it)
+after_rewrite: Callable[[UOp, str], None] | None = None
 
 class _Pending:
   # on the stack under `target`: once target is final, every node of `nodes` (`node`, the one the walk met, first) is

@@ -18,12 +18,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from runtime.dtype import DType, PtrDType, dtypes
-from runtime.helpers import DEBUG, NOOPT
+from runtime.helpers import DEBUG, NOOPT, SPEC
 from runtime.ops import GroupOp, Ops
 from runtime.profile import scope
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop, dim_ident, dim_max
 from rules.rangeify_helpers import CodegenContext
+from tensor.codegen import spec
 from tensor.codegen.cost import estimate
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
@@ -97,6 +98,7 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   from rules.vectorize import vectorized
   if ast.op is not Ops.SINK: raise ValueError(f"full_rewrite_to_sink takes a kernel's SINK, not {ast.op}")
   if target is None: target = target_for("CPU")
+  if SPEC: spec.check(ast, "kernel", "the kernel AST codegen takes")
   sink, ctx = rangeify_simplified(ast)
   sink = float_compute(sink)
   caps = target.caps
@@ -116,7 +118,9 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   if opts: sink = graph_rewrite(sink, vectorized(caps), name="vectorize")
   ctx.shared_outer = shared_outer(sink)
   ctx.next_range = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
-  return graph_rewrite(sink, lower, ctx, name="lower"), opts + threads
+  sink = graph_rewrite(sink, lower, ctx, name="lower")
+  if SPEC: spec.check(sink, "program", "the lowered kernel")
+  return sink, opts + threads
 
 # an Opt of this kind caps the kernel's threads at its amount (cost.parallel_loops reads it): BEAM's way to keep a kernel on
 # one thread when the cost model of runtime/threads.py would split it; the loops' Opts ignore it

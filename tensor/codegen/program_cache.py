@@ -4,7 +4,7 @@ earlier one compiled skips lowering, linearizing and rendering as well as the co
 builds a program: tensor/engine/realize.py).
 
 The key covers everything the program depends on: the AST (written out node by node), the target's device and machine
-(its vector registers and the core count: Target.machine), the program variant (NOOPT, THREADS, BEAM, the name), and the
+(its vector registers and the core count: Target.machine), the program variant (NOOPT, THREADS, BEAM, SPEC, the name), and the
 code that lowers and renders (a digest of the sources of runtime/, rules/, tensor/codegen/ and tensor/renderer/, taken
 once per process), so changing any of them makes new entries instead of reading stale ones. Only targets whose programs
 are source text (not the PYTHON device's UOp lists) are kept.

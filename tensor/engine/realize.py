@@ -16,7 +16,7 @@ from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, NOOPT, SPEC, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -94,10 +94,10 @@ def get_program(ast: UOp, device: str, name: str | None = None, engine: Engine =
     opts = beam_opts(ast, target, int(BEAM)) if BEAM >= 1 and not NOOPT and target.searchable else None
     return program(ast, target, name, opts)
 
-def program_variant() -> tuple[bool, int, int]:
+def program_variant() -> tuple[bool, int, int, bool]:
   """What besides the AST changes a program: Context(NOOPT=1) must not reuse an optimized one, THREADS=1 a threaded one,
-  BEAM=n a heuristic one (tensor/codegen/beam.py)."""
-  return bool(NOOPT.value), int(THREADS.value), int(BEAM.value)
+  BEAM=n a heuristic one (tensor/codegen/beam.py); SPEC=1 one lowered unchecked (its lowering checks the IR's spec)."""
+  return bool(NOOPT.value), int(THREADS.value), int(BEAM.value), bool(SPEC.value)
 
 def get_runner(ast: UOp, device: str, engine: Engine = ENGINE) -> Runner:
   """The runner of a kernel AST. The first AST of a kind is compiled with its constants in the code (the seeds' `(val0+7)`);

@@ -13,7 +13,7 @@ assign waits for the kernels that read the old value). The graph rewrites themse
 from __future__ import annotations
 from typing import NamedTuple
 from runtime.dtype import DType, dtypes
-from runtime.helpers import DEBUG, getenv
+from runtime.helpers import DEBUG, SPEC, getenv
 from runtime.kahn import dependency_order
 from runtime.ops import GroupOp, Ops
 from runtime.rewrite import graph_rewrite
@@ -21,6 +21,7 @@ from runtime.trace import VIZ
 from runtime.uop import UOp, uop
 from rules.kernelize import tensor_cleanup, to_kernel_ast
 from rules.kernelize_helpers import KernelContext, below_reshapes
+from tensor.codegen import spec
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, OpChain, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
 from tensor.engine.state import ENGINE, Engine
@@ -328,6 +329,7 @@ def kernelize_map(roots: list[UOp], engine: Engine = ENGINE, found: Lookup | Non
 
 def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
+  if SPEC: spec.check(sink, "tensor", "the tensor graph kernelize takes")
   # the realize points below the roots (a contiguous(), a copy) go through cleanup beside them, so what each becomes is known
   # by its own node too: a live tensor holding one is pointed at its buffer, and no later schedule computes it again
   inner = [u for u in sink.toposort(gate=computed) if u.op in (Ops.CONTIGUOUS, Ops.COPY) and u not in sink.src]
