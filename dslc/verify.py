@@ -73,10 +73,10 @@ def satisfiable(inst: Instance, rlimit: int) -> bool:
 
 def rule_namespace(rf: RuleFile, shown: str) -> dict[int, Any]:
   """line -> the generated standalone function of the rule there (`Rule.fn`), from the module the file compiles to."""
-  from dslc.compile import compile_rules
+  from dslc.compile import compile_rules, exec_module
   from runtime.rewrite import Matcher, Rule as RuntimeRule
-  ns: dict = {}
-  exec(compile(compile_rules(rf.path, shown, source=rf.source), shown.replace(".rules", ".py"), "exec"), ns)  # noqa: S102
+  # exec_module keeps the text in linecache: a rule alone (Rule.fn) is cut from the generated source
+  ns = exec_module(compile_rules(rf.path, shown, source=rf.source), shown.replace(".rules", ".py"))
   rules = [v for v in ns.values() if isinstance(v, RuntimeRule)] + [r for v in ns.values() if isinstance(v, Matcher) for r in v.rules]
   return {r.line: r.fn for r in rules}
 

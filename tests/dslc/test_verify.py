@@ -48,7 +48,7 @@ ruleset t
 (ADD s@(ADD) y:ints) -> add_term(s, y)
 (ADD x:ints y) if x.dtype.count > 1 -> x
 (EXP2 (LOG2 x:floats)) -> x
-ruleset c
+ruleset c(ctx: dict)
 (NEG x) if ctx.get(x) is not None -> x
 """)
   assert out[3] == ("unsupported", "helper add_term has no SMT meaning (for int8)"), out[3]
