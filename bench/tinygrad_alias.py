@@ -21,7 +21,7 @@ MODULES: dict[str, tuple[str, ...]] = {
   "tinygrad": ("tensor", "runtime"),
   "tinygrad.tensor": ("tensor.tensor", "tensor"),
   "tinygrad.dtype": ("runtime.dtype",),
-  "tinygrad.helpers": ("runtime.helpers", "tensor.helpers"),
+  "tinygrad.helpers": ("tensor.helpers", "runtime.helpers"),
   "tinygrad.device": ("runtime.device",),
   "tinygrad.uop": ("runtime",),
   "tinygrad.uop.ops": ("runtime", "runtime.uop", "runtime.ops", "dslc"),
@@ -50,10 +50,38 @@ class _NotThisBackend:
   """A renderer class of tinygrad's that this machine does not have: nothing is an instance of it."""
   def __init__(self, *args, **kwargs): raise NoCounterpart("this renderer does not exist here")
 
+class _RendererFacts:
+  """What tinygrad's tests read of `Device[d].renderer` to pick their inputs: the dtypes it renders (ours renders all)."""
+  def __init__(self, device: str):
+    from tensor.codegen.target import RENDERERS
+    self.device, self.renderer = device, RENDERERS[device]()
+  def supported_dtypes(self) -> list:
+    from runtime.dtype import dtypes
+    return list(dtypes.all())
+  def __getattr__(self, name: str) -> Any: return getattr(self.renderer, name)
+
+class _DeviceFacts:
+  """`Device[d]` as tinygrad's tests read it: our device, plus its renderer (a Target's here, not the device's)."""
+  def __init__(self, device: Any): self._device = device
+  @property
+  def renderer(self) -> _RendererFacts: return _RendererFacts(self._device.name)
+  graph = None  # no graph executor: the tests that need one skip
+  def __getattr__(self, name: str) -> Any: return getattr(self._device, name)
+
+class _DeviceView:
+  """tinygrad's `Device` registry over ours: the same names and DEFAULT; items are _DeviceFacts."""
+  def __getitem__(self, name: str) -> _DeviceFacts:
+    from runtime.device import Device
+    return _DeviceFacts(Device[name])
+  def __getattr__(self, name: str) -> Any:
+    from runtime.device import Device
+    return getattr(Device, name)
+
 def _environment() -> dict[tuple[str, str], Any]:
   from runtime.device import Device
   dev = types.SimpleNamespace(device=Device.DEFAULT, renderer="C", interface="", arch="")
-  return {("tinygrad.helpers", "DEV"): dev, ("tinygrad.helpers", "IMAGE"): 0,
+  view = _DeviceView()
+  return {("tinygrad.helpers", "DEV"): dev, ("tinygrad.helpers", "IMAGE"): 0, ("tinygrad", "Device"): view, ("tinygrad.device", "Device"): view,
           **{(m, n): _NotThisBackend for m, n in [("tinygrad.renderer.nir", "NIRRenderer"), ("tinygrad.renderer.ptx", "PTXRenderer"),
                                                    ("tinygrad.renderer.isa.x86", "X86Renderer")]}}
 

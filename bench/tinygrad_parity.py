@@ -2,7 +2,7 @@
 itself for its counts on the same files; prints per-file pass counts and writes a JSON summary beside the JUnit files.
 
   TINYGRAD_TESTS=/path/to/tinygrad-checkout python bench/tinygrad_parity.py [--side ours|tinygrad|both] [--files ...]
-      [--tinygrad-python /venv-tg/bin/python] [--forward-only] [--out DIR] [-k EXPR]
+      [--tinygrad-python /venv-tg/bin/python] [--forward-only] [--out DIR] [-k EXPR] [--tree CHECKOUT --label NAME]
 
 Fetches nothing: it runs only when TINYGRAD_TESTS names a checkout holding tinygrad's `test/` (and `extra/`, which some
 tests import). Each file runs in its own pytest process in a staging folder that links the checkout's test/, extra/ and
@@ -46,12 +46,13 @@ def stage(checkout: Path) -> Path:
   (d / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")  # not the checkout's config, nor ours
   return d
 
-def run_file(side: str, python: str, staging: Path, file: str, out: Path, env_extra: dict[str, str], kexpr: str | None, timeout: int) -> Path:
+def run_file(side: str, python: str, staging: Path, file: str, out: Path, env_extra: dict[str, str], kexpr: str | None, timeout: int,
+             tree: Path = REPO) -> Path:
   xml = out / side / (file.replace("/", "__") + ".xml")
   xml.parent.mkdir(parents=True, exist_ok=True)
   env = {**os.environ, **env_extra, "PYTHONDONTWRITEBYTECODE": "1", "PARITY_TIMEOUT": str(timeout),
          "PARITY_ALIAS": "0" if side.startswith("tinygrad") else "1",
-         "PYTHONPATH": os.pathsep.join([str(staging)] + ([] if side.startswith("tinygrad") else [str(REPO)]))}
+         "PYTHONPATH": os.pathsep.join([str(staging)] + ([] if side.startswith("tinygrad") else [str(tree)]))}
   cmd = [python, "-m", "pytest", "-p", "parity_alias", "-q", "--tb=line", "-rN", f"--junitxml={xml}", "--rootdir", str(staging),
          "-c", str(staging / "pytest.ini"), str(staging / file)]
   if kexpr: cmd += ["-k", kexpr]
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--out", default="parity-results", help="folder for the JUnit files and summary.json")
   ap.add_argument("-k", dest="kexpr", help="pytest -k expression (a partial run)")
   ap.add_argument("--timeout", type=int, default=300, help="seconds per test")
+  ap.add_argument("--tree", default=str(REPO), help="the checkout of ours to test (default: this one; another for 'before' counts)")
+  ap.add_argument("--label", default="", help="a suffix for the side's name in the results (ours-base, ...)")
   args = ap.parse_args(argv)
   if not (checkout := os.environ.get("TINYGRAD_TESTS")):
     print("TINYGRAD_TESTS is not set: name a checkout of tinygrad holding its test/ folder (this script fetches nothing)", file=sys.stderr)
@@ -127,9 +130,9 @@ def main(argv: list[str] | None = None) -> int:
   staging = stage(root)
   for file in files:
     for side in sides:
-      label = side + ("-fwd" if args.forward_only else "")
+      label = side + ("-fwd" if args.forward_only else "") + (f"-{args.label}" if args.label else "")
       python = sys.executable if side == "ours" else args.tinygrad_python
-      xml = run_file(label, python, staging, file, out, env_extra, args.kexpr, args.timeout)
+      xml = run_file(label, python, staging, file, out, env_extra, args.kexpr, args.timeout, Path(args.tree))
       summary["files"].setdefault(file, {})[label] = read_junit(xml, file)
   summary["not_applicable"] = {f"{f}::{p}": r for (f, p), r in NOT_APPLICABLE.items()}
   out.mkdir(parents=True, exist_ok=True)
