@@ -40,8 +40,9 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 
 class ActivationMixin:
   __slots__ = ()
-  def gelu(self: Tensor, approximate: str = "none") -> Tensor:
-    """x * Phi(x), as torch's F.gelu: exactly (with erf) by default, or with tinygrad's tanh approximation."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """x * Phi(x) with tinygrad's tanh approximation by default (tinygrad code ported here gives the same numbers), or
+    exactly with erf (approximate="none", torch's F.gelu default)."""
     x = _float(self)
     if approximate == "none": return 0.5 * x * erfc(x * -(1 / math.sqrt(2)))
     if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
