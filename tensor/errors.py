@@ -61,6 +61,8 @@ def flat_args(args: Sequence) -> tuple:
 
 def shape_arg(args: Sequence, what: str = "shape") -> tuple[int, ...]:
   """A shape given as sizes or one tuple/list of sizes: every size an integer >= 0."""
+  if len(args) > 1 and any(isinstance(a, (tuple, list)) for a in args):  # f((2, 2), 2): ValueError, as tinygrad's argfix
+    raise ArgumentValueError(f"{what} {tuple(args)!r}: give the sizes, or one tuple of them, not a tuple among sizes")
   shape = tuple(as_int(s, f"{what} {flat_args(args)!r}: each size") for s in flat_args(args))
   if any(s < 0 for s in shape): raise ArgumentValueError(f"{what} {shape} has a negative size")
   return shape

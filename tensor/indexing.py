@@ -43,11 +43,14 @@ def take(x: Tensor, idx: Tensor) -> Tensor:
 
 # ---- parsing an index ----
 
+class IndexTypeError(TensorIndexError, TypeError):
+  """An index array or tensor of floats: IndexError as numpy raises (and tinygrad's tests expect), TypeError as torch."""
+
 def _host_index(it: Any) -> np.ndarray:
   arr = np.asarray(it)
   if arr.dtype.kind == "b": return arr
   if arr.size == 0: return arr.astype(np.int64)
-  if arr.dtype.kind not in "iu": raise ArgumentTypeError(f"index arrays must hold integers or bools, got {arr.dtype} in {it!r}")
+  if arr.dtype.kind not in "iu": raise IndexTypeError(f"index arrays must hold integers or bools, got {arr.dtype} in {it!r}")
   return arr
 
 def _is_mask(i: Any) -> bool:
@@ -65,7 +68,7 @@ class _Parsed:
       elif isinstance(it, (list, tuple, np.ndarray)): conv.append(_host_index(it))
       elif hasattr(it, "__index__"): conv.append(operator.index(it))
       else: raise ArgumentTypeError(f"unsupported index {it!r} ({type(it).__name__}): use ints, slices, None, ..., lists, arrays or Tensors")
-    if sum(1 for i in conv if i is Ellipsis) > 1: raise TensorIndexError("an index can have only one '...'")
+    if sum(1 for i in conv if i is Ellipsis) > 1: raise TensorIndexError("an index can have only a single ellipsis ('...')")
     for i in conv:
       if _is_mask(i) and i.ndim == 0: raise ArgumentTypeError("a 0-d boolean index is not supported: use a mask with the indexed dims")
     n_used = sum(0 if i is None or i is Ellipsis else i.ndim if _is_mask(i) else 1 for i in conv)
@@ -118,7 +121,7 @@ class _Parsed:
           if not (0 <= it and always_le(it + 1, n)):
             raise TensorIndexError(f"index {it} on axis {taxis} of symbolic size {dim_str(n)} (shape {shape_str(t.shape)}): it must be >= 0 "
                                    f"and inside the axis for every value of the Variable {var_names(n)}")
-        elif not -n <= it < n: raise TensorIndexError(f"index {it} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+        elif not -n <= it < n: raise TensorIndexError(f"index {it} is out of bounds for axis {taxis} of size {n} (shape {t.shape})")
         i = it if is_symbolic(n) else it % n
         out = out.shrink(tuple((i, i + 1) if k == axis else (0, d) for k, d in enumerate(out.shape)))
         squeeze.append(axis)
@@ -175,13 +178,13 @@ def _apply_slice(x: Tensor, axis: int, start: int, step: int, count: int) -> Ten
 def _index_tensor(it: Any, n: int, taxis: int, t: Tensor) -> Tensor:
   """An advanced index as an integer tensor on t's device, negative entries wrapped. A host index is checked here."""
   if isinstance(it, IndexingMixin):
-    if not dtypes.is_int(it.dtype): raise DTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
+    if not dtypes.is_int(it.dtype): raise IndexTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
     if it.device != t.device: it = it.to(t.device)
     return it if dtypes.is_unsigned(it.dtype) else (it < 0).where(it + n, it)
   arr = np.asarray(it)
   if arr.size:
     bad = arr[(arr < -n) | (arr >= n)]
-    if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+    if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis {taxis} of size {n} (shape {t.shape})")
   arr = np.where(arr < 0, arr + n, arr)
   return type(t)(arr.astype(np.int32 if n <= 2**31 else np.int64), t.device)
 
@@ -267,21 +270,27 @@ def setitem(t: Tensor, idx: Any, value: Any) -> None:
 
 _VIEW_OPS = (Ops.RESHAPE, Ops.PERMUTE, Ops.FLIP, Ops.SHRINK, Ops.PAD, Ops.EXPAND, Ops.DETACH)
 
-def view_chain(t: Tensor) -> list | None:
-  """The movement ops (top first) from t's node down to a realized buffer, or None when t is not a view of stored data (then
-  t takes the new value itself). A view of another live tensor that is still unrealized raises: that tensor has no storage
-  to write to yet, and giving the view alone the new value would leave it unchanged, silently."""
-  u, chain = t.uop, []
+def _chain(u) -> tuple[list, Any]:
+  chain = []
   while u.op in _VIEW_OPS and realized_buffer(u) is None:
     chain.append(u)
     u = u.src[0]
+  return chain, u
+
+def view_chain(t: Tensor) -> list | None:
+  """The movement ops (top first) from t's node down to a realized buffer, or None when t is not a view of another tensor
+  (then t takes the new value itself). A view of a live tensor that is still unrealized realizes that tensor first (the
+  deepest one under the view: the others are views of it), so the write has storage to go into and is not lost."""
+  chain, bottom = _chain(t.uop)
   if not chain: return None
-  if realized_buffer(u) is not None: return chain
-  below = {c.src[0] for c in chain}
-  if any(h is not t and h.uop in below for h in ENGINE.storage.live_holders()):
-    raise ShapeError(f"t[...] = v into a view ({chain[-1].op.name.lower()}) of a tensor that is not realized: it has no storage to write "
-                     "into yet, so the write would be lost; realize that tensor first (x = x.contiguous().realize()), or index it "
-                     "directly (x[i, j] = v rather than x[i][j] = v)")
+  if realized_buffer(bottom) is not None: return chain
+  live = [h for h in ENGINE.storage.live_holders() if h is not t]
+  for u in [bottom, *(c.src[0] for c in reversed(chain))]:  # deepest first
+    if (holders := [h for h in live if h.uop is u]):
+      for h in holders: h.realize()  # the engine rewires t's graph onto the new buffer
+      chain, bottom = _chain(t.uop)
+      if chain and realized_buffer(bottom) is not None: return chain
+      raise ShapeError(f"t[...] = v into a view of a tensor that could not be stored ({bottom.op.name}): realize that tensor first")
   return None
 
 def write_through(t: Tensor, chain: list, new: Tensor) -> None:
@@ -458,7 +467,9 @@ def _kth_true(m: Tensor, k: int) -> Tensor:
 
 def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, include_self: bool) -> Tensor:
   axis = axis_arg(dim, x.shape, "scatter dim")
-  s = src.cast(x.dtype) if isinstance(src, IndexingMixin) else type(x)(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
+  if isinstance(src, IndexingMixin) and src.dtype is not x.dtype:  # torch and tinygrad refuse it too: say which to cast
+    raise DTypeError(f"scatter src of dtype {src.dtype} into a tensor of dtype {x.dtype}: cast src first (src.cast({x.dtype}))")
+  s = src if isinstance(src, IndexingMixin) else type(x)(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
   _check_gather_shapes(x, axis, index, "scatter", s)
   if x.ndim == 0 or index.numel() == 0: return x
   n = x.shape[axis]

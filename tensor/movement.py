@@ -95,7 +95,9 @@ def pad_mode(x: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
   return x
 
 def _tensors(first, rest: tuple, op: str) -> list[Tensor]:
-  ts = list(first) + list(rest) if isinstance(first, (list, tuple)) else [first, *rest]
+  if isinstance(first, (list, tuple)) and rest:
+    raise ArgumentValueError(f"{op} takes tensors, or one list of them, not a list and then more tensors")
+  ts = list(first) if isinstance(first, (list, tuple)) else [first, *rest]
   if not ts: raise ArgumentValueError(f"{op} needs at least one tensor")
   for t in ts:
     if not isinstance(t, MovementMixin): raise ArgumentTypeError(f"{op} takes Tensors, got {type(t).__name__}")

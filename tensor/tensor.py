@@ -223,8 +223,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return self.numpy().reshape(()).item()
   def data(self) -> memoryview:
     """The values as a memoryview of host memory in this dtype's format (tinygrad's; bfloat16 as float32), shaped."""
-    a = np.ascontiguousarray(self.numpy())
-    return memoryview(a.reshape(-1) if a.ndim == 0 or a.size == 0 else a).cast("B").cast(a.dtype.char, a.shape if a.size else (0,))
+    return memoryview(np.require(self.numpy(), requirements="C"))  # numpy's buffer: its format ('f', 'e', '?', ...) and shape
   def replace(self, x: Tensor) -> Tensor:
     """This tensor now stands for x (same shape; dtype and device may differ): no data is written, so nothing else that
     reads this tensor's old storage changes (unlike assign)."""

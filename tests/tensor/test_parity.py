@@ -47,10 +47,18 @@ def test_the_view_written_through_reads_the_new_values():
   v[0, 1] = 7
   assert v.tolist() == [[0.0, 7.0, 0.0]] and t.tolist() == [[0.0, 0.0, 0.0], [0.0, 7.0, 0.0]]
 
-def test_a_write_into_a_view_of_an_unrealized_tensor_raises():
+def test_a_write_into_a_view_of_an_unrealized_tensor_realizes_it_first():
   a = Tensor.arange(6).reshape(2, 3)
-  with pytest.raises(ShapeError, match="not realized"):
-    a[1][0] = 5
+  a[1][0] = 50
+  assert a.tolist() == [[0, 1, 2], [50, 4, 5]]
+  a = Tensor.arange(6).reshape(2, 3)
+  v = a[1]
+  v += 7
+  assert a.tolist() == [[0, 1, 2], [10, 11, 12]] and v.tolist() == [10, 11, 12]
+  t = Tensor.arange(4).reshape(2, 2).contiguous()
+  t[1] += 2  # tinygrad's test_setitem_inplace_operator
+  assert t.tolist() == [[0, 1], [4, 5]]
+  a = Tensor.arange(6).reshape(2, 3)
   a[1] = 5  # the tensor itself takes the new value (lazily)
   assert a.tolist() == [[0, 1, 2], [5, 5, 5]]
   t = _stored([1.0, 2.0, 3.0])
@@ -146,7 +154,8 @@ def test_smaller_methods_against_numpy_and_torch():
   np.testing.assert_array_equal(t.shrink_to(2, None).numpy(), a[:2])
   np.testing.assert_array_equal(t.pad_to(4, 6, value=-1).numpy(), np.pad(a, ((0, 1), (0, 2)), constant_values=-1))
   assert np.frombuffer(Tensor([1, 2, 3]).data(), dtype=np.int32).tolist() == [1, 2, 3]
-  assert Tensor(a).data().shape == (3, 4)
+  assert Tensor(a).data().shape == (3, 4) and Tensor(2.5).data()[()] == 2.5 and Tensor.zeros(2, 0).data().shape == (2, 0)
+  assert Tensor([1.5], dtype=dtypes.half).data().format == "e"
   r = _stored([1.0, 2.0])
   other = r + 0
   r.replace(Tensor([5, 6]))
@@ -191,3 +200,46 @@ def test_bad_arguments_raise_what_torch_raises():
     with pytest.raises(RuntimeError): bad()
   with pytest.raises(TypeError): Tensor.linspace(5, 10, 3, dtype="bool")
   with pytest.raises(AttributeError): t.sum(dtype="")  # a name dtypes does not have (tinygrad's getattr raises AttributeError)
+
+def _F():
+  import torch.nn.functional as F
+  return F
+
+GRADIENTS = [  # (name, ours, torch's, inputs): values and gradients at ties, zeros and extremes where torch gives numbers
+  ("abs at 0", lambda a: a.abs(), lambda a: a.abs(), [0.0, -0.0, 1.0, -2.0]),
+  ("clip at its bounds", lambda a: a.clip(-0.5, 0.5), lambda a: a.clip(-0.5, 0.5), [-1.0, -0.5, 0.0, 0.5, 1.0]),
+  ("logaddexp of equals", lambda a: a.logaddexp(a * 1), lambda a: a.logaddexp(a * 1), [1.0, -3.0]),
+  ("sigmoid", lambda a: a.sigmoid(), lambda a: a.sigmoid(), [0.0, -0.0, 1.0, -1.0, 300.0, -300.0, 90.0, -90.0]),
+  ("tanh", lambda a: a.tanh(), lambda a: a.tanh(), [0.0, 1.0, -1.0, 300.0, -300.0, 45.0, -45.0]),
+  ("softplus", lambda a: a.softplus(), lambda a: _F().softplus(a), [0.0, 1e-9, 1.0, -2.0, 350.0, -350.0]),
+  ("gelu", lambda a: a.gelu(), lambda a: _F().gelu(a, approximate="tanh"), [0.0, 1.0, -1.0, 300.0, -300.0]),
+  ("log1p", lambda a: a.log1p(), lambda a: a.log1p(), [0.0, 1e-9, 1.0, 100.0]),
+  ("expm1", lambda a: a.expm1(), lambda a: a.expm1(), [0.0, 1e-9, 1.0, -100.0, 50.0]),
+]
+
+@pytest.mark.parametrize("name,ours,theirs,values", GRADIENTS, ids=[g[0] for g in GRADIENTS])
+def test_values_and_gradients_as_torch(name, ours, theirs, values):
+  torch = pytest.importorskip("torch")
+  x = np.array(values, np.float32)
+  t = torch.tensor(x, requires_grad=True)
+  theirs(t).sum().backward()
+  X = Tensor(x)
+  np.testing.assert_allclose(ours(X).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(ours(X).sum().gradient(X)[0].numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+def test_dtypes_as_tinygrad():
+  x = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
+  assert x.max_pool2d(2, return_indices=True)[1].dtype is dtypes.int32  # tinygrad's (torch's are int64)
+  with pytest.raises(RuntimeError, match="cast src first"): Tensor.zeros(3).half().scatter(0, Tensor([0]), Tensor([1.0]))
+  with pytest.raises(ValueError): Tensor.stack((Tensor([1, 2]), Tensor([3, 4])), Tensor([5, 6]))
+  with pytest.raises(IndexError, match="out of bounds"): Tensor.ones(4, 3)[1, 3]
+  with pytest.raises(IndexError, match="single ellipsis"): Tensor.ones(4, 3)[..., ...]
+  with pytest.raises(IndexError): Tensor.ones(4, 3)[Tensor([1.5])]
+
+def test_docs_parity_examples_run():
+  """docs/parity.md can't rot: its python blocks run."""
+  import os, re
+  doc = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "parity.md")
+  blocks = re.findall(r"```python\n(.*?)```", open(doc).read(), re.S)
+  assert blocks
+  for code in blocks: exec(compile(code, "docs/parity.md", "exec"), {})
