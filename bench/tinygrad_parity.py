@@ -99,7 +99,8 @@ def run_file(side: str, python: str, staging: Path, file: str, out: Path, env_ex
              tree: Path = REPO) -> Path:
   xml = out / side / (file.replace("/", "__") + ".xml")
   xml.parent.mkdir(parents=True, exist_ok=True)
-  env = {**os.environ, **env_extra, "PYTHONDONTWRITEBYTECODE": "1", "PARITY_TIMEOUT": str(timeout),
+  # RUN_SLOW=1: tinygrad's `slow` tests (all of test_nn and test_optim) are the ones a user's code is most like
+  env = {"RUN_SLOW": "1", **os.environ, **env_extra, "PYTHONDONTWRITEBYTECODE": "1", "PARITY_TIMEOUT": str(timeout),
          "PARITY_ALIAS": "0" if side.startswith("tinygrad") else "1",
          "PYTHONPATH": os.pathsep.join([str(staging)] + ([] if side.startswith("tinygrad") else [str(tree)]))}
   cmd = [python, "-m", "pytest", "-p", "parity_alias", "-q", "--tb=line", "-rN", f"--junitxml={xml}", "--rootdir", str(staging),

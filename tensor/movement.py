@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Sequence
 from runtime.dtype import dtypes, least_upper_dtype
-from tensor.errors import ArgumentTypeError, ArgumentValueError, DeviceMismatchError, ShapeError, as_int, axis_arg, flat_args
+from tensor.autograd import note_folded
+from tensor.errors import AxisError, ArgumentTypeError, ArgumentValueError, DeviceMismatchError, ShapeError, as_int, axis_arg, flat_args
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
@@ -63,10 +64,13 @@ def windows(x: Tensor, axis: int, size: int, step: int) -> Tensor:
   out = rows.shrink(keep + ((0, count), (0, size)))                           # (..., count, size)
   return out if last else out.transpose(axis, -2)                             # the window count back in the axis's place
 
+class PadModeError(ArgumentValueError, NotImplementedError):
+  """A pad mode that does not exist: also NotImplementedError, as torch raises."""
+
 def pad_mode(x: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
   """Pad with mode "reflect" (mirror, not repeating the edge), "replicate" (repeat the edge) or "circular" (wrap)."""
   if mode not in ("reflect", "replicate", "circular"):
-    raise ArgumentValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    raise PadModeError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
   crop = None
   if any(b < 0 or a < 0 for b, a in pairs):
     # negative widths crop: circular crops first, reflect and replicate pad the whole axis first and crop after (torch's
@@ -115,7 +119,7 @@ class MovementMixin:
     ts = _tensors(self, args, "cat")
     ref = ts[0]
     axis = axis_arg(dim, ref.shape, "cat dim")
-    if ref.ndim == 0: raise ShapeError("cat of 0-d tensors: use stack")
+    if ref.ndim == 0: raise AxisError("cat of 0-d tensors (no dim to join along): use stack")
     for t in ts[1:]:
       if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != axis):
         raise ShapeError(f"cat along dim {dim}: shapes {ref.shape} and {t.shape} differ in another dim")
@@ -235,4 +239,6 @@ class MovementMixin:
     if step <= 0 or size < 0: raise ArgumentValueError(f"unfold needs size >= 0 and step > 0, got size={size} step={step}")
     x = self if self.ndim else self.reshape(1)
     if size > x.shape[axis]: raise ShapeError(f"unfold size {size} exceeds dimension {dimension} of size {x.shape[axis]} (shape {self.shape})")
-    return windows(x, axis, size, step)
+    out = windows(x, axis, size, step)
+    if out.numel() == 0: note_folded(out.uop, self.uop)  # windows of nothing: a zero gradient for self, not "not in the graph"
+    return out

@@ -479,7 +479,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         if x & 1: out = base if out is None else out * base
         x >>= 1
         if x: base = base * base
-      return out if out is not None else base.ones_like()
+      if out is not None: return out
+      note_folded((ones := base.ones_like()).uop, self.uop)  # x ** 0: its gradient is zero, not "not in the graph"
+      return ones
     if not reverse and type(x) is int and x < 0 and dtypes.is_int(self.dtype):
       raise ArgumentValueError(f"an integer tensor to the negative integer power {x}: cast it to a float first (numpy and torch refuse it too)")
     a, b = self._operands(x, reverse)

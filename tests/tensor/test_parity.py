@@ -243,3 +243,11 @@ def test_docs_parity_examples_run():
   blocks = re.findall(r"```python\n(.*?)```", open(doc).read(), re.S)
   assert blocks
   for code in blocks: exec(compile(code, "docs/parity.md", "exec"), {})
+
+def test_more_zero_gradients_and_error_types():
+  x = Tensor(np.arange(27, dtype=np.float32).reshape(3, 3, 3))
+  assert x.unfold(1, 0, 8).sum().gradient(x)[0].tolist() == np.zeros((3, 3, 3)).tolist()  # windows of nothing
+  assert (x ** 0).sum().gradient(x)[0].numpy().sum() == 0.0
+  with pytest.raises(IndexError): Tensor(3.14).cat(Tensor(3.14))  # no dim to join along (tinygrad's IndexError)
+  with pytest.raises(NotImplementedError): x.pad((3, 0), mode="typo")  # torch's error for an unknown mode
+  with pytest.raises(ValueError): x.pad((3, 0), mode="typo")
