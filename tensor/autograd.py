@@ -3,9 +3,11 @@ Each op's derivative is a rule in rules/gradient.rules; this module only walks t
 targets, applies that rule set once per node and sums what each source receives. The result is more lazy graph.
 """
 from __future__ import annotations
+import weakref
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, ClassVar
 from runtime.dtype import dtypes
+from runtime.helpers import ContextVar, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp
 from rules.gradient import gradient as gradient_rules
@@ -42,6 +44,24 @@ def compute_gradients(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp,
       grads[s] = grads[s] + d if s in grads else d
   return grads
 
+# a value the frontend computed without reading its operands (a sum over no elements is 0, a pad of nothing all padding)
+# -> those operands: the loss still depends on them for the gradient rule below (their gradient is zero)
+_folded: weakref.WeakKeyDictionary[UOp, tuple[UOp, ...]] = weakref.WeakKeyDictionary()
+
+def note_folded(result: UOp, *operands: UOp) -> None:
+  """Records that `result` stands for an op of `operands` the frontend folded to a constant (their gradients are zeros)."""
+  _folded[result] = operands
+
+def _reads(root: UOp) -> set[UOp]:
+  """Every node the value of root depends on: its graph, and the operands of the folds in it."""
+  seen, stack = set(), [root]
+  while stack:
+    if (u := stack.pop()) in seen: continue
+    seen.add(u)
+    stack.extend(u.src)
+    stack.extend(_folded.get(u, ()))
+  return seen
+
 def _no_rule_hint(u: UOp) -> str:
   if Ops.KERNEL in (u.op, *(s.op for s in u.src)):
     return "a tensor of the graph was kernelized or realized in between; take gradients before realizing"
@@ -68,6 +88,20 @@ class _FlagContext(ContextDecorator):
     setattr(self.owner, self.flag, self._saved.pop())
     return False
 
+class _ClassFlag(ContextVar):
+  """A ContextVar that is a class flag of Tensor: `Context(TRAINING=1)` (tinygrad's training switch) is `Tensor.train()`,
+  and `Tensor.training` reads the same value; both set one flag, so neither can go stale."""
+  def __init__(self, key: str, flag: str):
+    self.flag = flag
+    super().__init__(key, 0)
+  @property  # type: ignore[override]
+  def value(self) -> int: return int(bool(getattr(_FlagContext.owner, self.flag, False)))
+  @value.setter
+  def value(self, v) -> None:
+    if _FlagContext.owner is not object: setattr(_FlagContext.owner, self.flag, bool(v))
+
+TRAINING = _ClassFlag("TRAINING", "training")
+
 class AutogradMixin:
   """Tensor's autograd methods: `loss.gradient(x)`, `loss.backward()`, `Tensor.train()`, `Tensor.test()`."""
   __slots__ = ()
@@ -79,7 +113,9 @@ class AutogradMixin:
     super().__init_subclass__(**kwargs)
     # the class whose flags train() and test() set, Tensor: the first to derive from this mixin (a user's subclass of Tensor
     # reads Tensor's flags too); so this module needs nothing of tensor.py
-    if _FlagContext.owner is object: _FlagContext.owner = cls
+    if _FlagContext.owner is object:
+      _FlagContext.owner = cls
+      if getenv("TRAINING", 0): cls.training = True  # TRAINING=1 in the environment, as Context(TRAINING=1)
 
   class train(_FlagContext):
     """`Tensor.training = mode` inside: `with Tensor.train(): ...` or `@Tensor.train()` on a training step (dropout and
@@ -96,8 +132,9 @@ class AutogradMixin:
 
   def gradient(self: Tensor, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:  # type: ignore[misc]
     """d(self)/d(target) for each target, as lazy tensors: `dx, dy = loss.gradient(x, y)`. A scalar's gradient starts at 1;
-    any other shape needs `gradient` (d(loss)/d(self), the shape of self). A target the loss does not depend on (or only
-    through ops without a derivative) is an error, or zeros with materialize_grads=True."""
+    any other shape needs `gradient` (d(loss)/d(self), the shape of self). A target with no elements, or that the loss reads
+    only through ops without a derivative (comparisons, casts to int, detach), gets zeros; a tensor the loss does not read at
+    all is an error, or zeros with materialize_grads=True."""
     T = type(self)
     if not targets: raise GradientError("gradient() needs the tensors to differentiate with respect to: loss.gradient(x, y, ...)")
     for i, t in enumerate(targets):
@@ -111,13 +148,16 @@ class AutogradMixin:
     if not dtypes.is_float(self.dtype): raise GradientError(f"only a float tensor can be differentiated, this one is {_describe(self)}")
     root_grad = self._root_gradient(gradient)
     grads = compute_gradients(self.uop, root_grad, {t.uop for t in targets})
-    out = []
+    out, in_graph = [], None
     for i, t in enumerate(targets):
       g = grads.get(t.uop)
       if g is None:
-        if not materialize_grads:
-          raise GradientError(f"target {i} ({_describe(t)}) is not in the graph of this {_describe(self)} tensor, or only through ops with "
-                              "no derivative (comparisons, casts to int, detach): pass materialize_grads=True for zeros")
+        # torch's and tinygrad's rule: a target with no elements, or one the loss reads only through ops without a
+        # derivative, has a zero gradient; only a tensor the loss does not read at all is an error
+        if in_graph is None: in_graph = _reads(self.uop)
+        if not materialize_grads and t.numel() != 0 and t.uop not in in_graph:
+          raise GradientError(f"target {i} ({_describe(t)}) is not in the graph of this {_describe(self)} tensor: the loss does not read "
+                              "it (pass materialize_grads=True for zeros)")
         g = t.zeros_like().uop
       out.append(T(g))
     return out
@@ -142,17 +182,24 @@ class AutogradMixin:
     gradient starts at 1; otherwise pass `gradient`). Returns self, so `loss = f(x).backward()` keeps the loss."""
     if self.no_grad: raise GradientError("backward() inside Tensor.test() (Tensor.no_grad is True): gradients are off there")
     in_graph = self.uop.toposort()
-    need = [t for t in ENGINE.storage.live_holders() if t.requires_grad and t.uop in in_graph]
+    live = [t for t in ENGINE.storage.live_holders() if t.uop in in_graph]
+    need = [t for t in live if t.requires_grad]
+    if not need:
+      # nothing asked by name (requires_grad=True, as an optimizer sets): every float tensor of the graph left at None gets
+      # one, as tinygrad's default does (when some did ask, only those: a training step computes no other gradients)
+      need = [t for t in live if t.requires_grad is None and dtypes.is_float(t.dtype) and not _is_constant(t.uop)]
     if not need:
       raise GradientError(f"backward(): no tensor in the graph of this {_describe(self)} tensor has requires_grad=True "
                           "(set it on the tensors to train, or use loss.gradient(*tensors))")
     owner: dict[UOp, Tensor] = {}
     for t in need:
-      if owner.setdefault(t.uop, t) is not t:
+      if owner.setdefault(t.uop, t) is not t and t.requires_grad:
         raise GradientError(f"two tensors with requires_grad=True ({_describe(t)}) are one and the same lazy graph (the same expression of "
                             "the same tensors, built twice, is one node), so they can't get separate gradients: make each a tensor of its own")
-    for t, g in zip(need, self.gradient(*need, gradient=gradient, materialize_grads=True)):
+    grads = dict(zip(owner, self.gradient(*owner.values(), gradient=gradient, materialize_grads=True)))
+    for t in need:
+      g = grads[t.uop]
       t.grad = g if t.grad is None else t.grad + g
     return self
 
-__all__ = ["AutogradMixin", "GradientError", "compute_gradients"]
+__all__ = ["AutogradMixin", "GradientError", "compute_gradients", "note_folded", "TRAINING"]

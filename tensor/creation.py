@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 import numpy as np
 from runtime.dtype import DType, dtypes
-from tensor.errors import ArgumentTypeError, ArgumentValueError, ShapeError, as_int, axis_arg, to_dtype
+from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, as_int, axis_arg, to_dtype
 from tensor.random import iota
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
@@ -46,6 +46,7 @@ class CreationMixin:
       if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
         raise ArgumentTypeError(f"linspace {name} must be a number, got {type(v).__name__} {v!r}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dt is dtypes.bool: raise DTypeError("linspace of bools: torch refuses it too; give a number dtype")
     vals = np.linspace(float(start), float(stop), steps, dtype=np.float64)
     if dtypes.is_int(dt): vals = np.trunc(vals)
     return cls(vals, device, dt, **kwargs)

@@ -46,12 +46,15 @@ def _atan64(x: Tensor) -> Tensor:
 def _log1p64(x: Tensor) -> Tensor:
   """log(1 + x) without losing the low bits of a small x (Kahan: log(u) * x / (u - 1) with u = 1 + x)."""
   u = 1 + x
-  return (u == 1).where(x, (u.isinf() | (u == 0)).where(u.log(), u.log() * x / (u - 1)))
+  # the ratio's operands where it is not taken are a harmless 2: a where's gradient of 0 times an inf would be nan
+  safe = ((u == 1) | u.isinf() | (u == 0)).where(2, u)
+  return (u == 1).where(x, (u.isinf() | (u == 0)).where(u.log(), safe.log() * x / (safe - 1)))
 
 def _expm1_64(x: Tensor) -> Tensor:
   """exp(x) - 1 without cancellation for a small x (Kahan: (u - 1) * x / log(u) with u = exp(x))."""
   u = x.exp()
-  return (u == 1).where(x, (u.isinf() | (u == 0)).where(u - 1, (u - 1) * x / u.log()))
+  safe = ((u == 1) | u.isinf() | (u == 0)).where(2, u)  # as _log1p64: no inf or 0/0 in the branch not taken
+  return (u == 1).where(x, (u.isinf() | (u == 0)).where(u - 1, (safe - 1) * x / safe.log()))
 
 _ERF_SERIES = [(-1) ** k / (math.factorial(k) * (2 * k + 1)) for k in range(31)]
 
@@ -169,7 +172,14 @@ class ElementwiseMixin:
     """max(x, 0) as torch: nan stays nan (and passes its gradient), -0.0 stays -0.0, and the gradient at 0 is 0. Bool stays bool."""
     if self.dtype is dtypes.bool: return self
     return (self < 0).where(0, (self == 0).where(self.detach(), self))
-  def sigmoid(self: Tensor) -> Tensor: return 1 / (1 + (-self._float()).exp())
+  def sigmoid(self: Tensor) -> Tensor:
+    """1 / (1 + e) for x >= 0 and e / (1 + e) below, with e = exp(-|x|) <= 1 (one exp), so neither the value nor the
+    gradient meets an inf (at x = -100 the plain form's gradient is 0 * inf = nan). |x| as a select: at 0 its gradient
+    is +1 (the x >= 0 side), which the sigmoid's derivative there needs."""
+    x = self._float()
+    pos = x >= 0
+    e = (-pos.where(x, -x)).exp()
+    return pos.where(1 / (1 + e), e / (1 + e))
   def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
   def gelu(self: Tensor) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
   def silu(self: Tensor) -> Tensor: return self * self.sigmoid()
@@ -201,7 +211,8 @@ class ElementwiseMixin:
     a, b = self._operands(other)
     a, b = a._float(), b._float()
     m = a.maximum(b)
-    return a.eq(b).where(a + math.log(2), m + (-(a - b).abs()).exp().log1p())   # inf with inf: the formula's inf - inf
+    # equal (inf with inf: the formula's inf - inf): (a + b) / 2 + log 2, so each side gets half the gradient, as torch
+    return a.eq(b).where((a + b) * 0.5 + math.log(2), m + (-(a - b).abs()).exp().log1p())
 
   # ---- float predicates ----
   def isnan(self: Tensor) -> Tensor: return self.ne(self)
@@ -231,8 +242,13 @@ class ElementwiseMixin:
     min_, max_ = kw.pop("min", min_), kw.pop("max", max_)
     if kw: raise TypeError(f"clip got unexpected keyword arguments {sorted(kw)}")
     if min_ is None and max_ is None: raise ArgumentValueError("clip needs at least one of min and max")
+    # selects, not maximum/minimum: at a bound the gradient goes to x whole (torch's clamp), not half to each side
     out = self
-    if min_ is not None: out = out.maximum(min_)
-    if max_ is not None: out = out.minimum(max_)
+    if min_ is not None:
+      a, b = out._operands(min_)
+      out = (a < b).where(b, a)
+    if max_ is not None:
+      a, b = out._operands(max_)
+      out = (a > b).where(b, a)
     return out
   clamp = clip

@@ -28,8 +28,12 @@ class DTypeError(TensorError, TypeError, RuntimeError):
 class ArgumentTypeError(TensorError, TypeError):
   """An argument of the wrong kind (a float or a string where a size goes, a list where a Tensor goes): TypeError."""
 
-class ArgumentValueError(TensorError, ValueError):
-  """An argument of the right kind with a value the op can't take (a negative size, a zero step, p outside [0, 1])."""
+class ArgumentValueError(TensorError, ValueError, RuntimeError):
+  """An argument of the right kind with a value the op can't take (a negative size, a zero step, p outside [0, 1]):
+  numpy's ValueError, torch's RuntimeError (tinygrad's tests catch either)."""
+
+class DTypeNameError(ArgumentTypeError, AttributeError):
+  """A string that names no dtype (`sum(dtype="flaot")`): TypeError, and AttributeError as tinygrad's dtypes lookup."""
 
 class ConstantOverflowError(TensorError, OverflowError):
   """An integer constant that does not fit the dtype it would take (`Tensor([1]) + 2**40`): OverflowError, as numpy 2."""
@@ -57,6 +61,8 @@ def flat_args(args: Sequence) -> tuple:
 
 def shape_arg(args: Sequence, what: str = "shape") -> tuple[int, ...]:
   """A shape given as sizes or one tuple/list of sizes: every size an integer >= 0."""
+  if len(args) > 1 and any(isinstance(a, (tuple, list)) for a in args):  # f((2, 2), 2): ValueError, as tinygrad's argfix
+    raise ArgumentValueError(f"{what} {tuple(args)!r}: give the sizes, or one tuple of them, not a tuple among sizes")
   shape = tuple(as_int(s, f"{what} {flat_args(args)!r}: each size") for s in flat_args(args))
   if any(s < 0 for s in shape): raise ArgumentValueError(f"{what} {shape} has a negative size")
   return shape
@@ -121,6 +127,8 @@ def to_dtype(x: Any) -> DType:
   if isinstance(x, (np.dtype, type)) and x not in (int, float, bool):
     try: return dtypes.from_numpy(x)
     except TypeError: pass
+  if isinstance(x, str):  # a name dtypes does not have: AttributeError too, as tinygrad's getattr(dtypes, name) raises
+    raise DTypeNameError(f"{x!r} is not a tensor dtype name: use one of dtypes (dtypes.float32, ...) or its name ('float32')")
   raise ArgumentTypeError(f"{x!r} is not a tensor dtype: use one of dtypes (dtypes.float32, dtypes.int32, ...), its name, or a numpy type")
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:

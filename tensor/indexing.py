@@ -5,15 +5,17 @@ this module needs nothing of tensor.py to load (a tensor's class is type(x); eve
 Basic indices (ints, slices with any step, None, ...) are views made of movement ops, so they fuse into their readers.
 Advanced indices (lists, numpy arrays and integer tensors on any axes, broadcast together; boolean masks) move their
 axes to the front, flatten them into one linear index and `take` rows by it (a GATHER node, which rangeify turns into a
-load at the index's value). The result's advanced dims go where numpy puts them: in place of the indexed axes when those
-are adjacent in the index, else first. torch's gather and scatter compare their index with each position of the axis
-(work proportional to the axis size times the index's size), as the writes of t[...] = v do.
+load at the index's value). The result's advanced dims go in place of the indexed axes when those are adjacent, else
+first; an int is a select even beside advanced indices (torch's rule, which tinygrad follows; numpy differs there).
+torch's gather and scatter compare their index with each position of the axis (work proportional to the axis size
+times the index's size), as the writes of t[...] = v do.
 
 Out-of-range indices: one known on the host (a Python int, list or numpy array) raises IndexError naming it; an integer
 tensor's entries are device data, so one outside its axis (after adding the axis size to a negative one) reads 0
 (False) and writes nothing. A boolean mask, masked_select and nonzero read their mask on the host: their result's size
-depends on it. t[...] = v writes into t's buffer (an assign) when t is realized, else t takes the new value; of
-several writes to one element by an advanced index, the last one wins (as numpy).
+depends on it (with `size=`, they don't: computed on the device). t[...] = v writes into t's buffer (an assign) when t
+is realized; into the realized tensor under it when t is a view of one (t[::-1][0] = 5 writes into t); else t takes the
+new value. Of several writes to one element by an advanced index, the last one wins (as numpy).
 """
 from __future__ import annotations
 import math, operator
@@ -22,6 +24,8 @@ import numpy as np
 from runtime.dtype import dtypes
 from runtime.ops import Ops
 from runtime.uop import arg_str, dim_str, is_symbolic, shape_str, uop
+from tensor.engine.state import ENGINE
+from tensor.engine.storage import realized_buffer
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg, broadcast_shape
 from tensor.movement import broadcast_pair
 from tensor.random import iota
@@ -39,11 +43,14 @@ def take(x: Tensor, idx: Tensor) -> Tensor:
 
 # ---- parsing an index ----
 
+class IndexTypeError(TensorIndexError, TypeError):
+  """An index array or tensor of floats: IndexError as numpy raises (and tinygrad's tests expect), TypeError as torch."""
+
 def _host_index(it: Any) -> np.ndarray:
   arr = np.asarray(it)
   if arr.dtype.kind == "b": return arr
   if arr.size == 0: return arr.astype(np.int64)
-  if arr.dtype.kind not in "iu": raise ArgumentTypeError(f"index arrays must hold integers or bools, got {arr.dtype} in {it!r}")
+  if arr.dtype.kind not in "iu": raise IndexTypeError(f"index arrays must hold integers or bools, got {arr.dtype} in {it!r}")
   return arr
 
 def _is_mask(i: Any) -> bool:
@@ -61,7 +68,7 @@ class _Parsed:
       elif isinstance(it, (list, tuple, np.ndarray)): conv.append(_host_index(it))
       elif hasattr(it, "__index__"): conv.append(operator.index(it))
       else: raise ArgumentTypeError(f"unsupported index {it!r} ({type(it).__name__}): use ints, slices, None, ..., lists, arrays or Tensors")
-    if sum(1 for i in conv if i is Ellipsis) > 1: raise TensorIndexError("an index can have only one '...'")
+    if sum(1 for i in conv if i is Ellipsis) > 1: raise TensorIndexError("an index can have only a single ellipsis ('...')")
     for i in conv:
       if _is_mask(i) and i.ndim == 0: raise ArgumentTypeError("a 0-d boolean index is not supported: use a mask with the indexed dims")
     n_used = sum(0 if i is None or i is Ellipsis else i.ndim if _is_mask(i) else 1 for i in conv)
@@ -109,12 +116,12 @@ class _Parsed:
         count = max(0, math.ceil((stop - start) / step))
         out = _apply_slice(out, axis, start, step, count)
         placement.append((start, step, count))
-      elif isinstance(it, int) and not self.has_adv:
+      elif isinstance(it, int):  # a select, also beside advanced indices (torch's rule; numpy counts it as an advanced index)
         if is_symbolic(n):
           if not (0 <= it and always_le(it + 1, n)):
             raise TensorIndexError(f"index {it} on axis {taxis} of symbolic size {dim_str(n)} (shape {shape_str(t.shape)}): it must be >= 0 "
                                    f"and inside the axis for every value of the Variable {var_names(n)}")
-        elif not -n <= it < n: raise TensorIndexError(f"index {it} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+        elif not -n <= it < n: raise TensorIndexError(f"index {it} is out of bounds for axis {taxis} of size {n} (shape {t.shape})")
         i = it if is_symbolic(n) else it % n
         out = out.shrink(tuple((i, i + 1) if k == axis else (0, d) for k, d in enumerate(out.shape)))
         squeeze.append(axis)
@@ -123,7 +130,9 @@ class _Parsed:
         adv.append((pos, axis, _index_tensor(it, n, taxis, t)))
         placement.append((0, 1, n))
       axis += 1
-    if squeeze: out = out.reshape(tuple(d for k, d in enumerate(out.shape) if k not in squeeze))
+    if squeeze:
+      out = out.reshape(tuple(d for k, d in enumerate(out.shape) if k not in squeeze))
+      adv = [(pos, a - sum(1 for s in squeeze if s < a), ix) for pos, a, ix in adv]
     return out, adv, placement
 
 def _symbolic_slice(x: Tensor, axis: int, it: slice, taxis: int) -> tuple[Tensor, tuple]:
@@ -169,13 +178,13 @@ def _apply_slice(x: Tensor, axis: int, start: int, step: int, count: int) -> Ten
 def _index_tensor(it: Any, n: int, taxis: int, t: Tensor) -> Tensor:
   """An advanced index as an integer tensor on t's device, negative entries wrapped. A host index is checked here."""
   if isinstance(it, IndexingMixin):
-    if not dtypes.is_int(it.dtype): raise DTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
+    if not dtypes.is_int(it.dtype): raise IndexTypeError(f"index tensors must be integer or bool, got {it.dtype!r}")
     if it.device != t.device: it = it.to(t.device)
     return it if dtypes.is_unsigned(it.dtype) else (it < 0).where(it + n, it)
   arr = np.asarray(it)
   if arr.size:
     bad = arr[(arr < -n) | (arr >= n)]
-    if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of range for axis {taxis} of size {n} (shape {t.shape})")
+    if bad.size: raise TensorIndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis {taxis} of size {n} (shape {t.shape})")
   arr = np.where(arr < 0, arr + n, arr)
   return type(t)(arr.astype(np.int32 if n <= 2**31 else np.int64), t.device)
 
@@ -196,7 +205,10 @@ def _linear(adv: list[tuple[int, int, Tensor]], sizes: list[int]) -> Tensor:
   assert lin is not None and valid is not None
   return valid.where(lin, -1)
 
-def _adjacent(adv) -> bool: return [p for p, _, _ in adv] == list(range(adv[0][0], adv[0][0] + len(adv)))
+def _adjacent(adv) -> bool:
+  """Whether the advanced indices sit on consecutive axes of the basic view (ints selected away, as torch): then the
+  result's advanced dims go in their place, else first."""
+  return [a for _, a, _ in adv] == list(range(adv[0][1], adv[0][1] + len(adv)))
 
 def _gather_advanced(view: Tensor, adv) -> Tensor:
   axes = [a for _, a, _ in adv]
@@ -251,7 +263,65 @@ def setitem(t: Tensor, idx: Any, value: Any) -> None:
   else: new = _set(t, idx, v)
   if new is None: return
   if t.is_realized(): t.assign(new)
+  elif (chain := view_chain(t)) is not None: write_through(t, chain, new)
   else: t.uop = new.uop
+
+# ---- writes through a view: t[::-1][0] = 5, t.T[1, 0] = 5, t.detach()[1] = 5, t[1][2] = 5 write into t ----
+
+_VIEW_OPS = (Ops.RESHAPE, Ops.PERMUTE, Ops.FLIP, Ops.SHRINK, Ops.PAD, Ops.EXPAND, Ops.DETACH)
+
+def _chain(u) -> tuple[list, Any]:
+  chain = []
+  while u.op in _VIEW_OPS and realized_buffer(u) is None:
+    chain.append(u)
+    u = u.src[0]
+  return chain, u
+
+def view_chain(t: Tensor) -> list | None:
+  """The movement ops (top first) from t's node down to a realized buffer, or None when t is not a view of another tensor
+  (then t takes the new value itself). A view of a live tensor that is still unrealized realizes that tensor first (the
+  deepest one under the view: the others are views of it), so the write has storage to go into and is not lost."""
+  chain, bottom = _chain(t.uop)
+  if not chain: return None
+  if realized_buffer(bottom) is not None: return chain
+  live = [h for h in ENGINE.storage.live_holders() if h is not t]
+  for u in [bottom, *(c.src[0] for c in reversed(chain))]:  # deepest first
+    if (holders := [h for h in live if h.uop is u]):
+      for h in holders: h.realize()  # the engine rewires t's graph onto the new buffer
+      chain, bottom = _chain(t.uop)
+      if chain and realized_buffer(bottom) is not None: return chain
+      raise ShapeError(f"t[...] = v into a view of a tensor that could not be stored ({bottom.op.name}): realize that tensor first")
+  return None
+
+def write_through(t: Tensor, chain: list, new: Tensor) -> None:
+  """Writes `new` (the view's whole new value) into the stored tensor under the view: each movement op inverted (a shrink
+  becomes a pad with a mask of where the view lies, a flip a flip, ...), then one assign into that buffer, realized now so
+  every tensor of that storage (the base itself, its other views) reads the new values."""
+  T = type(t)
+  x, mask = new, T.ones(*new.shape, dtype=dtypes.bool, device=t.device)
+  for u in chain:
+    src_shape = u.src[0].shape
+    if u.op is Ops.RESHAPE: x, mask = x.reshape(src_shape), mask.reshape(src_shape)
+    elif u.op is Ops.PERMUTE:
+      inv = [0] * len(u.arg)
+      for k, a in enumerate(u.arg): inv[a] = k
+      x, mask = x.permute(inv), mask.permute(inv)
+    elif u.op is Ops.FLIP:
+      axes = [k for k, f in enumerate(u.arg) if f]
+      x, mask = x.flip(axes), mask.flip(axes)
+    elif u.op is Ops.SHRINK:
+      pads = tuple((b, s - e) for (b, e), s in zip(u.arg, src_shape))
+      x, mask = x.pad(pads), mask.pad(pads, value=False)
+    elif u.op is Ops.PAD:
+      box = tuple((b, b + s) for (b, _), s in zip(u.arg, src_shape))
+      x, mask = x.shrink(box), mask.shrink(box)
+    elif u.op is Ops.EXPAND:
+      raise ShapeError(f"t[...] = v into an expanded view ({shape_str(src_shape)} -> {shape_str(u.shape)}): several of its elements "
+                       "are one stored element; write into the tensor before expanding it")
+  base = T(chain[-1].src[0])
+  base.assign(mask.where(x, base)).realize()
+  # the realize computed t first as a reader of the old values (the engine's rule for pending readers): t stays the view
+  t.uop = chain[0]
 
 def _set(t: Tensor, idx: Any, v: Tensor) -> Tensor | None:
   p = _Parsed(t, idx)
@@ -268,7 +338,7 @@ def _set(t: Tensor, idx: Any, v: Tensor) -> Tensor | None:
 
 def _view_items(p: _Parsed) -> list:
   """The items that made each dim of the basic view (ints that were squeezed away are skipped)."""
-  return [it for it in p.items if not (isinstance(it, int) and not p.has_adv)]
+  return [it for it in p.items if not isinstance(it, int)]
 
 def _scatter_advanced(view: Tensor, adv, v: Tensor) -> Tensor:
   """The basic view with v written at the advanced indices (last write wins)."""
@@ -356,23 +426,50 @@ class IndexingMixin:
     if out.shape != self.shape: raise ShapeError(f"masked_fill mask of shape {mask.shape} does not broadcast to {self.shape}")
     return out
 
-  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-    """The elements where mask (broadcast with self) is True, as a 1-D tensor. Reads both on the host."""
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+    """The elements where mask (broadcast with self) is True, as a 1-D tensor. Reads both on the host; with `size`, the
+    first `size` of them (then fill_value) computed on the device: a static shape, so it works inside TinyJit."""
     if not isinstance(mask, IndexingMixin) or mask.dtype is not dtypes.bool: raise DTypeError("masked_select mask must be a bool Tensor")
     x, m = broadcast_pair(self, mask)
+    if size is not None:
+      hit = _kth_true(m.reshape(-1), size_arg(size, "masked_select size"))                  # (size, n)
+      vals = hit.where(x.reshape(1, -1), x._const_like(0)).sum(1, dtype=x.dtype) if x.numel() else x.zeros(size, dtype=x.dtype)
+      return (hit.any(1) if x.numel() else x.zeros(size, dtype=dtypes.bool)).where(vals, x._const_like(fill_value))
     return type(self)(x.numpy()[m.numpy()], self.device, self.dtype)
 
-  def nonzero(self: Tensor, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
-    """The indices of the nonzero elements, (count, ndim) (or a tuple of ndim 1-D tensors). Reads self on the host."""
-    if self.ndim == 0: raise ShapeError("nonzero of a 0-d tensor: reshape it to 1-D first")
+  def nonzero(self: Tensor, as_tuple: bool = False, size: int | None = None, fill_value: Any = 0) -> Tensor | tuple[Tensor, ...]:
+    """The indices of the nonzero elements, (count, ndim) (or a tuple of ndim 1-D tensors). Reads self on the host; with
+    `size`, the first `size` rows (then fill_value) computed on the device (default int), as masked_select."""
+    if size is not None and not as_tuple:
+      n, k = self.numel(), size_arg(size, "nonzero size")
+      if self.ndim == 0: return self.zeros(k, 0, dtype=dtypes.default_int)
+      if n == 0: return self.full((k, self.ndim), int(fill_value), dtype=dtypes.default_int)
+      hit = _kth_true(self.reshape(-1).cast(dtypes.bool), k)                                   # (k, n)
+      flat = iota(type(self), n, dtypes.default_int, self.device)
+      cols = []
+      for d in range(self.ndim):
+        coord = (flat // math.prod(self.shape[d + 1:])) % self.shape[d]
+        cols.append(hit.where(coord.reshape(1, n), 0).sum(1, dtype=dtypes.default_int))
+      rows = type(self).stack(*cols, dim=1)
+      return hit.any(1).reshape(k, 1).where(rows, int(fill_value))
+    if self.ndim == 0:  # torch's: one row of no coordinates if the value is nonzero
+      return self.zeros(int(bool(self.item())), 0, dtype=dtypes.int32)
     where = np.nonzero(self.numpy().astype(bool))
     dt = dtypes.int32 if max(self.shape) <= 2**31 else dtypes.int64
     if as_tuple: return tuple(type(self)(w.astype(np.int64), self.device, dt) for w in where)
     return type(self)(np.stack(where, axis=1).astype(np.int64).reshape(-1, self.ndim), self.device, dt)
 
+def _kth_true(m: Tensor, k: int) -> Tensor:
+  """(k, n) bool: row r is True at the position of the (r+1)-th True of the flat mask m (n * k work, no host read)."""
+  n = m.shape[0]
+  pos = m.cast(dtypes.int32).cumsum(0) - 1                                                   # the rank of each True
+  return m.reshape(1, n) & (pos.reshape(1, n) == iota(type(m), k, dtypes.int32, m.device).reshape(k, 1))
+
 def _scatter(x: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None, include_self: bool) -> Tensor:
   axis = axis_arg(dim, x.shape, "scatter dim")
-  s = src.cast(x.dtype) if isinstance(src, IndexingMixin) else type(x)(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
+  if isinstance(src, IndexingMixin) and src.dtype is not x.dtype:  # torch and tinygrad refuse it too: say which to cast
+    raise DTypeError(f"scatter src of dtype {src.dtype} into a tensor of dtype {x.dtype}: cast src first (src.cast({x.dtype}))")
+  s = src if isinstance(src, IndexingMixin) else type(x)(src, x.device, x.dtype).reshape((1,) * index.ndim).expand(index.shape)
   _check_gather_shapes(x, axis, index, "scatter", s)
   if x.ndim == 0 or index.numel() == 0: return x
   n = x.shape[axis]

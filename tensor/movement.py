@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Sequence
 from runtime.dtype import dtypes, least_upper_dtype
-from tensor.errors import ArgumentTypeError, ArgumentValueError, DeviceMismatchError, ShapeError, as_int, axis_arg, flat_args
+from tensor.autograd import note_folded
+from tensor.errors import AxisError, ArgumentTypeError, ArgumentValueError, DeviceMismatchError, ShapeError, as_int, axis_arg, flat_args
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
@@ -71,12 +72,20 @@ def windows(x: Tensor, axis: int, size: int, step: int) -> Tensor:
   out = rows.shrink(keep + ((0, count), (0, size)))                           # (..., count, size)
   return out if last else out.transpose(axis, -2)                             # the window count back in the axis's place
 
+class PadModeError(ArgumentValueError, NotImplementedError):
+  """A pad mode that does not exist: also NotImplementedError, as torch raises."""
+
 def pad_mode(x: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
   """Pad with mode "reflect" (mirror, not repeating the edge), "replicate" (repeat the edge) or "circular" (wrap)."""
   if mode not in ("reflect", "replicate", "circular"):
-    raise ArgumentValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
-  if any(b < 0 or a < 0 for b, a in pairs):  # negative widths crop first
-    x = x.shrink(tuple((-min(b, 0), d + min(a, 0)) for (b, a), d in zip(pairs, x.shape)))
+    raise PadModeError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+  crop = None
+  if any(b < 0 or a < 0 for b, a in pairs):
+    # negative widths crop: circular crops first, reflect and replicate pad the whole axis first and crop after (torch's
+    # index rule for them: a reflect of width 2 is allowed on an axis of 3 even when a crop leaves 2)
+    crop = tuple((-min(b, 0), min(a, 0)) for b, a in pairs)
+    if mode == "circular":
+      x, crop = x.shrink(tuple((cb, d + ca) for (cb, ca), d in zip(crop, x.shape))), None
     pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
   for axis, (b, a) in enumerate(pairs):
     if b == 0 and a == 0: continue
@@ -92,10 +101,15 @@ def pad_mode(x: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
       before, after = edge(0, b), edge(n - 1, a)
     else: before, after = _slice(x, axis, n - b, n), _slice(x, axis, 0, a)
     x = _cat([before, x, after], axis)
+  if crop is not None:
+    if any(cb - ca > d for (cb, ca), d in zip(crop, x.shape)): raise ShapeError(f"pad {pairs} crops more than the shape {x.shape} holds")
+    x = x.shrink(tuple((cb, d + ca) for (cb, ca), d in zip(crop, x.shape)))
   return x
 
 def _tensors(first, rest: tuple, op: str) -> list[Tensor]:
-  ts = list(first) + list(rest) if isinstance(first, (list, tuple)) else [first, *rest]
+  if isinstance(first, (list, tuple)) and rest:
+    raise ArgumentValueError(f"{op} takes tensors, or one list of them, not a list and then more tensors")
+  ts = list(first) if isinstance(first, (list, tuple)) else [first, *rest]
   if not ts: raise ArgumentValueError(f"{op} needs at least one tensor")
   for t in ts:
     if not isinstance(t, MovementMixin): raise ArgumentTypeError(f"{op} takes Tensors, got {type(t).__name__}")
@@ -113,7 +127,7 @@ class MovementMixin:
     ts = _tensors(self, args, "cat")
     ref = ts[0]
     axis = axis_arg(dim, ref.shape, "cat dim")
-    if ref.ndim == 0: raise ShapeError("cat of 0-d tensors: use stack")
+    if ref.ndim == 0: raise AxisError("cat of 0-d tensors (no dim to join along): use stack")
     for t in ts[1:]:
       if t.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != axis):
         raise ShapeError(f"cat along dim {dim}: shapes {ref.shape} and {t.shape} differ in another dim")
@@ -187,7 +201,9 @@ class MovementMixin:
   def roll(self: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     """Elements shifted along dims, wrapping around (flattened and reshaped back when dims is None)."""
     if dims is None:
-      if isinstance(shifts, (list, tuple)): raise ArgumentValueError("roll with several shifts needs dims")
+      if isinstance(shifts, (list, tuple)):
+        if len(shifts) != 1: raise ArgumentValueError(f"roll with several shifts {tuple(shifts)} needs dims")
+        shifts = shifts[0]
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     sh = [as_int(s, "roll shift") for s in (shifts if isinstance(shifts, (list, tuple)) else (shifts,))]
     ds = [axis_arg(d, self.shape, "roll dim") for d in (dims if isinstance(dims, (list, tuple)) else (dims,))]
@@ -199,6 +215,19 @@ class MovementMixin:
       s %= n
       x = _cat([_slice(x, d, n - s, n), _slice(x, d, 0, n - s)], d)
     return x
+
+  def shrink_to(self: Tensor, *shape) -> Tensor:
+    """The first shape[i] elements of each dim (None keeps a dim): tinygrad's shorthand for shrink(((0, s), ...))."""
+    sizes = flat_args(shape)
+    if len(sizes) != self.ndim: raise ShapeError(f"shrink_to {sizes} needs a size for each of the {self.ndim} dims of {self.shape}")
+    return self.shrink(tuple(None if s is None else (0, s) for s in sizes))
+
+  def pad_to(self: Tensor, *shape, value: float = 0.0) -> Tensor:
+    """Padded at the end of each dim up to shape[i] (None keeps a dim) with `value`."""
+    sizes = flat_args(shape)
+    if len(sizes) != self.ndim: raise ShapeError(f"pad_to {sizes} needs a size for each of the {self.ndim} dims of {self.shape}")
+    if any(s is not None and s < d for s, d in zip(sizes, self.shape)): raise ShapeError(f"pad_to {sizes} is smaller than {self.shape}")
+    return self.pad(tuple((0, 0 if s is None else s - d) for s, d in zip(sizes, self.shape)), value=value)
 
   def unflatten(self: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     """Dim split into `sizes` (one of them may be -1)."""
@@ -218,4 +247,6 @@ class MovementMixin:
     if step <= 0 or size < 0: raise ArgumentValueError(f"unfold needs size >= 0 and step > 0, got size={size} step={step}")
     x = self if self.ndim else self.reshape(1)
     if size > x.shape[axis]: raise ShapeError(f"unfold size {size} exceeds dimension {dimension} of size {x.shape[axis]} (shape {self.shape})")
-    return windows(x, axis, size, step)
+    out = windows(x, axis, size, step)
+    if out.numel() == 0: note_folded(out.uop, self.uop)  # windows of nothing: a zero gradient for self, not "not in the graph"
+    return out

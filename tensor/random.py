@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 from runtime.dtype import DType, dtypes
-from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, as_int, shape_arg, to_dtype
+from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, as_int, shape_arg, to_dtype
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
@@ -206,6 +206,30 @@ class RandomMixin:
     shape = shape_arg(shape)
     std = math.sqrt(2.0 / (1 + _finite(a, "a") ** 2)) / math.sqrt(max(_fan_in(shape, "kaiming_normal"), 1))
     return cls.normal(*shape, mean=0.0, std=std, **kwargs)
+
+  @classmethod
+  def randperm(cls, n: int, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
+    """A random permutation of 0..n-1 (the argsort of n uniform numbers; int32 by default, as tinygrad)."""
+    n = as_int(n, "randperm n")
+    if n < 0: raise ArgumentValueError(f"randperm n must be >= 0, got {n}")
+    return cls.rand(n, device=device, **kwargs).argsort().cast(dtype if dtype is not None else dtypes.int32)
+
+  def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    """num_samples indices (int32) drawn from each row of weights self (1-D or 2-D): with replacement by inverting the
+    cumulative distribution, without it by the keys u^(1/w) (Efraimidis-Spirakis: the k largest are a weighted draw)."""
+    num_samples = as_int(num_samples, "multinomial num_samples")
+    if not 1 <= self.ndim <= 2: raise ShapeError(f"multinomial takes 1-D or 2-D weights, got shape {self.shape}")
+    if num_samples < 1: raise ArgumentValueError(f"multinomial num_samples must be positive, got {num_samples}")
+    w = (self.unsqueeze(0) if self.ndim == 1 else self).float()
+    if not replacement and num_samples > w.shape[1]:
+      raise ArgumentValueError(f"multinomial without replacement can draw at most {w.shape[1]} samples, asked for {num_samples}")
+    if replacement or num_samples == 1:
+      cdf = w.cumsum(1)
+      cdf = cdf / cdf[:, -1:]
+      u = self.rand(w.shape[0], num_samples, 1, device=self.device)
+      idx = (u >= cdf.unsqueeze(1)).sum(2).minimum(w.shape[1] - 1)  # (rows, samples)
+    else: idx = (self.rand(*w.shape, device=self.device).log() / w).topk(num_samples, dim=1)[1]
+    return (idx.squeeze(0) if self.ndim == 1 else idx).cast(dtypes.int32)
 
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """In training (Tensor.training), zero each element with probability p and scale the rest by 1/(1-p); else self."""

@@ -47,8 +47,19 @@ def _before(xi: Tensor, xj: Tensor, descending: bool) -> Tensor:
 def _same(xi: Tensor, xj: Tensor) -> Tensor:
   return (xi == xj) | (xi.isnan() & xj.isnan()) if dtypes.is_float(xi.dtype) else xi == xj
 
+def _scan_indices(x: Tensor, values: Tensor, axis: int) -> Tensor:
+  """For a running max or min: at each position i, the last j <= i where x[j] is the running value (n * n work per row)."""
+  if x.ndim == 0: return x.zeros((), dtype=dtypes.int32, device=x.device)
+  xt, vt = x.transpose(axis, -1), values.transpose(axis, -1)
+  n = xt.shape[-1]
+  if n == 0: return xt.cast(dtypes.int32).transpose(axis, -1)
+  xj, vi = xt.unsqueeze(-1), vt.unsqueeze(-2)                                            # (..., j, 1), (..., 1, i)
+  j = iota(type(x), n, dtypes.int32, x.device).reshape(n, 1)
+  hit = _same(xj, vi) & (j <= iota(type(x), n, dtypes.int32, x.device).reshape(1, n))    # (..., j, i)
+  return hit.where(j, -1).max(-2).transpose(axis, -1)
+
 class ScanMixin:
-  """Tensor's scans and sorts (torch's and tinygrad's names; like tinygrad, cummax/cummin give the values only)."""
+  """Tensor's scans and sorts (torch's and tinygrad's names; cummax/cummin give (values, indices) as both)."""
   __slots__ = ()
 
   def cumsum(self: Tensor, axis: int = 0, dtype=None) -> Tensor:
@@ -60,12 +71,18 @@ class ScanMixin:
     x = self.cast(dtype if dtype is not None else int_acc_dtype(self.dtype))
     return _scan(x, axis_arg(axis, self.shape), lambda w: w.prod(-1, dtype=w.dtype), lambda a, b: a * b, 1)
 
-  def cummax(self: Tensor, axis: int = 0) -> Tensor:
-    """Running maxima along axis (nan propagates, as numpy's maximum.accumulate)."""
-    return _scan(self, axis_arg(axis, self.shape), lambda w: w.max(-1), lambda a, b: a.maximum(b), dtypes.min(self.dtype))
+  def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running maxima, the index where each was reached) along axis, as torch and tinygrad: nan propagates, and of equal
+    values the index is the last one's (torch's). The indices are int32 (tinygrad's; torch's are int64)."""
+    ax = axis_arg(axis, self.shape)
+    values = _scan(self, ax, lambda w: w.max(-1), lambda a, b: a.maximum(b), dtypes.min(self.dtype))
+    return values, _scan_indices(self, values, ax)
 
-  def cummin(self: Tensor, axis: int = 0) -> Tensor:
-    return _scan(self, axis_arg(axis, self.shape), lambda w: w.min(-1), lambda a, b: a.minimum(b), dtypes.max(self.dtype))
+  def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    """(running minima, the index where each was reached) along axis: as cummax."""
+    ax = axis_arg(axis, self.shape)
+    values = _scan(self, ax, lambda w: w.min(-1), lambda a, b: a.minimum(b), dtypes.max(self.dtype))
+    return values, _scan_indices(self, values, ax)
 
   def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) without overflow or underflow: a log-sum-exp over each window."""

@@ -16,11 +16,12 @@ from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_va
 from rules.substitute import substitute
 from runtime.rewrite import graph_rewrite
 from tensor import symbolic_sizes
+from tensor.engine.jit import JitError
 from tensor.engine.realize import realize_held
 from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_map
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
-from tensor.autograd import AutogradMixin
+from tensor.autograd import AutogradMixin, note_folded
 from tensor.creation import CreationMixin
 from tensor.elementwise import ElementwiseMixin
 from tensor.functional import FunctionalMixin
@@ -204,6 +205,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return realized_buffer(self.uop) is not None
   def numpy(self) -> np.ndarray:
     """The values, as a numpy array of numpy's type for this dtype (bfloat16 as float32)."""
+    if ENGINE.capturing:  # a TinyJit capture: the replay would not read them again, so the value read now would be baked in
+      raise JitError(f"reading a tensor's values ({shape_str(self.shape)} {self.dtype}: .numpy(), .item(), .tolist()) inside a TinyJit capture: "
+                     "a replay would reuse this call's value. Return the tensor from the jitted function and read it outside")
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
     buf, base = self._buffer()
     arr = buf.numpy()
@@ -217,6 +221,16 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def item(self) -> Any:
     if self.numel() != 1: raise ShapeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
+  def data(self) -> memoryview:
+    """The values as a memoryview of host memory in this dtype's format (tinygrad's; bfloat16 as float32), shaped."""
+    return memoryview(np.require(self.numpy(), requirements="C"))  # numpy's buffer: its format ('f', 'e', '?', ...) and shape
+  def replace(self, x: Tensor) -> Tensor:
+    """This tensor now stands for x (same shape; dtype and device may differ): no data is written, so nothing else that
+    reads this tensor's old storage changes (unlike assign)."""
+    if not isinstance(x, Tensor): raise ArgumentTypeError(f"replace takes a Tensor, got {type(x).__name__}")
+    if x.shape != self.shape: raise ShapeError(f"replace of shape {x.shape} for a tensor of shape {self.shape}")
+    self.uop, self._trace = x.uop, None
+    return self
   def to(self, device: str | None) -> Tensor:
     dev = Device.canonicalize(device)
     if dev == self.device: return self
@@ -233,6 +247,11 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
+    if realized_buffer(self.uop) is None:  # a view of stored data (t[1:], t.T): the write goes into the stored tensor
+      from tensor.indexing import view_chain, write_through
+      if (chain := view_chain(self)) is not None:
+        write_through(self, chain, x)
+        return self
     self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 
@@ -311,7 +330,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       return x.pad([(max(b, 0), max(a, 0)) for b, a in pairs], value=value)
     if all(p == (0, 0) for p in pairs): return self
     if self.numel() == 0:  # nothing to move: the result is all padding
-      return Tensor.full(tuple(d + b + a for d, (b, a) in zip(self.shape, pairs)), value, self.dtype, self.device)
+      out = Tensor.full(tuple(d + b + a for d, (b, a) in zip(self.shape, pairs)), value, self.dtype, self.device)
+      note_folded(out.uop, self.uop)
+      return out
     out = self._mv(Ops.PAD, tuple(pairs))
     if value == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0): return out
     mask = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._mv(Ops.PAD, tuple(pairs))
@@ -326,7 +347,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     elif any(not 0 <= b <= e <= d for (b, e), d in zip(pairs, self.shape)): raise ShapeError(f"shrink {tuple(arg)} does not fit shape {self.shape}")
     return self if all(p == (0, d) for p, d in zip(pairs, self.shape)) else self._mv(Ops.SHRINK, pairs)
   def flip(self, *axis) -> Tensor:
-    axes = {axis_arg(a, self.shape) for a in flat_args(axis)}
+    given = [axis_arg(a, self.shape) for a in flat_args(axis)]
+    if len(set(given)) != len(given): raise ArgumentValueError(f"flip axes {flat_args(axis)} name an axis twice (shape {self.shape})")
+    axes = set(given)
     return self._mv(Ops.FLIP, tuple(i in axes for i in range(self.ndim))) if axes and self.ndim else self
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(d for d in self.shape if d != 1))
@@ -460,7 +483,11 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         if x & 1: out = base if out is None else out * base
         x >>= 1
         if x: base = base * base
-      return out if out is not None else base.ones_like()
+      if out is not None: return out
+      note_folded((ones := base.ones_like()).uop, self.uop)  # x ** 0: its gradient is zero, not "not in the graph"
+      return ones
+    if not reverse and type(x) is int and x < 0 and dtypes.is_int(self.dtype):
+      raise ArgumentValueError(f"an integer tensor to the negative integer power {x}: cast it to a float first (numpy and torch refuse it too)")
     a, b = self._operands(x, reverse)
     if not dtypes.is_float(a.dtype): a, b = a.cast(dtypes.default_float), b.cast(dtypes.default_float)
     return a._alu(Ops.POW, b)
@@ -577,6 +604,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if any(self.shape[a] == 0 for a in axes):  # a reduction over nothing: the op's identity
       ident = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: dtypes.min(self.dtype)}[op]
       ret = Tensor.full(out_shape, ident, self.dtype, self.device)
+      note_folded(ret.uop, self.uop)
     else:
       acc = _acc_dtype(self.dtype) if op is not Ops.MAX else self.dtype
       ret = Tensor(uop(Ops.REDUCE_AXIS, acc, (self.cast(acc).uop,), (op, axes))).cast(self.dtype) if axes else self
@@ -611,6 +639,10 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
     return (sq / (max(n - correction, 0) if n.__class__ is int else (n - correction).maximum(0).simplify())).cast(least_upper_float(self.dtype))
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def argmax(self, axis=None, keepdim: bool = False) -> Tensor:

@@ -311,7 +311,8 @@ def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
     unrolls[k] = amount
   # SPLITs first: a reduction of vectors (UNROLLed) is no longer split
   opts += split_opts(sink, outs, reds, unrolls) + [Opt("UNROLL", len(outs) + k, a) for k, a in unrolls.items()]
-  if outs and (n := trip_count(outs[-1])) is not None and n <= UPCAST_MAX and lanes * n <= MAX_LANES:
+  # not a loop of 0 or 1 iterations: there is nothing to split into lanes (and apply_opt refuses it)
+  if outs and (n := trip_count(outs[-1])) is not None and 2 <= n <= UPCAST_MAX and lanes * n <= MAX_LANES:
     # measured on matmul: splitting a longer loop into lanes made gcc's code 1-6x slower until lanes are vectors
     opts.append(Opt("UPCAST", len(outs) - 1, 0))
   return opts

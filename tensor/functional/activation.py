@@ -16,12 +16,14 @@ def _float(x: Tensor) -> Tensor: return x.cast(least_upper_float(x.dtype))
 def log1p(x: Tensor) -> Tensor:
   """log(1 + x), accurate for tiny x: log(w) * x / (w - 1) with w = 1 + x cancels the rounding of w (Goldberg)."""
   w = x + 1
-  return w.eq(1).where(x, w.log() * x / (w - 1))
+  safe = w.eq(1).where(2, w)  # where the ratio is not taken, 2: its gradient stays finite (0 * inf would be nan)
+  return w.eq(1).where(x, safe.log() * x / (safe - 1))
 
 def expm1_neg(x: Tensor) -> Tensor:
   """exp(x) - 1 for x <= 0, accurate for tiny x: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of u (Kahan)."""
   u = x.exp()
-  return u.eq(1).where(x, u.eq(0).where(-1, (u - 1) * x / u.log()))
+  safe = (u.eq(1) | u.eq(0)).where(2, u)  # as log1p: a finite gradient in the branch not taken
+  return u.eq(1).where(x, u.eq(0).where(-1, (safe - 1) * x / safe.log()))
 
 def erfc(x: Tensor) -> Tensor:
   """1 - erf(x) with relative error below 1.2e-7 on both tails (the Chebyshev fit of Numerical Recipes' erfcc)."""
@@ -40,8 +42,9 @@ SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.050700987355480493
 
 class ActivationMixin:
   __slots__ = ()
-  def gelu(self: Tensor, approximate: str = "none") -> Tensor:
-    """x * Phi(x), as torch's F.gelu: exactly (with erf) by default, or with tinygrad's tanh approximation."""
+  def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+    """x * Phi(x) with tinygrad's tanh approximation by default (tinygrad code ported here gives the same numbers), or
+    exactly with erf (approximate="none", torch's F.gelu default)."""
     x = _float(self)
     if approximate == "none": return 0.5 * x * erfc(x * -(1 / math.sqrt(2)))
     if approximate == "tanh": return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())

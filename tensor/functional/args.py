@@ -11,7 +11,9 @@ from typing import Any
 @functools.cache
 def _error_class(std: type[Exception]) -> type[Exception]:
   from tensor.errors import TensorError
-  bases = (TensorError, RuntimeError, ValueError) if std is RuntimeError else (TensorError, std)
+  # a bad argument value is also torch's RuntimeError (tinygrad's tests catch either)
+  bases = (TensorError, RuntimeError, ValueError) if std is RuntimeError else (TensorError, ValueError, RuntimeError) if std is ValueError \
+    else (TensorError, std)
   return type({RuntimeError: "FunctionalShapeError", ValueError: "FunctionalValueError", TypeError: "FunctionalTypeError"}[std],
               bases, {"__module__": __name__})
 

@@ -30,9 +30,7 @@ def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], d
     if any(s != 1 for s in stride): raise value_error(f"{name}: padding='same' is not supported for strided convolutions (stride={stride})")
     # as torch: the odd one of an uneven total goes after
     return [((d * (k - 1)) // 2, d * (k - 1) - (d * (k - 1)) // 2) for k, d in zip(kernel, dilation)]
-  pads = pad_pairs(padding, len(kernel), f"{name}: padding")
-  if any(b < 0 or a < 0 for b, a in pads): raise value_error(f"{name}: padding {padding!r} must not be negative")
-  return pads
+  return pad_pairs(padding, len(kernel), f"{name}: padding")  # a negative width crops the input (tinygrad's; torch refuses)
 
 def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: Any, dilation: Any, pads: list[tuple[int, int]],
          dtype: Any, name: str) -> Tensor:

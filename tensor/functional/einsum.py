@@ -35,8 +35,7 @@ def _parse(formula: str, shapes: list[tuple[int, ...]]) -> tuple[list[str], str]
     k = len(shape) - len(t.replace("...", ""))
     out_terms.append(t.replace("...", ell[n_ell - k:]) if "..." in t else t)
   if arrow:
-    if "..." not in rhs and n_ell and any("..." in t and len(s) > len(t) - 3 for t, s in zip(terms, shapes)):
-      raise value_error(f"einsum {formula!r}: the output must have '...' when an operand's '...' covers dims")
+    # an output without '...' sums over the dims '...' covers (as torch), like any letter it leaves out
     out = rhs.replace("...", ell)
     all_in = "".join(out_terms)
     for c in out:

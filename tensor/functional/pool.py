@@ -90,7 +90,8 @@ def _max_pool(x: Tensor, kernel_size, stride, dilation, padding, ceil_mode, retu
   # index is the min over the window of where(is max, index, past the end). nan counts as a maximum, as max propagates it.
   spatial = x.shape[-n:]
   size = math.prod(spatial)
-  index = type(x).arange(size, dtype=dtypes.int64, device=x.device).reshape(spatial)
+  # int32 as tinygrad (torch's are int64), int64 only for a plane past int32's range
+  index = type(x).arange(size, dtype=dtypes.int32 if size < 2**31 - 1 else dtypes.int64, device=x.device).reshape(spatial)
   index = _pooled(index, kernel, st, dl, pads, outs, size)
   is_max = pooled == best.reshape(*best.shape, *[1] * n)
   if dtypes.is_float(x.dtype): is_max = is_max | pooled.isnan()
@@ -156,7 +157,7 @@ class PoolMixin:
                  return_indices: bool = False):
     """The max over each window of the last len(kernel_size) axes (2 when kernel_size is an int), as torch's
     F.max_pool2d. return_indices: also the flat index, within each (*spatial) plane, of the first maximum of each
-    window (int64, as torch; for max_unpool2d). A window that dilation leaves on padding only is -inf (the dtype's
+    window (int32, as tinygrad; torch's are int64; for max_unpool2d). A window that dilation leaves on padding only is -inf (the dtype's
     min for ints) at index prod(spatial), past the plane (torch gives another position past the input there)."""
     return _max_pool(self, kernel_size, stride, dilation, padding, ceil_mode, return_indices, 2, "max_pool2d")
   def max_pool1d(self: Tensor, kernel_size: Any, stride=None, padding: Any = 0, dilation=1, ceil_mode: bool = False,

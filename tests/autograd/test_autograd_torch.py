@@ -45,7 +45,7 @@ ELEMENTWISE = [
   ("pow", lambda a, b: a ** b + a ** 1.5 + 1.5 ** b, lambda a, b: a ** b + a ** 1.5 + 1.5 ** b, [positive(64, 70), normal(64, 70)]),
   ("relu sigmoid tanh", lambda a: a.relu() + a.sigmoid() + a.tanh(), lambda a: a.relu() + a.sigmoid() + a.tanh(), [normal(64, 70)]),
   ("gelu silu leaky_relu", lambda a: a.gelu() + a.silu() + a.leaky_relu(0.1),
-   lambda a: torch.nn.functional.gelu(a) + torch.nn.functional.silu(a) + torch.nn.functional.leaky_relu(a, 0.1),
+   lambda a: torch.nn.functional.gelu(a, approximate="tanh") + torch.nn.functional.silu(a) + torch.nn.functional.leaky_relu(a, 0.1),
    [normal(64, 70)]),
   ("where clip abs", lambda a, b: (a > b).where(a, b * 3) + a.clip(-0.5, 0.5) + b.abs(),
    lambda a, b: torch.where(a > b, a, b * 3) + a.clip(-0.5, 0.5) + b.abs(), [normal(64, 70), normal(64, 70)]),

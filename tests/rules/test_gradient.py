@@ -233,9 +233,7 @@ def test_ops_without_a_derivative_give_no_gradient():
   x = T([0.5, 1.5, 2.5])
   for f in [lambda a: (a > 1).cast(F64), lambda a: a.cast(dtypes.int32).cast(F64), lambda a: a.detach() * 2,
             lambda a: a.bitcast(dtypes.int64).cast(F64), lambda a: a.eq(1.5).where(1.0, 2.0)]:
-    with pytest.raises(GradientError, match="only through ops with no derivative"):
-      f(x).sum().gradient(x)
-    g, = f(x).sum().gradient(x, materialize_grads=True)
+    g, = f(x).sum().gradient(x)  # x is in the graph, under ops with no derivative: zeros (torch's and tinygrad's rule)
     assert g.tolist() == [0.0, 0.0, 0.0]
   # a step function's derivative is 0 where it is defined: floor, trunc and round pass zeros on
   g, = (x.floor() + x.round()).sum().gradient(x)

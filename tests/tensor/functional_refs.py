@@ -191,8 +191,8 @@ def sdpa(q, k, v, mask=None, is_causal=False, scale=None):
 
 _erf = np.vectorize(math.erf)
 ACTIVATIONS = {  # name: (our call, numpy reference in float64)
-  "gelu": (lambda t: t.gelu(), lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
-  "gelu_tanh": (lambda t: t.gelu(approximate="tanh"), lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+  "gelu": (lambda t: t.gelu(approximate="none"), lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+  "gelu_tanh": (lambda t: t.gelu(), lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
   "quick_gelu": (lambda t: t.quick_gelu(), lambda x: x / (1 + np.exp(-1.702 * x))),
   "softsign": (lambda t: t.softsign(), lambda x: x / (1 + np.abs(x))),
   "relu6": (lambda t: t.relu6(), lambda x: np.clip(x, 0, 6)),

@@ -19,8 +19,8 @@ def _acc(d):  # as sum and prod: bools and ints in int64 (torch), uint64 in itse
 SCANS = {  # name: (method, numpy oracle, result dtype, value strategy)
   "cumsum": (Tensor.cumsum, lambda a, ax: np.cumsum(a, ax, dtype=dtypes.to_numpy(_acc(dtypes.from_numpy(a.dtype)))), _acc),
   "cumprod": (Tensor.cumprod, lambda a, ax: np.cumprod(a, ax, dtype=dtypes.to_numpy(_acc(dtypes.from_numpy(a.dtype)))), _acc),
-  "cummax": (Tensor.cummax, lambda a, ax: np.maximum.accumulate(a, ax), lambda d: d),
-  "cummin": (Tensor.cummin, lambda a, ax: np.minimum.accumulate(a, ax), lambda d: d),
+  "cummax": (lambda t, ax: t.cummax(ax)[0], lambda a, ax: np.maximum.accumulate(a, ax), lambda d: d),
+  "cummin": (lambda t, ax: t.cummin(ax)[0], lambda a, ax: np.minimum.accumulate(a, ax), lambda d: d),
   "logcumsumexp": (Tensor.logcumsumexp, lambda a, ax: np.logaddexp.accumulate(a.astype(np.float32) if a.dtype.kind != "f" else a, ax),
                    lambda d: d if dtypes.is_float(d) else dtypes.float32),
 }
@@ -48,8 +48,8 @@ def test_scan_long(n):
   a = rng.integers(-3, 4, (2, n)).astype(np.int32)
   t = Tensor(a, device="CPU")
   check(t.cumsum(1), np.cumsum(a, 1, dtype=np.int64), dtypes.int64)
-  check(t.cummax(1), np.maximum.accumulate(a, 1), dtypes.int32)
-  check(t.float().cummin(-1), np.minimum.accumulate(a, 1).astype(np.float32), dtypes.float32)
+  check(t.cummax(1)[0], np.maximum.accumulate(a, 1), dtypes.int32)
+  check(t.float().cummin(-1)[0], np.minimum.accumulate(a, 1).astype(np.float32), dtypes.float32)
   f = rng.standard_normal((n, 2)).astype(np.float32)
   check(Tensor(f, device="CPU").logcumsumexp(0), np.logaddexp.accumulate(f, 0), dtypes.float32, scale=10)
   p = np.where(rng.random(n) < 0.5, 1, -1).astype(np.int8)
@@ -62,7 +62,9 @@ def test_scan_cases():
   for device in DEVICES:
     assert Tensor([-1000.0, 0.0, -math.inf], device=device).logcumsumexp().tolist() == [-1000.0, 0.0, 0.0]
     assert Tensor([-math.inf, -math.inf], device=device).logcumsumexp().tolist() == [-math.inf, -math.inf]
-    assert np.isnan(Tensor([1.0, math.nan, 3.0], device=device).cummax().numpy()[1:]).all()
+    assert np.isnan(Tensor([1.0, math.nan, 3.0], device=device).cummax()[0].numpy()[1:]).all()
+    v, i = Tensor(2.5, device=device).cummax()
+    assert v.item() == 2.5 and i.item() == 0 and i.dtype is dtypes.int32
     assert Tensor([[1, 2], [3, 4]], device=device).cumsum(1, dtype=dtypes.float64).tolist() == [[1.0, 3.0], [3.0, 7.0]]
     assert Tensor(5, device=device).cumsum().item() == 5
 
@@ -115,8 +117,13 @@ def test_against_torch():
   ta = torch.tensor(a)
   for device in DEVICES:
     t = Tensor(a, device=device)
-    check(t.cummax(1), ta.cummax(1).values.numpy(), dtypes.float32)
-    check(t.cummin(1), ta.cummin(1).values.numpy(), dtypes.float32)
+    for ours, theirs in [(t.cummax(1), ta.cummax(1)), (t.cummin(1), ta.cummin(1)), (t.cummax(0), ta.cummax(0))]:
+      check(ours[0], theirs.values.numpy(), dtypes.float32)
+      check(ours[1], theirs.indices.numpy().astype(np.int32), dtypes.int32)  # of equal values, the last one's index
+    ints = Tensor([[1, 3, 3, 2, 5, 5]], device=device)
+    check(ints.cummax(1)[1], torch.tensor(ints.numpy()).cummax(1).indices.numpy().astype(np.int32), dtypes.int32)
+    check(ints.cummin(1)[1], torch.tensor(ints.numpy()).cummin(1).indices.numpy().astype(np.int32), dtypes.int32)
+    check(Tensor.zeros(2, 0, device=device).cummax(1)[1], np.zeros((2, 0), np.int32), dtypes.int32)
     check(t.logcumsumexp(1), ta.logcumsumexp(1).numpy(), dtypes.float32)
     check(t.cumprod(0), ta.cumprod(0).numpy(), dtypes.float32)
     for descending in (False, True):
