@@ -29,7 +29,8 @@ TORCH = {"exp2": torch.exp2, "expm1": torch.expm1, "log1p": torch.log1p, "quick_
          "mish": torch.nn.functional.mish, "softplus": torch.nn.functional.softplus, "logsigmoid": torch.nn.functional.logsigmoid,
          "softsign": torch.nn.functional.softsign, "elu": torch.nn.functional.elu, "celu": torch.nn.functional.celu, "selu": torch.selu,
          "relu6": torch.nn.functional.relu6, "leaky_relu": torch.nn.functional.leaky_relu, "hardswish": torch.nn.functional.hardswish,
-         "hardsigmoid": torch.nn.functional.hardsigmoid, "hardtanh": torch.nn.functional.hardtanh, "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+         "hardsigmoid": torch.nn.functional.hardsigmoid, "hardtanh": torch.nn.functional.hardtanh,
+         "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
          "silu": torch.nn.functional.silu, "square": torch.square, "reciprocal": torch.reciprocal}
 DTYPES = {"float16": dtypes.float16, "bfloat16": dtypes.bfloat16, "float32": dtypes.float32}
 REPORTED = {"sin", "cos", "exp", "tanh", "sigmoid", "gelu", "silu", "log", "sqrt", "relu", "round", "abs"}
