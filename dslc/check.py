@@ -326,17 +326,15 @@ class Checker:
 
   def attr_error(self, message: str, span: Span, attr: str) -> None:
     """An error with its caret under `attr` of the first `ctx.attr` at or after span."""
-    pat = re.compile(rf"(?<![A-Za-z0-9_])ctx\s*\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
-    for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
-      m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
-      if m:
-        self.diags.append(Diagnostic(span.file or self.rf.path, i + 1, m.start(1) + 1, message))
-        return
-    self.error(message, span)
+    self._error_at(rf"(?<![A-Za-z0-9_])ctx\s*\.\s*({re.escape(attr)})(?![A-Za-z0-9_])", message, span)
 
   def attribute_error(self, message: str, span: Span, attr: str) -> None:
     """An error with its caret under the first `.attr` at or after span."""
-    pat = re.compile(rf"\.\s*({re.escape(attr)})(?![A-Za-z0-9_])")
+    self._error_at(rf"\.\s*({re.escape(attr)})(?![A-Za-z0-9_])", message, span)
+
+  def _error_at(self, pattern: str, message: str, span: Span) -> None:
+    """An error with its caret at group 1 of the first match of `pattern` at or after span (within 20 lines), else at span."""
+    pat = re.compile(pattern)
     for i in range(span.line - 1, min(span.line + 20, len(self.lines))):
       m = pat.search(self.lines[i].split("#")[0], span.col - 1 if i == span.line - 1 else 0)
       if m:
