@@ -2,7 +2,7 @@
 
 A device (`Compiled`) is an allocator (device memory, copies in and out), a compiler and program runner (`program`), and a
 `synchronize`. `Device[name]` gives one: CPU (C through the system compiler), PYTHON (the interpreter), CL (OpenCL), CUDA
-(the driver API and NVRTC), DISK (a file, mapped); `NAME:N` is the N-th device of a kind, with buffers of its own.
+(the driver API and NVRTC); `NAME:N` is the N-th device of a kind, with buffers of its own.
 `Device.DEFAULT` picks CUDA, then CL (a GPU), then CPU, then PYTHON; DEV=NAME or NAME=1 overrides it. A `Buffer` holds the
 allocator's handle: host memory (a numpy array) on CPU and PYTHON, device memory elsewhere, copied to the host only by
 `numpy()`, `copyin` and transfers (`copy`).
@@ -181,6 +181,17 @@ def _recycle(b: Buffer) -> None:
   _pool.setdefault((b.nbytes, b.dtype), []).append((raw, a, b._ptr))
   _pooled[0] += 1
 
+def launch_info(src: str) -> tuple[tuple[int, ...], tuple[int, ...], list[str]]:
+  """What a GPU-style kernel's source says of its launch (tensor/renderer/gpu.py writes it): the global sizes, the local
+  sizes (all 1: the platform's choice) and the types of its scalar parameters; one work-item without the lines."""
+  lines = src.split("\n", 2)
+  gl, lo, scalars = (1,), (1,), []
+  if lines[0].startswith("// launch global="):
+    g, _, l_ = lines[0][len("// launch global="):].partition(" local=")
+    gl, lo = tuple(int(x) for x in g.split(",")), tuple(int(x) for x in l_.split(","))
+  if len(lines) > 1 and lines[1].startswith("// scalars:"): scalars = lines[1][len("// scalars:"):].split()
+  return gl, lo, scalars
+
 class Compiled:
   """A device: its allocator, `program(source, name, launch)` turning a kernel's source (rendered for this device by the
   tensor layer) into a callable prog(buffers, var_vals) (it may return the kernel's time in seconds, from device events),
@@ -195,9 +206,8 @@ class Compiled:
   def __repr__(self) -> str: return f"<Device {self.name}>"
 
 # each device's module, loaded by name on first use (so this module imports none of them): it gives device(name), the
-# device, and available(), whether this machine can run it; in the order Device.DEFAULT tries them (DISK never is)
-_BACKENDS = {"CUDA": "runtime.ops_cuda", "CL": "runtime.ops_cl", "CPU": "runtime.ops_cpu", "PYTHON": "runtime.ops_python", "DISK": "runtime.ops_disk"}
-_NOT_DEFAULT = ("DISK",)
+# device, and available(), whether this machine can run it; in the order Device.DEFAULT tries them
+_BACKENDS = {"CUDA": "runtime.ops_cuda", "CL": "runtime.ops_cl", "CPU": "runtime.ops_cpu", "PYTHON": "runtime.ops_python"}
 
 def _module(kind: str):
   return importlib.import_module(_BACKENDS[kind])
@@ -209,24 +219,21 @@ class _DeviceRegistry:
     self._default: str | None = None
 
   def canonicalize(self, name: str | None) -> str:
-    """The canonical name: the kind in capitals, `:0` dropped (CL:0 is CL), `:N` kept; DISK keeps its path (disk:/a/b is
-    DISK:/a/b). Raises DeviceError naming the devices for an unknown kind."""
+    """The canonical name: the kind in capitals, `:0` dropped (CL:0 is CL), `:N` kept. Raises DeviceError naming the
+    devices for an unknown kind."""
     if name is None: return self.DEFAULT
     kind, sep, rest = str(name).partition(":")
     kind = kind.upper()
     if kind not in _BACKENDS:
       raise DeviceError(f"unknown device {name!r}; the devices are {', '.join(_BACKENDS)} (NAME:N for the N-th of a kind; "
                         f"available here: {', '.join(self.available())})")
-    if kind == "DISK":
-      if not rest: raise DeviceError(f"the DISK device takes a file: 'disk:/path/to/file', not {name!r}")
-      return f"DISK:{rest}"
     if not sep or rest in ("", "0"): return kind
     if not rest.isdigit(): raise DeviceError(f"device {name!r}: the part after ':' is the device's number (CL:1), not {rest!r}")
     return f"{kind}:{int(rest)}"
 
   @staticmethod
   def kind(name: str) -> str:
-    """The kind of a canonical name: CL of CL:1, DISK of DISK:/path."""
+    """The kind of a canonical name: CL of CL:1."""
     return name.split(":", 1)[0]
 
   def __getitem__(self, name: str) -> Compiled:
@@ -244,7 +251,6 @@ class _DeviceRegistry:
     """The kinds this machine can run (a kind whose module can't tell is left out)."""
     out = []
     for k in _BACKENDS:
-      if k in _NOT_DEFAULT: continue
       try:
         if _module(k).available(): out.append(k)
       except Exception: pass  # noqa: BLE001 (a broken driver is an unavailable device)
