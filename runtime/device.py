@@ -91,6 +91,7 @@ class Buffer:
     elif alloc is HOST and (free := _pool.get((self.nbytes, self.dtype))):  # a freed buffer of this size and dtype: no allocation
       self._buf, self._array, self._ptr = free.pop()
       _pooled[0] -= 1
+      GlobalCounters.mem_used += self.nbytes  # live memory, as __del__ counts it out
       return self
     else:
       self._buf = alloc.alloc(self.nbytes)

@@ -48,7 +48,7 @@ def _lib() -> Any:
           "clGetProgramBuildInfo": (i, [vp, vp, u, sz, vp, p(sz)]), "clCreateKernel": (vp, [vp, ctypes.c_char_p, p(i)]),
           "clSetKernelArg": (i, [vp, u, sz, vp]), "clEnqueueNDRangeKernel": (i, [vp, vp, u, p(sz), p(sz), p(sz), u, vp, p(vp)]),
           "clFinish": (i, [vp]), "clGetEventProfilingInfo": (i, [vp, u, sz, vp, p(sz)]), "clReleaseEvent": (i, [vp]),
-          "clReleaseKernel": (i, [vp]), "clReleaseProgram": (i, [vp])}
+          "clReleaseKernel": (i, [vp]), "clReleaseProgram": (i, [vp]), "clGetKernelInfo": (i, [vp, u, sz, vp, p(sz)])}
   for fname, (res, args) in sigs.items():
     f = getattr(cl, fname)
     f.restype, f.argtypes = res, args
@@ -161,14 +161,18 @@ class CLProgram:
     self.dev, self.prog, self.kernel, self.name, self.scalars = dev, prog, kernel, name, scalars
     self.gsz, self.lsz = (ctypes.c_size_t * len(gsz))(*gsz), None if lsz is None else (ctypes.c_size_t * len(lsz))(*lsz)
     self.dims, self.lib = len(gsz), _lib()
+    # buffers the kernel has a parameter for (a kernel whose last buffers it no longer reads has none for them)
+    n = ctypes.c_uint32()
+    _check(self.lib.clGetKernelInfo(kernel, 0x1191, 4, ctypes.byref(n), None), "clGetKernelInfo")  # CL_KERNEL_NUM_ARGS
+    self.n_bufs = n.value - len(scalars)
   def __call__(self, bufs: list[Buffer], vals: tuple = ()) -> float:
     cl, k = self.lib, self.kernel
-    for i, b in enumerate(bufs):
+    for i, b in enumerate(bufs[:self.n_bufs]):
       h = b._buf if b._buf is not None else b.ensure_allocated()._buf
       _check(cl.clSetKernelArg(k, i, ctypes.sizeof(ctypes.c_void_p), ctypes.byref(h)), f"clSetKernelArg {i}")
     for j, (t, v) in enumerate(zip(self.scalars, vals)):
       x = t(v)
-      _check(cl.clSetKernelArg(k, len(bufs) + j, ctypes.sizeof(x), ctypes.byref(x)), f"clSetKernelArg {len(bufs) + j}")
+      _check(cl.clSetKernelArg(k, self.n_bufs + j, ctypes.sizeof(x), ctypes.byref(x)), f"clSetKernelArg {self.n_bufs + j}")
     ev = ctypes.c_void_p()
     _check(cl.clEnqueueNDRangeKernel(self.dev.queue, k, self.dims, None, self.gsz, self.lsz, 0, None, ctypes.byref(ev)), f"launch {self.name}")
     _check(cl.clFinish(self.dev.queue), "clFinish")
