@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools, io, pickle, time, weakref
 from typing import Any, Callable, Generic, TypeVar
 from runtime import replay as native
-from runtime.device import Buffer, Device
+from runtime.device import Buffer, Device, copy
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
@@ -60,7 +60,7 @@ class JitStep:
 
   def run(self, var_vals: dict[str, int]) -> None:
     if self.fn is None:
-      self.bufs[0].as_array()[:] = self.bufs[1].as_array()
+      copy(self.bufs[0], self.bufs[1])
       return
     vals = self.vals if self.vals is not None else tuple(var_vals[a] if isinstance(a, str) else a for a in self.args)
     self.fn(self.bufs, vals)
