@@ -89,6 +89,18 @@ def _train(device: str) -> list[np.ndarray]:
       opt.step()
   return [loss.numpy()] + [p.numpy() for p in params]
 
+@pytest.mark.parametrize("src,dst", [(dtypes.float16, dtypes.int16), (dtypes.float16, dtypes.uint16), (dtypes.int16, dtypes.float16),
+                                     (dtypes.bfloat16, dtypes.uint16), (dtypes.uint16, dtypes.bfloat16)])
+def test_16_bit_float_bitcasts_keep_their_bits(src, dst):
+  # a half or bfloat16 value is held as a float in the kernel: its bits are the 16-bit value's, not the float's
+  # finite values and infinities (a nan's payload need not survive a float)
+  bits = np.array([0, 1, 0x3C00, 0x8001, 0x7BFF, 0xC000, 0x3555, 0x4049, 0xBF80, 0xFC00 if dtypes.float16 in (src, dst) else 0x7F7F], np.uint16)
+  if src is dtypes.bfloat16: t = Tensor(bits, device="CL").bitcast(dtypes.bfloat16) + 0  # a bfloat16 value computed in the kernel
+  elif src is dtypes.float16: t = Tensor(bits.view(np.float16), device="CL") + 0
+  else: t = Tensor(bits.view(np.int16), device="CL")
+  got = (t.bitcast(dst) if dst is not dtypes.bfloat16 else t.bitcast(dst).bitcast(dtypes.uint16)).numpy()
+  assert got.view(np.uint16).tolist() == bits.tolist()
+
 def test_a_training_step_on_cl_equals_cpu():
   prev = Device.DEFAULT
   try:

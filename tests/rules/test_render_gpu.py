@@ -19,14 +19,16 @@ UNREACHABLE = {
 }
 
 def extra() -> list:
-  """Graphs the shared ones leave out: a guarded half load (padding), a float remainder, bitcasts to and from bool."""
+  """Graphs the shared ones leave out: a guarded half load (padding), a float remainder, bitcasts to and from bool, half and bfloat16."""
   import numpy as np
   from runtime.dtype import dtypes
   from tensor import Tensor
   h = Tensor(np.arange(12, dtype=np.float16).reshape(3, 4)).realize()
   a, b = Tensor(np.linspace(-3, 3, 12, dtype=np.float32)).realize(), Tensor(np.full(12, 0.7, dtype=np.float32)).realize()
   byte, flag = Tensor(np.array([0, 1, 1, 0], np.uint8)).realize(), Tensor(np.array([True, False, True])).realize()
-  return [h.pad(((1, 1), (0, 0))) * 2, a % b, a.cast(dtypes.float16).pad(((2, 2),)) + 1, byte.bitcast(dtypes.bool), flag.bitcast(dtypes.uint8)]
+  words = Tensor(np.arange(12, dtype=np.uint16)).realize()
+  return [h.pad(((1, 1), (0, 0))) * 2, a % b, a.cast(dtypes.float16).pad(((2, 2),)) + 1, byte.bitcast(dtypes.bool), flag.bitcast(dtypes.uint8),
+          (h + 1).bitcast(dtypes.int16), words.bitcast(dtypes.float16) + 1, (words.bitcast(dtypes.bfloat16) + 1).bitcast(dtypes.uint16)]
 
 @functools.cache
 def sources() -> tuple[dict, dict]:
