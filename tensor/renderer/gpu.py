@@ -46,8 +46,7 @@ class GPUContext(CContext):
   """CContext in a GPU dialect: its type names and helper functions, and the loops on the grid."""
   def __init__(self, lang: GPULang, grid: dict[UOp, int]):
     super().__init__()
-    self.lang, self.grid, self.dialect = lang.name, grid, lang
-  def gid(self, dim: int) -> str: return self.dialect.gid[dim]
+    self.lang, self.grid, self.gids, self.dialect = lang.name, grid, lang.gid, lang
   def ctype(self, d: DType) -> str:
     if d.count > 1: raise NotImplementedError(f"the {self.lang} renderer renders scalars only, not {d}")
     return self.dialect.types.get(d.scalar) or c_ctype(d)
