@@ -125,14 +125,17 @@ class Buffer:
   def copyin_bytes(self, raw) -> Buffer:
     """Write nbytes of raw bytes (a buffer object) into the buffer."""
     return self.copyin(np.frombuffer(raw, dtype=np.uint8, count=self.nbytes).view(_storage(self.dtype)))
+  def host_array(self) -> np.ndarray:
+    """The contents in host memory as the dtype's storage type (bfloat16 as its 16 bits): the buffer's own memory on a host
+    device (a view: do not write to it), a copy read from device memory elsewhere."""
+    self.ensure_allocated()
+    if self._array is not None: return self._array
+    raw = np.empty(self.nbytes, dtype=np.uint8)
+    self.allocator.copyout(raw, self._buf)
+    return raw.view(_storage(self.dtype))
   def numpy(self) -> np.ndarray:
     """A copy of the contents in host memory, as numpy's type for the dtype (bfloat16 comes out as float32)."""
-    self.ensure_allocated()
-    if self._array is not None: a = self._array.copy()
-    else:
-      raw = np.empty(self.nbytes, dtype=np.uint8)
-      self.allocator.copyout(raw, self._buf)
-      a = raw.view(_storage(self.dtype))
+    a = self._array.copy() if self.ensure_allocated()._array is not None else self.host_array()
     if self.dtype.scalar is dtypes.bfloat16: return (a.astype(np.uint32) << 16).view(np.float32)
     return a
 

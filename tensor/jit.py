@@ -397,7 +397,7 @@ def _dump_captured(c: CapturedJit) -> dict:
   steps = [(s.device, s.name, s.src, [None if b is None else idx(b) for b in s.bufs], s.args, s.floats, s.ops, s.mem) for s in c.steps]
   f = io.BytesIO()
   _RetPickler(f, idx).dump(c.ret)
-  bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.as_array().copy() if b.base is None else None)
+  bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.host_array().copy() if b.base is None else None)
           for b in table]
   return {"buffers": bufs, "steps": steps, "ret": f.getvalue(), "input_replace": c.input_replace, "names": c.expected_names,
           "info": c.expected_info, "vars": c.var_names, "ret_inputs": c.ret_inputs}

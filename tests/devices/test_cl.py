@@ -1,4 +1,4 @@
-"""The CL device (runtime/ops_cl.py, OpenCL C from tensor/renderer/opencl.py) against numpy and the CPU device: buffers and
+"""The CL device (runtime/ops_cl.py, OpenCL C from tensor/renderer/gpu.py) against numpy and the CPU device: buffers and
 transfers, the launch grid, integer semantics identical on CPU, PYTHON and CL, a training step equal to CPU's, TinyJit
 capturing and replaying, a lazy graph crossing devices, allocation errors, device-event kernel times. Runs for real on
 pocl (OpenCL on the CPU); without an OpenCL platform every test skips with the one line saying what to install.
@@ -10,6 +10,7 @@ from runtime.device import AllocationError, Buffer, Device
 from runtime.dtype import dtypes
 from tensor import Tensor, TinyJit
 from tensor.nn import Linear, optim
+from tensor.nn.state import safe_load, safe_save
 
 pytestmark = pytest.mark.skipif(not ops_cl.available(), reason=f"no OpenCL device: {ops_cl.INSTALL}")
 
@@ -120,6 +121,22 @@ def test_tinyjit_captures_and_replays_on_cl():
     np.testing.assert_array_equal(f(Tensor(x, device="CL")).numpy(), np.maximum(x @ np.arange(12, dtype=np.float32).reshape(3, 4) + 1, 0))
   assert f.captured is not None
 
+def test_a_captured_jit_pickles_with_its_device_weights():
+  import pickle
+  w = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="CL").realize()
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x @ w) * 2
+  for i in range(3): f(Tensor(np.full((2, 3), i, dtype=np.float32), device="CL"))
+  g = pickle.loads(pickle.dumps(f))
+  x = np.arange(6, dtype=np.float32).reshape(2, 3)
+  np.testing.assert_array_equal(g(Tensor(x, device="CL")).numpy(), (x @ np.arange(12, dtype=np.float32).reshape(3, 4)) * 2)
+
+def test_beam_searches_on_cl():
+  from runtime.helpers import Context
+  a = np.random.default_rng(2).standard_normal((64, 48)).astype(np.float32)
+  with Context(NOOPT=0, BEAM=2): out = (Tensor(a, device="CL") @ Tensor(a.T.copy(), device="CL")).numpy()
+  np.testing.assert_allclose(out, a @ a.T, rtol=1e-4, atol=1e-4)
+
 def test_an_allocation_the_device_refuses_is_a_clear_error_and_others_survive():
   keep = Tensor([1.0, 2.0], device="CL").realize()
   with pytest.raises(AllocationError, match="CL: could not allocate"): Buffer("CL", 1 << 61, dtypes.float32).ensure_allocated()
@@ -140,3 +157,10 @@ def test_outer_loops_are_the_launch_grid():
   p = program(ast, target_for("CL"))
   assert p.src.startswith("// launch global=") and "get_global_id(0)" in p.src and "__kernel void" in p.src
   assert len(grid_loops(p.uops)) == 1
+
+def test_weights_load_into_device_memory_and_save_from_it(tmp_path):
+  w = np.random.default_rng(1).standard_normal((33, 17)).astype(np.float32)
+  safe_save({"w": Tensor(w, device="CL") * 2}, tmp_path / "a.safetensors")
+  back = safe_load(tmp_path / "a.safetensors", device="CL")["w"]
+  assert back.device == "CL"
+  np.testing.assert_array_equal((back + 1).numpy(), w * 2 + 1)
