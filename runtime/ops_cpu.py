@@ -247,5 +247,5 @@ def program(src: str, name: str) -> Callable:
   run.lib = prog.lib  # type: ignore[attr-defined]
   return run
 
-def device() -> Compiled: return Compiled("CPU", program)
-def available() -> bool: return find_compiler(required=False) is not None
+def device(name: str = "CPU") -> Compiled: return Compiled(name, program)
+def available(default: bool = False) -> bool: return find_compiler(required=False) is not None

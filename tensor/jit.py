@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools, io, pickle, time, weakref
 from typing import Any, Callable, Generic, TypeVar
 from runtime import replay as native
-from runtime.device import Buffer, Device
+from runtime.device import Buffer, Device, copy
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
@@ -60,7 +60,7 @@ class JitStep:
 
   def run(self, var_vals: dict[str, int]) -> None:
     if self.fn is None:
-      self.bufs[0].as_array()[:] = self.bufs[1].as_array()
+      copy(self.bufs[0], self.bufs[1])
       return
     vals = self.vals if self.vals is not None else tuple(var_vals[a] if isinstance(a, str) else a for a in self.args)
     self.fn(self.bufs, vals)
@@ -397,7 +397,7 @@ def _dump_captured(c: CapturedJit) -> dict:
   steps = [(s.device, s.name, s.src, [None if b is None else idx(b) for b in s.bufs], s.args, s.floats, s.ops, s.mem) for s in c.steps]
   f = io.BytesIO()
   _RetPickler(f, idx).dump(c.ret)
-  bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.as_array().copy() if b.base is None else None)
+  bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.host_array().copy() if b.base is None else None)
           for b in table]
   return {"buffers": bufs, "steps": steps, "ret": f.getvalue(), "input_replace": c.input_replace, "names": c.expected_names,
           "info": c.expected_info, "vars": c.var_names, "ret_inputs": c.ret_inputs}

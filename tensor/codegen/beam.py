@@ -169,10 +169,11 @@ class _Bench:
       assert isinstance(u.dtype, PtrDType)
       dt = u.dtype.base.scalar
       b = self.target.allocate(max(1, u.dtype.size), dt)
-      a = b.as_array()
+      a = b.host_array().copy()
       # floats in [-1, 1); integers 1 (a loaded index stays in bounds, a loaded divisor is not zero)
       if dtypes.is_float(dt) and dt is not dtypes.bfloat16: a[:] = rng.uniform(-1, 1, a.shape).astype(a.dtype)
       else: a[:] = 1 if dt is not dtypes.bfloat16 else 0x3f80
+      b.copyin(a)
       self.bufs.append(b)
     # a symbolic size at its largest; a parameter (a constant passed in) 1
     self.vals = tuple(1.0 if dtypes.is_float(u.dtype) else u.arg[2] for u in uops if u.op is Ops.DEFINE_VAR)

@@ -13,8 +13,10 @@ from runtime.device import Buffer, Device
 from runtime.dtype import DType
 from runtime.threads import cores
 from tensor.codegen.cost import CostModel
+from tensor.codegen.grid import GridCostModel
 from tensor.renderer import Renderer, UOpRenderer
 from tensor.renderer.cstyle import CRenderer
+from tensor.renderer.gpu import CLRenderer, CUDARenderer
 
 class Target:
   """A device's renderer and cost model, its compiler (source, name -> callable(buffers, values)) and allocator.
@@ -48,12 +50,14 @@ class Target:
 
   def __repr__(self) -> str: return f"<Target {self.device} {type(self.renderer).__name__}>"
 
-# the renderer of each device's language
-RENDERERS: dict[str, Callable[[], Renderer]] = {"CPU": CRenderer, "PYTHON": UOpRenderer}
+# the renderer of each kind of device's language, and the cost model of the kinds whose loops run on a launch grid
+RENDERERS: dict[str, Callable[[], Renderer]] = {"CPU": CRenderer, "PYTHON": UOpRenderer, "CL": CLRenderer, "CUDA": CUDARenderer}
+GRID_KINDS = ("CL", "CUDA")
 
 def target_for(device: str) -> Target:
-  """A Target for a device name (canonical: "CPU", "PYTHON")."""
+  """A Target for a device name (canonical: "CPU", "PYTHON", "CL", "CL:1", ...)."""
   device = Device.canonicalize(device)
-  return Target(device, RENDERERS[device](), searchable=device != "PYTHON")
+  kind = Device.kind(device)
+  return Target(device, RENDERERS[kind](), GridCostModel() if kind in GRID_KINDS else None, searchable=kind != "PYTHON")
 
 __all__ = ["Target", "target_for", "RENDERERS"]

@@ -10,7 +10,7 @@ totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 
 from __future__ import annotations
 import atexit, time
 from typing import Callable
-from runtime.device import Buffer
+from runtime.device import Buffer, copy
 from runtime.profile import PROFILE, kernel_run, scope
 from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
@@ -60,7 +60,7 @@ class CompiledRunner(Runner):
   def fn(self) -> Callable:
     if self._fn.__class__ is Compiling: self._fn = self._fn.future.result()  # type: ignore[attr-defined]
     return self._fn
-  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.fn(bufs, var_vals)
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> float | None: return self.fn(bufs, var_vals)
   def entry(self) -> tuple[Runner, Callable | None, tuple]: return self, self.fn, ()
 
 class BoundRunner(Runner):
@@ -70,7 +70,7 @@ class BoundRunner(Runner):
     self.base, self.program, self.name = base, base.program, base.name
     self.slots = [None if (i := param_index(v)) is None else cast_value(values[i], v.dtype) for v in base.program.vars]
     self.var_vals = tuple((bound or {})[v.arg[0]] for v, s in zip(base.program.vars, self.slots) if s is None) if bound else ()
-  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> None: self.base.fn(bufs, self.values(var_vals))
+  def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> float | None: return self.base.fn(bufs, self.values(var_vals))
   def values(self, var_vals: tuple = ()) -> tuple:
     rest = iter(var_vals or self.var_vals)
     return tuple(next(rest) if v is None else v for v in self.slots)
@@ -79,8 +79,7 @@ class BoundRunner(Runner):
 class CopyRunner(Runner):
   name = "copy"
   def __call__(self, bufs: list[Buffer], var_vals: tuple[int, ...] = ()) -> None:
-    dst, src = bufs
-    dst.as_array()[:] = src.as_array()
+    copy(*bufs)  # dst, src: through the host unless both are on one device
 
 def get_program(ast: UOp, device: str, name: str | None = None, engine: Engine = ENGINE) -> Program:
   """A kernel AST lowered, linearized and rendered for a device, by codegen for the engine's target of that device (named
@@ -179,8 +178,9 @@ def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
   for b in bufs:
     if b._array is None: b.ensure_allocated()
   t0 = time.perf_counter()
-  runner(bufs)
-  dt = time.perf_counter() - t0
+  device_time = runner(bufs)
+  # a GPU-style device's program returns the kernel's time from the device's events (CL); the others are timed here
+  dt = device_time if device_time.__class__ is float else time.perf_counter() - t0
   GlobalCounters.kernel_count += 1
   GlobalCounters.time_sum_s += dt
   program: Program | None = getattr(runner, "program", None)  # compiled kernels (bound to their constants or not); copies have none

@@ -135,7 +135,7 @@ def _host_bytes(t: Tensor) -> np.ndarray:
   if t.numel() == 0: return np.zeros(0, np.uint8)
   t.realize()
   if not _is_buffer(t): t = t.contiguous().realize()
-  a = ENGINE.storage.buffers[realized_buffer(t.uop)].as_array()
+  a = ENGINE.storage.buffers[realized_buffer(t.uop)].host_array()
   return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
 
 # ---- reading safetensors ----
@@ -315,9 +315,15 @@ class FileBuffer(Buffer):
     super().ensure_allocated()
     if self._source is not None and self.nbytes:
       src, begin, what = self._source
-      try: src.read_into(memoryview(self.as_array().view(np.uint8)), begin, what)
+      try:
+        if self._array is not None: src.read_into(memoryview(self._array.view(np.uint8)), begin, what)
+        else:  # device memory: read on the host, then copy in
+          staging = np.empty(self.nbytes, dtype=np.uint8)
+          src.read_into(memoryview(staging), begin, what)
+          self.allocator.copyin(self._buf, staging)
       except BaseException:  # not allocated after all: a later use must not see the bytes that were not read
-        self._array, self._ptr = None, 0
+        if not self.allocator.host: self.allocator.free(self._buf, self.nbytes)
+        self._buf, self._array, self._ptr = None, None, 0
         GlobalCounters.mem_used -= self.nbytes
         raise
     self._source = None  # the file can close once every tensor of it is in memory

@@ -5,6 +5,7 @@ as parallel get an OpenMP pragma (runtime/threads.py); CRenderer is the CPU targ
 """
 from __future__ import annotations
 import functools
+from typing import Callable
 from runtime.dtype import DType, dtypes
 from runtime.ops import GroupOp, Ops
 from runtime.uop import UOp, uop
@@ -107,8 +108,14 @@ def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None)
   """The C source of a linear kernel program: each UOp's pieces from the rules, laid out as one kernel and its entry point.
   `parallel`: the loops (RANGEs) to run on several threads, and how many each gets (codegen's cost model decides)."""
   ctx = CContext()
-  threads = parallel or {}
-  unrolled = unrolled_loops(uops)
+  params, body = render_body(ctx, uops, render_rules.rewrite, render_value.rewrite, parallel or {}, unrolled_loops(uops))
+  head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
+  return "\n".join(head + entry_points(name, params, body)) + "\n"
+
+def render_body(ctx: CContext, uops: list[UOp], rewrite: Callable, value: Callable, threads: dict[UOp, int],
+                unrolled: set[UOp]) -> tuple[dict, list[str]]:
+  """The kernel's parameters ({array: {slot: (name, C type)}}) and the lines of its body, from `rewrite` (a UOp's pieces)
+  and `value` (an ALU value's wrapping): the C renderer's and the C-style languages' (tensor/renderer/opencl.py) driver."""
   uses: dict[UOp, int] = {}
   depth_of: dict[UOp, int] = {}
   user_depth: dict[UOp, int] = {}
@@ -129,7 +136,7 @@ def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None)
   before_loops: list[str] = []  # the variables declared outside every loop so far (a parallel loop's firstprivate ones)
   for u in uops:
     op = u.op
-    out = render_rules.rewrite(u)
+    out = rewrite(u)
     if out is None: raise NotImplementedError(f"the C renderer has no rule for {op} ({u.dtype}); see rules/render_c.rules")
     if out.__class__ is Param:
       ctx.text[u] = pname = ctx.join(out.name)
@@ -146,7 +153,7 @@ def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None)
       if u in threads: body.append("  " * depth + loop_bound_hint(ctx.text[u], ctx.join((u.src[0],))))
       continue
     text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
-    if op in GroupOp.ALU and (wrapped := render_value.rewrite(u, text)) is not None: text = ctx.join(wrapped)
+    if op in GroupOp.ALU and (wrapped := value(u, text)) is not None: text = ctx.join(wrapped)
     # inline what is used once, in the same loop, and cheap to repeat; everything else gets a variable
     if op in _INLINE and (op in (Ops.CONST, Ops.INDEX, Ops.AFTER) or uses.get(u, 0) == 1 and user_depth.get(u) == depth_of[u]):
       ctx.text[u] = text
@@ -157,8 +164,7 @@ def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None)
     var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
     body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
     if depth == 1: before_loops.append(var)
-  head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
-  return "\n".join(head + entry_points(name, params, body)) + "\n"
+  return params, body
 
 # a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
 # versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 from tensor import Tensor, dtypes, Device
+from runtime import ops_cl
 from tensor.errors import ArgumentValueError
 from runtime.dtype import DType
 
-DEVICES = ["CPU", "PYTHON"]
-# CPU examples each compile a kernel (~0.1 s cold); the PYTHON device interprets scalar by scalar, so tensors stay tiny.
-# EXAMPLES_SCALE=20 runs twenty times as many (a fuzzing session, not CI)
-EXAMPLES = {d: n * int(os.environ.get("EXAMPLES_SCALE", "1")) for d, n in {"CPU": 10, "PYTHON": 15}.items()}
+# CL where an OpenCL platform is installed (CI: pocl; tests/devices says what to install where it is not)
+DEVICES = ["CPU", "PYTHON"] + (["CL"] if ops_cl.available() else [])
+# CPU examples each compile a kernel (~0.1 s cold), CL ones too (pocl); the PYTHON device interprets scalar by scalar, so
+# tensors stay tiny. EXAMPLES_SCALE=20 runs twenty times as many (a fuzzing session, not CI)
+EXAMPLES = {d: n * int(os.environ.get("EXAMPLES_SCALE", "1")) for d, n in {"CPU": 10, "PYTHON": 15, "CL": 3}.items()}
 MAX_SIDE = 5
 MAIN = [dtypes.int32, dtypes.float32, dtypes.bool]
 MORE = [dtypes.int8, dtypes.uint8, dtypes.int64, dtypes.float16, dtypes.float64]

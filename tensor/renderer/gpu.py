@@ -1,0 +1,111 @@
+"""The GPU-style renderers: a linear kernel program -> one OpenCL C `__kernel` (CL device, runtime/ops_cl.py) or one CUDA C
+`__global__` function (CUDA device, runtime/ops_cuda.py). Both share the C renderer's rules and driver
+(tensor/renderer/cstyle.py, rules/render_c.rules) and put their differences first (rules/render_gpu.rules); what
+differs between the two is a capability set (GPU_LANGS): the kernel qualifier, the buffers' address space, the global
+index, type names, the helper functions' qualifier and rule set, the preamble. The loops codegen puts on the launch grid (`grid`:
+RANGE -> dimension, tensor/codegen/grid.py) read the global index; every other loop stays a loop.
+
+The source's first line says how to launch it, `// launch global=a,b,c local=x,y,z` (local all 1 on CL: the platform's
+choice; on CUDA the block, each a divisor of its global size), and its second the types of its scalar parameters in order
+(`// scalars: int float`, a type of two words joined by _): the device reads both, so a kernel cached or captured as its
+source alone still launches right.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from runtime.dtype import DType, dtypes
+from runtime.uop import UOp, uop
+from runtime.ops import Ops
+from rules.render_c import render_c as c_rules, render_value as c_value, c_function
+from rules.render_c_helpers import ctype as c_ctype
+from rules.render_gpu import render_gpu as gpu_rules, render_gpu_value as gpu_value, cl_function, cuda_function
+from tensor.renderer import Renderer
+from tensor.renderer.cstyle import CContext, render_body
+
+@dataclass(frozen=True)
+class GPULang:
+  """What a GPU-style C dialect spells its own way."""
+  name: str                      # "CL" or "CUDA": ctx.lang in rules/render_gpu.rules
+  kernel: str                    # the kernel's qualifier and return type
+  buffer: str                    # a buffer parameter: {t} its element type, {n} its name
+  gid: tuple[str, ...]           # the global index of each grid dimension
+  types: dict                    # type names where they are not C's
+  functions: object              # the rule set of its helper functions (then C's, c_function)
+  qualifier: str                 # what C's helpers get instead of `static inline`
+  preamble: tuple[str, ...]      # the file's first lines after the launch line
+  max_local: int                 # the most work-items in a group the renderer asks for (0: the platform chooses)
+
+CL = GPULang("CL", "__kernel void", "__global {t}* {n}", ("get_global_id(0)", "get_global_id(1)", "get_global_id(2)"),
+             {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.int64: "long",
+              dtypes.uint64: "ulong", dtypes.float16: "float"}, cl_function, "inline", ("#pragma OPENCL FP_CONTRACT OFF",), 0)
+CUDA = GPULang("CUDA", 'extern "C" __global__ void', "{t}* __restrict__ {n}",
+               tuple(f"((int)(blockIdx.{a}*blockDim.{a}+threadIdx.{a}))" for a in "xyz"), {dtypes.float16: "float"}, cuda_function,
+               "static __device__ inline", ("#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fc00000))"), 256)
+GPU_LANGS = {"CL": CL, "CUDA": CUDA}
+
+class GPUContext(CContext):
+  """CContext in a GPU dialect: its type names and helper functions, and the loops on the grid."""
+  def __init__(self, lang: GPULang, grid: dict[UOp, int]):
+    super().__init__()
+    self.lang, self.grid, self.gids, self.dialect = lang.name, grid, lang.gid, lang
+  def ctype(self, d: DType) -> str:
+    if d.count > 1: raise NotImplementedError(f"the {self.lang} renderer renders scalars only, not {d}")
+    return self.dialect.types.get(d.scalar) or c_ctype(d)
+  def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
+    name = f"{kind}_{self.ctype(d)}" + (f"_{self.ctype(src)}" if src is not None else "")
+    name = name.replace(" ", "_")
+    if name not in self.helpers:
+      node = uop(Ops.CUSTOM, d, () if src is None else (uop(Ops.CUSTOM, src),), kind)
+      definition = self.dialect.functions.rewrite(node, name) or c_function.rewrite(node, name)  # type: ignore[attr-defined]
+      if definition is None: raise NotImplementedError(f"no {self.lang} function {kind} of {d}; see rules/render_gpu.rules")
+      text = self.join(definition)
+      if text.startswith("static inline "): text = self.dialect.qualifier + text[len("static inline") :]
+      self.helpers[name] = text
+    return name
+
+def local_sizes(sizes: list[int], most: int) -> list[int]:
+  """Work-group sizes dividing each global size, dimension 0 first, at most `most` work-items in all (1s when most is 0)."""
+  out, left = [], most
+  for s in sizes:
+    d = max((k for k in range(1, min(s, left) + 1) if s % k == 0), default=1) if left > 1 else 1
+    out.append(d)
+    left //= d
+  return out
+
+class GPURenderer(Renderer):
+  """OpenCL C or CUDA C, scalars only (vector types are a later step); `threads`: it takes the loops codegen puts on the
+  launch grid (its cost model's parallel_loops: RANGE -> grid dimension)."""
+  threads = True
+  def __init__(self, lang: GPULang): self.lang = lang
+  def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str: return render_gpu(self.lang, name, uops, parallel)
+
+def CLRenderer() -> GPURenderer: return GPURenderer(CL)
+def CUDARenderer() -> GPURenderer: return GPURenderer(CUDA)
+
+def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None) -> str:
+  """The source of a linear kernel program in a GPU dialect; `grid`: the loops that are launch-grid dimensions (RANGE -> 0, 1, 2)."""
+  grid = grid or {}
+  ctx = GPUContext(lang, grid)
+  def rewrite(u: UOp):
+    return r if (r := gpu_rules.rewrite(u, ctx)) is not None else c_rules.rewrite(u)
+  def value(u: UOp, text: str):
+    return r if (r := gpu_value.rewrite(u, text)) is not None else c_value.rewrite(u, text)
+  params, body = render_body(ctx, uops, rewrite, value, {}, set())
+  dims = max(grid.values(), default=0) + 1
+  sizes = [1] * dims
+  for r, dim in grid.items(): sizes[dim] = r.src[0].arg
+  local = local_sizes(sizes, lang.max_local)
+  launch = f"// launch global={','.join(map(str, sizes))} local={','.join(map(str, local))}"
+  # the values come in the order of the program's DEFINE_VARs (Program.vars): ints and floats as they are met
+  order = [ctx.text[u] for u in uops if u.op is Ops.DEFINE_VAR]
+  scalars = sorted((p for a in ("ivals", "fvals") for p in params[a].values()), key=lambda p: order.index(p[0]))
+  # every buffer the device passes has its place, the ones the kernel no longer reads too
+  bufs = params["bufs"]
+  args = [lang.buffer.format(t=bufs[i][1] if i in bufs else ctx.ctype(dtypes.uint8), n=bufs[i][0] if i in bufs else f"unused{i}")
+          for i in range(max(bufs, default=-1) + 1)] + [f"{t} {n}" for n, t in scalars]
+  text = "\n".join(body)
+  head = [launch, f"// scalars: {' '.join(t.replace(' ', '_') for _, t in scalars)}", *lang.preamble]
+  if lang is CL and ("double" in text or any("double" in h for h in ctx.helpers.values())):
+    head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+  return "\n".join(head + list(ctx.helpers.values()) + [f"{lang.kernel} {name}({', '.join(args)}) {{", text, "}"]) + "\n"
+
+__all__ = ["GPURenderer", "CLRenderer", "CUDARenderer", "GPU_LANGS", "render_gpu", "local_sizes"]
