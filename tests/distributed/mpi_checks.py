@@ -1,0 +1,55 @@
+"""Run by tests/distributed/test_mpi.py under `mpirun -np N`: each check is a function of this file, named on the command
+line; a rank that finds a wrong value raises (and, through tensor.distributed's exception hook, stops the job)."""
+import sys
+import numpy as np
+from tensor import Tensor, distributed as dist
+
+def collectives() -> None:
+  r, n = dist.rank(), dist.world_size()
+  x = np.arange(12, dtype=np.float32).reshape(3, 4) * (r + 1)
+  total = sum(np.arange(12, dtype=np.float32).reshape(3, 4) * (k + 1) for k in range(n))
+  np.testing.assert_array_equal(dist.all_reduce(Tensor(x), "sum").numpy(), total)
+  np.testing.assert_allclose(dist.all_reduce(Tensor(x), "mean").numpy(), total / n, rtol=1e-6)
+  np.testing.assert_array_equal(dist.all_reduce(Tensor(x) - 100 * r, "max").numpy(), np.max([x * 0 + np.arange(12).reshape(3, 4) * (k + 1) - 100 * k
+                                                                                        for k in range(n)], axis=0))
+  # a lazy input (computed first), integers, half (through float32), bool, a strided view, an empty tensor
+  np.testing.assert_array_equal(dist.all_reduce((Tensor(x) * 2).permute(1, 0)).numpy(), (total * 2).T)
+  np.testing.assert_array_equal(dist.all_reduce(Tensor(np.array([r, -r, 7], np.int64))).numpy(), [sum(range(n)), -sum(range(n)), 7 * n])
+  assert dist.all_reduce(Tensor(np.array([r], np.int32)), "mean").dtype.name.startswith("float")
+  np.testing.assert_array_equal(dist.all_reduce(Tensor(x.astype(np.float16))).numpy(), total.astype(np.float16))
+  assert dist.all_reduce(Tensor(np.array([r == 0, False])), "max").numpy().tolist() == [True, False]
+  assert dist.all_reduce(Tensor(np.zeros((0, 3), np.float32))).shape == (0, 3)
+  for root in range(n):
+    got = dist.broadcast(Tensor(np.full(5, r, np.int32)), root=root).numpy()
+    assert got.tolist() == [root] * 5, (root, got)
+  # 16 MB
+  big = np.full(4 << 20, r + 1, np.float32)
+  assert (dist.all_reduce(Tensor(big)).numpy() == n * (n + 1) / 2).all()
+  dist.barrier()
+  if r == 0: print(f"collectives ok on {n} ranks")
+
+def mismatch() -> None:
+  try: dist.all_reduce(Tensor(np.zeros(3 + dist.rank(), np.float32)))
+  except dist.DistributedError as e:
+    print(f"rank {dist.rank()}: {e}")
+    return
+  raise AssertionError("no error for different shapes")
+
+def dies() -> None:
+  if dist.rank() == 1: raise SystemExit(3)  # leaves without a word; rank 0 waits in its collective
+  dist.all_reduce(Tensor(np.ones(4, np.float32)))
+
+def crashes() -> None:
+  if dist.rank() == 1: raise ValueError("rank 1 fails")
+  dist.all_reduce(Tensor(np.ones(4, np.float32)))
+
+def train(out_dir: str) -> None:
+  # examples/train_digits.py's training, a few steps: each rank's weights saved, to compare with one process's
+  import pathlib
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+  from train_digits import train_model
+  from tensor.nn.state import get_parameters
+  model, _ = train_model(steps=12, batch=64, show=False)
+  np.savez(f"{out_dir}/rank{dist.rank()}-of-{dist.world_size()}.npz", *[p.numpy() for p in get_parameters(model)])
+
+if __name__ == "__main__": globals()[sys.argv[1]](*sys.argv[2:])
