@@ -1,6 +1,7 @@
 """Model state: the tensors of a model by name (get_state_dict, get_parameters, load_state_dict) and safetensors files
-(safe_save, safe_load, safe_load_metadata). The reader checks a file as strictly as the format allows (in time and memory
-linear in its header), keeps it open, and reads each tensor's bytes into its device buffer only when the tensor is first used.
+(safe_save, safe_load, safe_load_metadata); GGUF files are tensor/nn/gguf.py (gguf_load here too). The reader checks a
+file as strictly as the format allows (in time and memory linear in its header), keeps it open, and reads each tensor's
+bytes into its device buffer only when the tensor is first used.
 
   safe_save(get_state_dict(model), "model.safetensors")
   load_state_dict(model, safe_load("model.safetensors"))
@@ -18,7 +19,7 @@ from tensor.parameters import get_parameters, get_state_dict
 from tensor.tensor import Tensor, buffer_uop
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
-           "file_buffer"]
+           "file_buffer", "gguf_load"]
 
 class SafetensorsError(ValueError):
   """A safetensors file that breaks the format, or tensors that can't be saved in it. The message names the file and the fault."""
@@ -281,8 +282,8 @@ class _FileBytes:
   """An open file that loaded tensors read their bytes from (closed when the last of them is gone). Read with positioned
   reads, not a memory map: a file truncated after loading (`cp` over it) is a short read and an error, where a mapped page
   past the new end killed the process with SIGBUS on first use."""
-  def __init__(self, fn: Any, f):
-    self.fn, self.f = fn, f
+  def __init__(self, fn: Any, f, error: type[ValueError] = SafetensorsError, loader: str = "safe_load"):
+    self.fn, self.f, self.error, self.loader = fn, f, error, loader  # the reader's error class and name (tensor/nn/gguf.py's too)
 
   def read_into(self, out: memoryview, begin: int, what: str) -> None:
     # pread: at a position, from the file as it is now (a buffered reader could answer from bytes it read ahead earlier)
@@ -297,8 +298,8 @@ class _FileBytes:
       got += k
     if got != len(out):
       size = os.fstat(self.f.fileno()).st_size
-      raise SafetensorsError(f"{self.fn}: {what} needs bytes [{begin}, {begin + len(out)}) of the file but it now has {size}: it changed "
-                             f"after safe_load (overwritten or truncated); load it again")
+      raise self.error(f"{self.fn}: {what} needs bytes [{begin}, {begin + len(out)}) of the file but it now has {size}: it changed "
+                       f"after {self.loader} (overwritten or truncated); load it again")
 
   def __del__(self) -> None:
     try: self.f.close()
@@ -337,3 +338,8 @@ def file_buffer(t: Tensor) -> FileBuffer | None:
   """The FileBuffer behind a tensor safe_load returned (None for any other tensor): tells whether it was copied in yet."""
   b = ENGINE.storage.buffers.get(u) if (u := realized_buffer(t.uop)) is not None else None
   return b if isinstance(b, FileBuffer) else None
+
+def gguf_load(fn: Any, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, tensors by name) of a GGUF file (or of its bytes in a uint8 tensor): tensor/nn/gguf.py."""
+  from tensor.nn.gguf import gguf_load as load  # that module builds on this one's file buffers
+  return load(fn, device)
