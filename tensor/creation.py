@@ -114,5 +114,7 @@ def _triangle(x: Tensor, k: Any, lower: bool) -> Tensor:
   if n == 0 or m == 0: return x
   rows = iota(type(x), n, dtypes.int32, x.device).reshape(n, 1)
   cols = iota(type(x), m, dtypes.int32, x.device).reshape(1, m)
-  keep = (cols - rows <= k) if lower else (cols - rows >= k)       # (n, m)
+  d = cols - rows if k.__class__ is int else cols - rows - k  # a Variable k: the tensor stays the first operand (it holds the device)
+  if k.__class__ is not int: k = 0
+  keep = (d <= k) if lower else (d >= k)       # (n, m)
   return keep.where(x, x._const_like(False if x.dtype is dtypes.bool else 0))

@@ -80,10 +80,10 @@ def check_shrink(pairs: tuple, shape: tuple, arg: Any) -> None:
         if what:  # a size or begin that could be negative: the shape itself would make no sense
           raise ShapeError(f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis {axis} {what} can be negative for some value of "
                            f"the Variable{'s' if ',' in names else ''} {names}: narrow the Variable's range")
-        _guard((hi - lo if hi.__class__ is UOp else -1 * lo + hi), f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis "
+        guard((hi - lo if hi.__class__ is UOp else -1 * lo + hi), f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis "
                f"{axis} the end is past the axis size")
 
-def _guard(expr: UOp, message: str) -> None:
+def guard(expr: UOp, message: str) -> None:
   """expr >= 0 must hold at every TinyJit replay of the capture under way (if any): the capture checks it with each call's values."""
   from tensor.engine.state import ENGINE
   for rec in ENGINE.capturing: rec.guards.append((expr, message))

@@ -340,13 +340,15 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return mask.where(out, self._const_like(value))  # the fill takes the tensor's dtype, as numpy's constant_values
   def _symbolic_pad(self, pairs: list, given: Any, value: Any) -> Tensor:
     """A constant pad whose widths are bound Variables or expressions of them (the inverse of a shrink by a Variable: a
-    KV cache's t[:, :, sp:sp+1] = v): each width must be >= 0 for every value (a symbolic crop is a shrink)."""
+    KV cache's t[:, :, sp:sp+1] = v): each width must be >= 0 at the bound values (a symbolic crop is a shrink)."""
     pairs = [tuple(symbolic_sizes.size_arg(w, "pad width", given) for w in p) for p in pairs]
     for axis, p in enumerate(pairs):
       for w in p:
-        if (w < 0) if w.__class__ is int else w.vmin < 0:
-          raise ArgumentValueError(f"padding {arg_str(tuple(given))}: the width {arg_str(w)} on axis {axis} can be negative; a pad by a "
-                                   "Variable takes widths >= 0 for every value of the Variable (shrink to crop)")
+        if dim_value(w) < 0:
+          raise ArgumentValueError(f"padding {arg_str(tuple(given))}: the width {arg_str(w)} on axis {axis} is negative; a pad by a "
+                                   "Variable takes widths >= 0 (shrink to crop)")
+        # negative for another value (the write t[:, sp:sp+6] = v past the end): checked at each TinyJit replay, as the shrink
+        if w.__class__ is not int and w.vmin < 0: symbolic_sizes.guard(w, f"padding {arg_str(tuple(given))}: a width on axis {axis} is negative")
     if any(dim_value(d) == 0 for d in self.shape):
       raise ArgumentValueError(f"padding {arg_str(tuple(given))} of an empty tensor of shape {shape_str(self.shape)} by a Variable")
     out = self._mv(Ops.PAD, tuple(pairs))
