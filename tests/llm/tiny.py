@@ -4,14 +4,15 @@ import numpy as np
 def vocab(n: int) -> tuple[list[str], list[float], list[int]]:
   """A SentencePiece-style vocabulary: specials, the 256 byte pieces, then letters and pieces with '▁'."""
   toks = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
-  pieces = ["▁", "e", "t", "a", "o", "▁t", "he", "▁the", "in", "▁a", "er", "an", "re", "on", "▁b", "at", "en", "ll", "▁w", "or"]
+  pieces = ["▁"] + [chr(c) for c in range(33, 127)] + ["▁t", "he", "▁the", "in", "▁a", "er", "an", "re", "on", "▁b", "at", "en", "ll", "▁w", "or",
+                                                      "▁▁", "▁▁▁▁", "\n", "\n\n", "th", "ac", "▁ac", "▁c"]
   toks += pieces + [f"▁w{i}" for i in range(n - len(toks) - len(pieces))]
   scores = [0.0] * 3 + [0.0] * 256 + [-float(i) for i in range(len(toks) - 259)]
   types = [2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259)
   return toks[:n], scores[:n], types[:n]
 
 def write_model(path, arch: str = "llama", quant=None, seed: int = 0, n_layers: int = 2, dim: int = 64, n_heads: int = 4,
-                n_kv_heads: int = 2, head_dim: int = 16, hidden: int = 128, n_vocab: int = 320, ctx: int = 128, window: int = 8) -> dict:
+                n_kv_heads: int = 2, head_dim: int = 16, hidden: int = 128, n_vocab: int = 400, ctx: int = 128, window: int = 8) -> dict:
   import gguf
   from gguf.quants import quantize
   rng = np.random.default_rng(seed)
