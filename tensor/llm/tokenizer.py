@@ -61,8 +61,8 @@ class Tokenizer:
       except ImportError: raise ImportError("byte-level BPE tokenizers need the `regex` module (\\p{L} classes): pip install regex") from None
       self.split = regex.compile(_PRE.get(pre, _PRE["gpt2"]))
     # control and user-defined tokens are matched whole in the text before the rest is tokenized
-    special = [t for i, t in enumerate(tokens) if types[i] in (CONTROL, USER_DEFINED) and t and (kind == "gpt2" or t.strip(" "))]
-    self.special = {t: i for i, t in enumerate(tokens) if t in set(special)}
+    self.special = {t: i for i, t in enumerate(tokens) if types[i] in (CONTROL, USER_DEFINED) and t and (kind == "gpt2" or t.strip(" "))}
+    special = list(self.special)
     self.special_re = re.compile("|".join(re.escape(t) for t in sorted(special, key=len, reverse=True))) if special else None
 
   @staticmethod
