@@ -1,5 +1,5 @@
 """GGUF files (llama.cpp's model format): gguf_load(path) -> (metadata, {name: Tensor}). At the nn level beside
-tensor/nn/state.py (safetensors), whose lazy file buffers it shares. The header, metadata and tensor table are checked as
+tensor/nn/state.py (safetensors), whose lazy file buffers (tensor/nn/file_bytes.py) it shares. The header, metadata and tensor table are checked as
 they are read (every length, count, type, offset and alignment against the file's size: a malformed file is one GGUFError,
 never a read past the end); the tensors' bytes are read when first used, and quantized blocks (Q4_0, Q4_1, Q5_0, Q8_0,
 Q4_K, Q5_K, Q6_K) are dequantized by Tensor ops, so it runs as kernels on the tensor's device.
@@ -11,7 +11,7 @@ import math, os, struct
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
-from tensor.nn.state import _FileBytes, _lazy_tensor
+from tensor.nn.file_bytes import _FileBytes, _lazy_tensor
 from tensor.tensor import Tensor
 
 __all__ = ["gguf_load", "GGUFError", "GGML_TYPES"]
