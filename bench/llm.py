@@ -2,7 +2,7 @@
 ours (tensor.llm, the captured decode step) against transformers loading the same file (torch, same thread count),
 the two alternating in one process; medians of per-token times after warm-up.
 
-  python bench/llm.py [--model FILE.gguf] [--tokens 32] [--threads 2]
+  python -m bench.llm [--model FILE.gguf] [--tokens 32] [--threads 2]   (as a module: bench/kernels.py would shadow a module transformers imports)
 """
 from __future__ import annotations
 import argparse, os, statistics, time
