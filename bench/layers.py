@@ -9,9 +9,9 @@ import ast, os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPS = ("runtime", "dslc", "rules", "tensor")
-TENSOR_SUBPACKAGES = ("renderer", "codegen", "engine", "nn", "viz")
+TENSOR_SUBPACKAGES = ("renderer", "codegen", "engine", "nn", "viz", "llm")
 LAYER = {"runtime": 0, "rules": 1, "dslc": 1, "tensor.renderer": 2, "tensor.codegen": 3, "tensor.engine": 4, "tensor": 5,
-         "tensor.nn": 6, "tensor.viz": 6}
+         "tensor.nn": 6, "tensor.viz": 6, "tensor.llm": 6}
 
 def package(mod: str) -> str:
   """The package a module belongs to in the layer table (tensor's subpackages are packages of their own)."""

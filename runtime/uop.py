@@ -437,7 +437,9 @@ def sint_add(*terms: Any) -> Any:
   e: Any = 0
   for t in terms:
     if not (t.__class__ is int and t == 0): e = t if e.__class__ is int and e == 0 else e + t
-  return e.simplify() if e.__class__ is UOp else e
+  if e.__class__ is not UOp: return e
+  e = e.simplify()
+  return e.arg if e.op is Ops.CONST else e  # sp + (8 - sp) is the int 8: a pad undoing a shrink by a Variable keeps an int size
 
 def unbind_dim(d: Any) -> Any:
   """A dim with its bound Variables unbound (one dim for every value)."""

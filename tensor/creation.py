@@ -4,11 +4,13 @@ load (a tensor's class is type(x), or cls; every Tensor is a CreationMixin). Bui
 need no host data and fuse into whatever reads them.
 """
 from __future__ import annotations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 import numpy as np
 from runtime.dtype import DType, dtypes
+from runtime.uop import UOp
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, as_int, axis_arg, to_dtype
 from tensor.random import iota
+from tensor.symbolic_sizes import size_arg
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
 
@@ -70,11 +72,11 @@ class CreationMixin:
 
   def tril(self: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dims (element (i, j) kept when j - i <= diagonal), zeros above."""
-    return _triangle(self, as_int(diagonal, "tril diagonal"), lower=True)
+    return _triangle(self, _diagonal_arg(diagonal, "tril diagonal"), lower=True)
 
   def triu(self: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (element (i, j) kept when j - i >= diagonal), zeros below."""
-    return _triangle(self, as_int(diagonal, "triu diagonal"), lower=False)
+    return _triangle(self, _diagonal_arg(diagonal, "triu diagonal"), lower=False)
 
   def diag(self: Tensor, diagonal: int = 0) -> Tensor:
     """torch's diag: a 1-D tensor becomes a square matrix with it on diagonal `diagonal`; a 2-D tensor gives that
@@ -102,11 +104,17 @@ class CreationMixin:
     flat = x.reshape(*x.shape[:-2], n * n).pad(((0, 0),) * len(lead) + ((0, n),))   # n rows of n + 1: the diagonal is column 0
     return flat.reshape(*x.shape[:-2], n, n + 1).shrink(lead + ((0, n), (0, 1))).reshape(*x.shape[:-2], n)
 
-def _triangle(x: Tensor, k: int, lower: bool) -> Tensor:
+def _diagonal_arg(k: Any, what: str) -> Any:
+  """An int, or a bound Variable's int expression (a causal mask's triu(start_pos + 1): one kernel for every position)."""
+  return size_arg(k, what) if isinstance(k, UOp) else as_int(k, what)
+
+def _triangle(x: Tensor, k: Any, lower: bool) -> Tensor:
   if x.ndim < 2: raise ShapeError(f"{'tril' if lower else 'triu'} needs at least 2 dimensions, got shape {x.shape}")
   n, m = x.shape[-2:]
   if n == 0 or m == 0: return x
   rows = iota(type(x), n, dtypes.int32, x.device).reshape(n, 1)
   cols = iota(type(x), m, dtypes.int32, x.device).reshape(1, m)
-  keep = (cols - rows <= k) if lower else (cols - rows >= k)       # (n, m)
+  d = cols - rows if k.__class__ is int else cols - rows - k  # a Variable k: the tensor stays the first operand (it holds the device)
+  if k.__class__ is not int: k = 0
+  keep = (d <= k) if lower else (d >= k)       # (n, m)
   return keep.where(x, x._const_like(False if x.dtype is dtypes.bool else 0))

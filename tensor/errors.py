@@ -83,14 +83,16 @@ def axes_arg(axis: Any, shape: tuple[int, ...], what: str = "axis") -> tuple[int
   axes = {axis_arg(a, shape, what) for a in items}
   return tuple(sorted(axes)) if shape else ()  # a 0-d tensor takes axis 0 or -1 and has nothing to reduce
 
-def pads_arg(padding: Any, shape: tuple[int, ...], what: str = "padding") -> list[tuple[int, int]]:
+def pads_arg(padding: Any, shape: tuple[int, ...], what: str = "padding", symbolic: bool = False) -> list[tuple[Any, Any]]:
   """Padding as ((before, after), ...) per axis (None for an axis, or in a pair, is 0), or a flat torch-style tuple
-  (before, after) pairs for the last axis first, as long as 2 * (the axes padded): one (before, after) per axis."""
+  (before, after) pairs for the last axis first, as long as 2 * (the axes padded): one (before, after) per axis.
+  symbolic: a width may be a UOp (a bound Variable's expression), passed on as it is for the caller to check."""
   if not isinstance(padding, (tuple, list)): raise ArgumentTypeError(f"{what} must be a tuple or list, got {type(padding).__name__}")
   nd = len(shape)
   def width(v, where: str) -> int:
     if v is None: return 0
     if type(v).__name__ != "UOp": return as_int(v, f"{what} {tuple(padding)!r}: {where}")
+    if symbolic: return v
     from runtime.uop import arg_str  # a Variable (pad takes no symbolic widths): the message shows it as n=2, not its graph
     return as_int(v, f"{what} {arg_str(tuple(padding))}: {where}")
   if padding and all(p is None or isinstance(p, (tuple, list)) for p in padding):

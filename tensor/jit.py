@@ -14,9 +14,10 @@ from runtime.device import Buffer, Device, copy
 from runtime.dtype import dtypes
 from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
-from runtime.uop import UOp, dim_vars, rebind_dim, shape_str, unbind_shape
+from runtime.uop import UOp, dim_value, dim_vars, rebind_dim, shape_str, unbind_shape
 from tensor.engine import debug
 from tensor.engine.jit import JitError
+from tensor.errors import ShapeError
 from tensor.engine.memory import NO_MEMORY_PLANNER, plan_memory
 from tensor.engine.realize import BoundRunner, CopyRunner
 from tensor.engine.state import ENGINE, Engine
@@ -81,13 +82,21 @@ class CapturedJit(Generic[ReturnType]):
     # returned tensors with a symbolic shape: each replay binds their Variables to the call's values
     self._symbolic_ret = [t for t in _returned_tensors(ret) if any(d.__class__ is UOp for d in t.shape)] if var_names else []
     self._native: native.NativeReplay | None | bool = None  # built on the first replay; False: not possible here
+    self.guards: list[tuple[UOp, str]] = []  # conditions on the Variables' values the kernels need (a shrink by a Variable)
     self._ops, self._mem = sum(s.ops for s in steps), sum(s.mem for s in steps)
     self._clear_inputs()
 
   def _clear_inputs(self) -> None:
     for j, i, _ in self.input_replace: self.steps[j].bufs[i] = None  # a replay must not keep the caller's buffers alive
 
+  def _check_guards(self, var_vals: dict[str, int]) -> None:
+    for expr, message in self.guards:
+      if (v := dim_value(rebind_dim(expr, var_vals))) < 0:
+        values = ", ".join(f"{k}={var_vals[k]}" for k in sorted(var_vals))
+        raise ShapeError(f"{message} at {values} ({expr.render()} = {v}): this TinyJit capture can't replay at these values")
+
   def __call__(self, input_buffers: list[Buffer], var_vals: dict[str, int], input_uops: list[UOp] | None = None) -> ReturnType:
+    if self.guards: self._check_guards(var_vals)
     with self.engine.lock:
       for r, k in self.ret_inputs:
         if input_uops is None: raise JitError("this capture returns one of its inputs: call it through TinyJit")
@@ -217,6 +226,7 @@ class _Recorder:
     self.steps: list[tuple[Any, list[Buffer]]] = []
     self.made: dict[int, Buffer] = {}
     self.seen: set[int] = set()
+    self.guards: list[tuple[UOp, str]] = []  # (expr, message): expr >= 0 at every replay (tensor/symbolic_sizes.check_shrink)
   def add(self, runner: Any, bufs: list[Buffer]) -> None:
     out = bufs[0]
     if id(out) not in self.seen and not out.is_allocated(): self.made[id(out)] = out
@@ -356,6 +366,7 @@ class TinyJit(Generic[ReturnType]):
     held_by = [(r, id(buffers[b])) for r, t in enumerate(_returned_tensors(ret)) if (b := realized_buffer(t.uop)) is not None]
     ret_inputs = [(r, inputs[b]) for r, b in held_by if b in inputs]
     self.captured = CapturedJit(ret, steps, input_replace, names, info, sorted(var_vals), ret_inputs, engine)
+    self.captured.guards = rec.guards
     return ret
 
 # ---- pickling: a captured call saved and replayed in another process ----
@@ -400,7 +411,7 @@ def _dump_captured(c: CapturedJit) -> dict:
   bufs = [(b.device, b.size, b.dtype, None if b.base is None else index[id(b.base)], b.offset, b.host_array().copy() if b.base is None else None)
           for b in table]
   return {"buffers": bufs, "steps": steps, "ret": f.getvalue(), "input_replace": c.input_replace, "names": c.expected_names,
-          "info": c.expected_info, "vars": c.var_names, "ret_inputs": c.ret_inputs}
+          "info": c.expected_info, "vars": c.var_names, "ret_inputs": c.ret_inputs, "guards": c.guards}
 
 def _load_captured(d: dict) -> CapturedJit:
   bufs: list[Buffer] = []
@@ -418,4 +429,6 @@ def _load_captured(d: dict) -> CapturedJit:
       fn = programs[key]
     steps.append(JitStep(device, name, src, fn, [None if k is None else bufs[k] for k in idxs], args, floats, ops, mem))
   ret = _RetUnpickler(io.BytesIO(d["ret"]), bufs).load()
-  return CapturedJit(ret, steps, [tuple(x) for x in d["input_replace"]], d["names"], d["info"], d["vars"], d["ret_inputs"])
+  c = CapturedJit(ret, steps, [tuple(x) for x in d["input_replace"]], d["names"], d["info"], d["vars"], d["ret_inputs"])
+  c.guards = d.get("guards", [])
+  return c

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 from runtime.dtype import DType, dtypes
+from runtime.uop import dim_max
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, as_int, shape_arg, to_dtype
 
 if TYPE_CHECKING: from tensor.tensor import Tensor
@@ -35,8 +36,9 @@ def threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor) -> tuple[Tensor
 
 def iota(T: type[Tensor], n: int, dtype: DType, device: str) -> Tensor:
   """[0, 1, ..., n-1] computed inside the kernel that reads it (no host data): the sum over the bits b of the index of
-  [0, 2**b] placed along axis b of a (2, 2, ..., 2) tensor. Padding makes the 2**b a comparison on the index."""
-  k = max(1, (n - 1).bit_length())
+  [0, 2**b] placed along axis b of a (2, 2, ..., 2) tensor. Padding makes the 2**b a comparison on the index.
+  A symbolic n (a causal mask over sp + 1 keys): built for its largest value, then shrunk to n."""
+  k = max(1, (dim_max(n) - 1).bit_length())
   out: Tensor | None = None
   for b in range(k):
     step = T(2**b, device, dtype).reshape(1).pad(((1, 0),))                    # [0, 2**b]

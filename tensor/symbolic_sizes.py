@@ -3,9 +3,9 @@ a bound Variable (`Variable("n", 1, 64).bind(8)`) or an int expression of bound 
 The expression is simplified by rules/symbolic.rules, so equal sizes are one node and shapes compare by identity. Kernels
 read each Variable's value as an argument: one compiled program, and one TinyJit capture, serves every value.
 
-A symbolic size is checked twice: at the bound values (the result must make sense now), and over the Variables' whole
-ranges where memory is at stake (a shrink's end past its axis for some value would read outside the buffer when a
-TinyJit capture replays at that value, and a replay runs no Python to check it).
+A symbolic size is checked at the bound values (the result must make sense now), and over the Variables' whole ranges
+where a shape could go negative. A shrink whose end could pass its axis for another value (a KV cache's
+x[:, sp:sp+32]) is accepted, and a TinyJit capture checks the end at each replay's values (a replay runs no Python).
 Nothing here imports tensor.tensor: tensor.py and the topic modules import it.
 """
 from __future__ import annotations
@@ -66,15 +66,24 @@ def numel(sizes) -> Any:
   return out.simplify() if out.__class__ is UOp else out
 
 def check_shrink(pairs: tuple, shape: tuple, arg: Any) -> None:
-  """0 <= begin <= end <= size on every axis: at the bound values, and for every value of a symbolic begin, end or size."""
+  """0 <= begin <= end <= size on every axis at the bound values. Where some other value of a Variable would break it
+  (x.shrink(((sp, sp + 32),)) with sp up to the size), the shrink is accepted for this value, and a TinyJit capture
+  records the condition as a guard that each replay checks with that call's values (a replay runs no Python here)."""
   for axis, ((b, e), d) in enumerate(zip(pairs, shape)):
     if not 0 <= dim_value(b) <= dim_value(e) <= dim_value(d):
       raise ShapeError(f"shrink {arg_str(tuple(arg))} does not fit shape {shape_str(shape)}: axis {axis} keeps [{dim_value(b)}, {dim_value(e)}) "
                        f"of {dim_value(d)}")
     if is_symbolic(b) or is_symbolic(e) or is_symbolic(d):
-      for lo, hi, what in ((0, b, "begin"), (b, e, "end - begin"), (e, d, "the axis size - end")):
-        if not always_le(lo, hi):
-          names = ", ".join(sorted({v.unbind_name() for x in (lo, hi) for v in dim_vars(x)}))
+      for lo, hi, what in ((0, b, "begin"), (b, e, "end - begin"), (e, d, "")):
+        if always_le(lo, hi): continue
+        names = ", ".join(sorted({v.unbind_name() for x in (lo, hi) for v in dim_vars(x)}))
+        if what:  # a size or begin that could be negative: the shape itself would make no sense
           raise ShapeError(f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis {axis} {what} can be negative for some value of "
-                           f"the Variable{'s' if ',' in names else ''} {names} (a TinyJit replay at that value would read outside the "
-                           "buffer): narrow the Variable's range so the slice always fits")
+                           f"the Variable{'s' if ',' in names else ''} {names}: narrow the Variable's range")
+        guard((hi - lo if hi.__class__ is UOp else -1 * lo + hi), f"shrink {arg_str(tuple(arg))} of shape {shape_str(shape)}: on axis "
+               f"{axis} the end is past the axis size")
+
+def guard(expr: UOp, message: str) -> None:
+  """expr >= 0 must hold at every TinyJit replay of the capture under way (if any): the capture checks it with each call's values."""
+  from tensor.engine.state import ENGINE
+  for rec in ENGINE.capturing: rec.guards.append((expr, message))

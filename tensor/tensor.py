@@ -317,7 +317,8 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     first). Negative widths crop. mode: "constant" (fill with value, default 0), "reflect", "replicate" or "circular"."""
     from tensor.movement import pad_mode
     if not isinstance(mode, str): raise ArgumentTypeError(f"pad mode must be a string, got {mode!r}: the fill is the keyword value=")
-    pairs = pads_arg(padding, self.shape)
+    pairs = pads_arg(padding, self.shape, symbolic=mode == "constant")
+    if any(is_symbolic(w) for p in pairs for w in p): return self._symbolic_pad(pairs, padding, value)
     if mode != "constant":
       if value not in (None, 0): raise ArgumentValueError(f"pad value={value!r} is only for mode 'constant', not {mode!r}")
       return pad_mode(self, pairs, mode)
@@ -337,6 +338,24 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if value == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0): return out
     mask = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._mv(Ops.PAD, tuple(pairs))
     return mask.where(out, self._const_like(value))  # the fill takes the tensor's dtype, as numpy's constant_values
+  def _symbolic_pad(self, pairs: list, given: Any, value: Any) -> Tensor:
+    """A constant pad whose widths are bound Variables or expressions of them (the inverse of a shrink by a Variable: a
+    KV cache's t[:, :, sp:sp+1] = v): each width must be >= 0 at the bound values (a symbolic crop is a shrink)."""
+    pairs = [tuple(symbolic_sizes.size_arg(w, "pad width", given) for w in p) for p in pairs]
+    for axis, p in enumerate(pairs):
+      for w in p:
+        if dim_value(w) < 0:
+          raise ArgumentValueError(f"padding {arg_str(tuple(given))}: the width {arg_str(w)} on axis {axis} is negative; a pad by a "
+                                   "Variable takes widths >= 0 (shrink to crop)")
+        # negative for another value (the write t[:, sp:sp+6] = v past the end): checked at each TinyJit replay, as the shrink
+        if w.__class__ is not int and w.vmin < 0: symbolic_sizes.guard(w, f"padding {arg_str(tuple(given))}: a width on axis {axis} is negative")
+    if any(dim_value(d) == 0 for d in self.shape):
+      raise ArgumentValueError(f"padding {arg_str(tuple(given))} of an empty tensor of shape {shape_str(self.shape)} by a Variable")
+    out = self._mv(Ops.PAD, tuple(pairs))
+    if value is None or (value == 0 and not (isinstance(value, float) and math.copysign(1, value) < 0)): return out
+    check_fits(value, self.dtype, "pad value")
+    mask = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._mv(Ops.PAD, tuple(pairs))
+    return mask.where(out, self._const_like(value))
   def shrink(self, arg: Sequence) -> Tensor:
     """Keep [begin, end) of each axis: ((begin, end) or None, ...), one entry per axis."""
     if not isinstance(arg, (tuple, list)): raise ArgumentTypeError(f"shrink takes a tuple of (begin, end) pairs, got {type(arg).__name__}")

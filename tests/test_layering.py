@@ -1,7 +1,7 @@
 """The layers of ARCHITECTURE.md, checked over the whole import graph: every import statement of runtime/, dslc/, rules/ and
 tensor/, the ones inside functions included (a lazy import is a dependency all the same), TYPE_CHECKING blocks excluded.
 
-  runtime  <  rules, dslc  <  tensor.renderer  <  tensor.codegen  <  tensor.engine  <  tensor (frontend)  <  tensor.nn, tensor.viz
+  runtime  <  rules, dslc  <  tensor.renderer  <  tensor.codegen  <  tensor.engine  <  tensor (frontend)  <  tensor.nn, tensor.viz, tensor.llm
 
 A module imports only its own layer and the ones below; the packages form a DAG; a cycle of modules stays inside one
 package, and only in a package whose reason is written in ALLOWED_CYCLES. Then each package is imported alone in a fresh

@@ -1,6 +1,7 @@
 """Model state: the tensors of a model by name (get_state_dict, get_parameters, load_state_dict) and safetensors files
-(safe_save, safe_load, safe_load_metadata). The reader checks a file as strictly as the format allows (in time and memory
-linear in its header), keeps it open, and reads each tensor's bytes into its device buffer only when the tensor is first used.
+(safe_save, safe_load, safe_load_metadata); GGUF files are tensor/nn/gguf.py (gguf_load here too). The reader checks a
+file as strictly as the format allows (in time and memory linear in its header), keeps it open, and reads each tensor's
+bytes into its device buffer only when the tensor is first used.
 
   safe_save(get_state_dict(model), "model.safetensors")
   load_state_dict(model, safe_load("model.safetensors"))
@@ -9,16 +10,15 @@ from __future__ import annotations
 import json, math, os, pathlib, re, stat, struct, tempfile, time
 from typing import Any
 import numpy as np
-from runtime.device import Buffer, Device
 from runtime.dtype import DType, dtypes
-from runtime.helpers import GlobalCounters
 from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.parameters import get_parameters, get_state_dict
-from tensor.tensor import Tensor, buffer_uop
+from tensor.tensor import Tensor
+from tensor.nn.file_bytes import FileBuffer, _FileBytes, _lazy_tensor
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
-           "file_buffer"]
+           "file_buffer", "gguf_load"]
 
 class SafetensorsError(ValueError):
   """A safetensors file that breaks the format, or tensors that can't be saved in it. The message names the file and the fault."""
@@ -258,7 +258,7 @@ def safe_load_metadata(fn: str | os.PathLike) -> tuple[Tensor, int, dict[str, An
   except BaseException:
     f.close()
     raise
-  return _lazy_tensor(_FileBytes(fn, f), 0, size, dtypes.uint8, (size,), None), start, header
+  return _lazy_tensor(_FileBytes(fn, f, SafetensorsError, "safe_load"), 0, size, dtypes.uint8, (size,), None), start, header
 
 def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
   """The tensors of a safetensors file by name, on device (the default device if None). The file is checked whole first
@@ -269,7 +269,7 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
   except BaseException:
     f.close()
     raise
-  src = _FileBytes(fn, f)
+  src = _FileBytes(fn, f, SafetensorsError, "safe_load")
   out: dict[str, Tensor] = {}
   for name, info in header.items():
     if name == "__metadata__": continue
@@ -277,69 +277,12 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
     out[name] = _lazy_tensor(src, start + begin, start + end, SAFE_DTYPES[info["dtype"]], tuple(info["shape"]), device, name)
   return out
 
-class _FileBytes:
-  """An open file that loaded tensors read their bytes from (closed when the last of them is gone). Read with positioned
-  reads, not a memory map: a file truncated after loading (`cp` over it) is a short read and an error, where a mapped page
-  past the new end killed the process with SIGBUS on first use."""
-  def __init__(self, fn: Any, f):
-    self.fn, self.f = fn, f
-
-  def read_into(self, out: memoryview, begin: int, what: str) -> None:
-    # pread: at a position, from the file as it is now (a buffered reader could answer from bytes it read ahead earlier)
-    fd, got = self.f.fileno(), 0
-    while got < len(out):
-      if hasattr(os, "preadv"): k = os.preadv(fd, [out[got:]], begin + got)
-      else:
-        chunk = os.pread(fd, min(len(out) - got, 1 << 24), begin + got)
-        out[got:got + len(chunk)] = chunk
-        k = len(chunk)
-      if k == 0: break
-      got += k
-    if got != len(out):
-      size = os.fstat(self.f.fileno()).st_size
-      raise SafetensorsError(f"{self.fn}: {what} needs bytes [{begin}, {begin + len(out)}) of the file but it now has {size}: it changed "
-                             f"after safe_load (overwritten or truncated); load it again")
-
-  def __del__(self) -> None:
-    try: self.f.close()
-    except Exception: pass  # noqa: BLE001 - at interpreter exit anything may be gone
-
-class FileBuffer(Buffer):
-  """A device buffer whose first contents are bytes of a safetensors file, read in when the buffer is first allocated."""
-  __slots__ = ("_source",)
-  def __init__(self, device: str, size: int, dtype: DType, source: tuple[_FileBytes, int, str] | None):
-    super().__init__(device, size, dtype)
-    self._source = source
-  def ensure_allocated(self) -> Buffer:
-    if self.is_allocated(): return self
-    super().ensure_allocated()
-    if self._source is not None and self.nbytes:
-      src, begin, what = self._source
-      try:
-        if self._array is not None: src.read_into(memoryview(self._array.view(np.uint8)), begin, what)
-        else:  # device memory: read on the host, then copy in
-          staging = np.empty(self.nbytes, dtype=np.uint8)
-          src.read_into(memoryview(staging), begin, what)
-          self.allocator.copyin(self._buf, staging)
-      except BaseException:  # not allocated after all: a later use must not see the bytes that were not read
-        if not self.allocator.host: self.allocator.free(self._buf, self.nbytes)
-        self._buf, self._array, self._ptr = None, None, 0
-        GlobalCounters.mem_used -= self.nbytes
-        raise
-    self._source = None  # the file can close once every tensor of it is in memory
-    return self
-  def is_loaded(self) -> bool:
-    """Whether the file's bytes have been copied in yet."""
-    return self._source is None
-
-def _lazy_tensor(src: _FileBytes, begin: int, end: int, dtype: DType, shape: tuple[int, ...], device: str | None, name: str = "") -> Tensor:
-  n = math.prod(shape)
-  what = f"tensor {name!r}" if name else "the file's bytes"
-  u = buffer_uop(FileBuffer(Device.canonicalize(device), n, dtype, (src, begin, what)))
-  t = Tensor(u)
-  return t.reshape(shape) if shape != (n,) else t
-
 def file_buffer(t: Tensor) -> FileBuffer | None:
   """The FileBuffer behind a tensor safe_load returned (None for any other tensor): tells whether it was copied in yet."""
   b = ENGINE.storage.buffers.get(u) if (u := realized_buffer(t.uop)) is not None else None
   return b if isinstance(b, FileBuffer) else None
+
+def gguf_load(fn: Any, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, tensors by name) of a GGUF file (or of its bytes in a uint8 tensor): tensor/nn/gguf.py."""
+  from tensor.nn.gguf import gguf_load as load  # that module builds on this one's file buffers
+  return load(fn, device)

@@ -1,0 +1,225 @@
+"""Decoder-only language models read from GGUF files: the llama family (llama, mistral, qwen2, qwen3) and gemma3.
+At the nn level (tensor.llm imports tensor and tensor.nn). One TinyJit capture of the decode step serves every position:
+the position is the bound Variable `start_pos`, the KV cache is written at [start_pos, start_pos + T) and read over
+[0, start_pos + T). docs/llm.md is the user's guide.
+
+  model = Transformer.from_gguf("gemma-3-270m.gguf", max_context=1024)
+  for tok in model.generate(ids, max_new=32): ...
+"""
+from __future__ import annotations
+import math, os
+from dataclasses import dataclass
+from typing import Any, Iterator
+from runtime.uop import UOp
+from tensor import Tensor, TinyJit, Variable, dtypes
+from tensor.nn.gguf import GGUFError, gguf_load
+
+__all__ = ["Transformer", "ModelConfig", "UnsupportedModelError", "sample"]
+
+class UnsupportedModelError(ValueError):
+  """A GGUF file of an architecture (or with a feature) this module does not run; the message names it."""
+
+ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+
+@dataclass(frozen=True)
+class ModelConfig:
+  arch: str
+  n_layers: int
+  dim: int
+  hidden_dim: int
+  n_heads: int
+  n_kv_heads: int
+  head_dim: int
+  norm_eps: float
+  vocab_size: int
+  max_context: int
+  rope_base: float
+  rope_base_local: float        # gemma3's sliding-window layers use their own base
+  rope_interleaved: bool        # llama's GGUF q/k rows are permuted for ggml's adjacent-pair rope; the others rotate halves
+  qk_norm: bool
+  qkv_bias: bool
+  sliding_window: int           # 0: none
+  sliding_pattern: int          # gemma3: every sliding_pattern-th layer is global, the others sliding
+  gemma: bool                   # embeddings scaled by sqrt(dim), GeGLU, norms after attention and the feed-forward
+
+  @staticmethod
+  def from_metadata(meta: dict[str, Any], max_context: int | None, tensors: dict[str, Tensor]) -> ModelConfig:
+    arch = meta.get("general.architecture")
+    if arch not in ARCHS: raise UnsupportedModelError(f"architecture {arch!r} is not supported (supported: {', '.join(ARCHS)})")
+    def get(key: str, default: Any = None) -> Any:
+      v = meta.get(f"{arch}.{key}", default)
+      if v is None: raise GGUFError(f"the GGUF metadata has no {arch}.{key}, which a {arch} model needs")
+      return v
+    n_heads, dim = get("attention.head_count"), get("embedding_length")
+    if isinstance(n_heads, list) or isinstance(get("attention.head_count_kv", n_heads), list):
+      raise UnsupportedModelError(f"{arch}: a head count per layer is not supported")
+    if meta.get(f"{arch}.rope.scaling.type", "none") not in ("none", "linear") or meta.get(f"{arch}.expert_count", 0):
+      raise UnsupportedModelError(f"{arch}: rope scaling {meta.get(f'{arch}.rope.scaling.type')!r} or experts are not supported")
+    ctx = get("context_length")
+    vocab = tensors["token_embd.weight"].shape[0]
+    gemma = arch == "gemma3"
+    return ModelConfig(
+      arch=arch, n_layers=get("block_count"), dim=dim, hidden_dim=get("feed_forward_length"), n_heads=n_heads,
+      n_kv_heads=get("attention.head_count_kv", n_heads), head_dim=get("attention.key_length", dim // n_heads),
+      norm_eps=get("attention.layer_norm_rms_epsilon"), vocab_size=vocab, max_context=min(max_context or ctx, ctx),
+      rope_base=float(get("rope.freq_base", 10000.0)), rope_base_local=10000.0 if gemma else float(get("rope.freq_base", 10000.0)),
+      rope_interleaved=arch in ("llama", "mistral"), qk_norm="blk.0.attn_q_norm.weight" in tensors, qkv_bias="blk.0.attn_q.bias" in tensors,
+      sliding_window=get("attention.sliding_window", 0) if gemma else 0, sliding_pattern=6 if gemma else 0, gemma=gemma)
+
+  def is_sliding(self, layer: int) -> bool: return bool(self.sliding_window) and (layer + 1) % self.sliding_pattern != 0
+
+# ---- pieces ----
+
+def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+  return x * (x * x).mean(-1, keepdim=True).add(eps).rsqrt() * w   # gemma's 1 + w is in the file's weights (ggml stores it so)
+
+def rope_table(head_dim: int, n: int, base: float) -> tuple[Tensor, Tensor]:
+  """cos and sin (n, head_dim // 2) of position * base ** (-2i / head_dim), in float32 as transformers computes them."""
+  import numpy as np
+  inv = (1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / head_dim))).astype(np.float32)
+  ang = np.arange(n, dtype=np.float32)[:, None] * inv[None, :]
+  return Tensor(np.cos(ang)).contiguous().realize(), Tensor(np.sin(ang)).contiguous().realize()
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+  """x (B, H, T, D) rotated by cos/sin (T, D/2): adjacent pairs (ggml's llama) or the two halves (neox, gemma, qwen)."""
+  B, H, T, D = x.shape
+  if interleaved:
+    p = x.reshape(B, H, T, D // 2, 2)
+    a, b = p[..., 0], p[..., 1]
+    return Tensor.stack(a * cos - b * sin, b * cos + a * sin, dim=-1).reshape(B, H, T, D)
+  a, b = x[..., :D // 2], x[..., D // 2:]
+  return Tensor.cat(a * cos - b * sin, b * cos + a * sin, dim=-1)
+
+class Block:
+  """One decoder layer: attention with its KV cache (2, 1, n_kv_heads, max_context, head_dim), then the feed-forward."""
+  def __init__(self, cfg: ModelConfig, w: dict[str, Tensor], layer: int):
+    self.cfg, self.w, self.layer = cfg, w, layer
+    self.sliding = cfg.is_sliding(layer)
+    self.cache = Tensor.zeros(2, 1, cfg.n_kv_heads, cfg.max_context, cfg.head_dim).contiguous().realize()
+
+  def _lin(self, x: Tensor, name: str) -> Tensor:
+    y = x @ self.w[name + ".weight"].T
+    return y + self.w[name + ".bias"] if name + ".bias" in self.w else y
+
+  def attention(self, x: Tensor, sp: Any, rope: tuple[Tensor, Tensor]) -> Tensor:
+    cfg = self.cfg
+    B, T, _ = x.shape
+    H, KV, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    q = self._lin(x, "attn_q").reshape(B, T, H, D).transpose(1, 2)      # (B, H, T, D)
+    k = self._lin(x, "attn_k").reshape(B, T, KV, D).transpose(1, 2)     # (B, KV, T, D)
+    v = self._lin(x, "attn_v").reshape(B, T, KV, D).transpose(1, 2)
+    if cfg.qk_norm: q, k = rms_norm(q, self.w["attn_q_norm.weight"], cfg.norm_eps), rms_norm(k, self.w["attn_k_norm.weight"], cfg.norm_eps)
+    cos, sin = rope[0][sp:sp + T], rope[1][sp:sp + T]
+    q, k = apply_rope(q, cos, sin, cfg.rope_interleaved), apply_rope(k, cos, sin, cfg.rope_interleaved)
+    self.cache[:, :, :, sp:sp + T] = Tensor.stack(k, v)
+    keys, vals = self.cache[0, :, :, 0:sp + T], self.cache[1, :, :, 0:sp + T]   # (B, KV, S, D), S = sp + T
+    if KV != H:  # grouped-query attention: each KV head serves H / KV query heads
+      S = keys.shape[2]
+      keys = keys.reshape(B, KV, 1, S, D).expand(B, KV, H // KV, S, D).reshape(B, H, S, D)
+      vals = vals.reshape(B, KV, 1, S, D).expand(B, KV, H // KV, S, D).reshape(B, H, S, D)
+    # query t (position sp + t) sees key j when j <= sp + t, and on a sliding layer when sp + t - j < window
+    mask = Tensor.full((1, 1, T, sp + T), float("-inf")).triu(sp + 1)
+    if self.sliding: mask = mask + Tensor.full((1, 1, T, sp + T), float("-inf")).tril(sp - cfg.sliding_window)
+    att = (q @ keys.transpose(2, 3) * (1.0 / math.sqrt(D)) + mask).softmax(-1)
+    out = (att @ vals).transpose(1, 2).reshape(B, T, H * D)
+    return self._lin(out, "attn_output")
+
+  def __call__(self, x: Tensor, sp: Any, rope: tuple[Tensor, Tensor]) -> Tensor:
+    cfg, w = self.cfg, self.w
+    h = self.attention(rms_norm(x, w["attn_norm.weight"], cfg.norm_eps), sp, rope)
+    if cfg.gemma: h = rms_norm(h, w["post_attention_norm.weight"], cfg.norm_eps)
+    x = x + h
+    f = rms_norm(x, w["ffn_norm.weight"], cfg.norm_eps)
+    gate = self._lin(f, "ffn_gate")
+    f = self._lin((gate.gelu() if cfg.gemma else gate.silu()) * self._lin(f, "ffn_up"), "ffn_down")
+    if cfg.gemma: f = rms_norm(f, w["post_ffw_norm.weight"], cfg.norm_eps)
+    return x + f
+
+# ---- the model ----
+
+class Transformer:
+  """A decoder-only model: token ids -> next-token logits, with a KV cache per layer. `meta` is the file's metadata."""
+  def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], meta: dict[str, Any] | None = None):
+    self.cfg, self.meta = cfg, meta or {}
+    per_layer: list[dict[str, Tensor]] = [{} for _ in range(cfg.n_layers)]
+    for name, t in weights.items():
+      if name.startswith("blk."):
+        _, n, rest = name.split(".", 2)
+        if int(n) < cfg.n_layers: per_layer[int(n)][rest] = t
+    self.blocks = [Block(cfg, per_layer[i], i) for i in range(cfg.n_layers)]
+    self.embedding = weights["token_embd.weight"]
+    self.output = weights.get("output.weight", self.embedding)   # tied embeddings when the file has no output matrix
+    self.output_norm = weights["output_norm.weight"]
+    self.rope = rope_table(cfg.head_dim, cfg.max_context, cfg.rope_base)
+    self.rope_local = rope_table(cfg.head_dim, cfg.max_context, cfg.rope_base_local) if cfg.rope_base_local != cfg.rope_base else self.rope
+    self.start_pos = Variable("start_pos", 0, cfg.max_context - 1)
+    self.decode_jit = TinyJit(self._decode)
+
+  @staticmethod
+  def from_gguf(path: str | os.PathLike, max_context: int | None = None) -> Transformer:
+    """The model of a GGUF file, its weights dequantized to float32 and realized now. max_context: the KV cache's length
+    (at most the model's context_length)."""
+    meta, tensors = gguf_load(path)
+    cfg = ModelConfig.from_metadata(meta, max_context, tensors)
+    weights = {k: v.float().contiguous() for k, v in tensors.items() if k != "rope_freqs.weight"}
+    Tensor.realize(*weights.values())
+    return Transformer(cfg, weights, meta)
+
+  def forward(self, tokens: Tensor, sp: Any) -> Tensor:
+    """tokens (1, T) int32 at positions [sp, sp + T) -> the logits (1, vocab) after the last one."""
+    x = self.embedding[tokens]                                           # (1, T, dim)
+    if self.cfg.gemma: x = x * math.sqrt(self.cfg.dim)
+    # each layer's output realized: its KV-cache write realizes k and v anyway, and the next layer then reads a buffer
+    # instead of recomputing (and re-scheduling) every layer before it
+    for b in self.blocks: x = b(x, sp, self.rope_local if b.sliding else self.rope).realize()
+    x = rms_norm(x[:, -1], self.output_norm, self.cfg.norm_eps)
+    return x @ self.output.T
+
+  def _decode(self, token: Tensor, sp: UOp) -> Tensor: return self.forward(token, sp).realize()
+
+  def logits(self, tokens: list[int], start_pos: int = 0, chunk: int = 32) -> Tensor:
+    """Feeds tokens at positions start_pos, ... (in chunks of `chunk`; one at a time through the captured decode step)
+    and returns the logits (1, vocab) after the last."""
+    if not tokens: raise ValueError("logits of no tokens")
+    if start_pos + len(tokens) > self.cfg.max_context:
+      raise ValueError(f"{start_pos + len(tokens)} tokens do not fit the context of {self.cfg.max_context} (from_gguf's max_context)")
+    out, pos = None, start_pos
+    while pos < start_pos + len(tokens):
+      part = tokens[pos - start_pos:pos - start_pos + chunk]
+      t = Tensor([part], dtype=dtypes.int32)
+      sp = self.start_pos.bind(pos)
+      out = self.decode_jit(t, sp) if len(part) == 1 else self.forward(t, sp).realize()
+      pos += len(part)
+    assert out is not None
+    return out
+
+  def generate(self, tokens: list[int], max_new: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+               stop: set[int] | None = None, seed: int | None = None) -> Iterator[int]:
+    """The next tokens after `tokens` (from position 0; the cache is filled again), one by one, until max_new or a stop token."""
+    if seed is not None: Tensor.manual_seed(seed)
+    logits = self.logits(tokens)
+    pos = len(tokens)
+    for _ in range(max_new):
+      tok = sample(logits, temperature, top_k, top_p)
+      yield tok
+      if (stop and tok in stop) or pos >= self.cfg.max_context: return
+      logits = self.logits([tok], pos)
+      pos += 1
+
+def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> int:
+  """A token from logits (1, vocab): the most likely at temperature 0; else drawn from softmax(logits / temperature)
+  restricted to the top_k most likely (0: all) and to the smallest set of them whose probability reaches top_p."""
+  if temperature <= 0: return int(logits.argmax(-1).item())
+  k = top_k if 0 < top_k < logits.shape[-1] else min(logits.shape[-1], 1024 if top_p < 1 else logits.shape[-1])
+  if k < logits.shape[-1]: vals, idx = logits.topk(k, dim=-1)
+  else: vals, idx = logits, None
+  probs = (vals / temperature).softmax(-1)
+  if top_p < 1:
+    order_vals, order = probs.sort(-1, descending=True) if idx is None else (probs, None)
+    before = order_vals.cumsum(-1) - order_vals                          # the probability of the more likely ones
+    keep = (before < top_p).float()
+    order_vals = order_vals * keep
+    pick = int(order_vals.multinomial(1).item())
+    pick = int(order[0, pick].item()) if order is not None else pick
+  else: pick = int(probs.multinomial(1).item())
+  return pick if idx is None else int(idx[0, pick].item())

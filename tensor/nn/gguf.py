@@ -1,0 +1,223 @@
+"""GGUF files (llama.cpp's model format): gguf_load(path) -> (metadata, {name: Tensor}). At the nn level beside
+tensor/nn/state.py (safetensors), whose lazy file buffers (tensor/nn/file_bytes.py) it shares. The header, metadata and tensor table are checked as
+they are read (every length, count, type, offset and alignment against the file's size: a malformed file is one GGUFError,
+never a read past the end); the tensors' bytes are read when first used, and quantized blocks (Q4_0, Q4_1, Q5_0, Q8_0,
+Q4_K, Q5_K, Q6_K) are dequantized by Tensor ops, so it runs as kernels on the tensor's device.
+
+  meta, weights = gguf_load("model.gguf")       # meta["general.architecture"] == "llama", weights["token_embd.weight"]
+"""
+from __future__ import annotations
+import math, os, struct
+from typing import Any, Callable
+import numpy as np
+from runtime.dtype import DType, dtypes
+from tensor.nn.file_bytes import _FileBytes, _lazy_tensor
+from tensor.tensor import Tensor
+
+__all__ = ["gguf_load", "GGUFError", "GGML_TYPES"]
+
+class GGUFError(ValueError):
+  """A GGUF file that breaks the format (or uses a tensor type we can't read). The message names the file and the fault."""
+
+# metadata value types: (struct code, size) for scalars; 8 is a string, 9 an array
+_SCALARS = {0: ("B", 1), 1: ("b", 1), 2: ("H", 2), 3: ("h", 2), 4: ("I", 4), 5: ("i", 4), 6: ("f", 4), 7: ("?", 1), 10: ("Q", 8),
+            11: ("q", 8), 12: ("d", 8)}
+_NP = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32, 6: np.float32, 7: np.bool_, 10: np.uint64,
+       11: np.int64, 12: np.float64}
+_STRING, _ARRAY = 8, 9
+MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
+MAX_NESTING = 4  # arrays of arrays: no real file nests them; a deep nest is an attack on the stack
+
+# ggml tensor types we read: id -> (name, elements per block, bytes per block)
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+  0: ("F32", 1, 4), 1: ("F16", 1, 2), 30: ("BF16", 1, 2),
+  2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 8: ("Q8_0", 32, 34),
+  12: ("Q4_K", 256, 144), 13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210)}
+_PLAIN: dict[str, DType] = {"F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16}
+
+def _fail(fn: Any, msg: str) -> GGUFError: return GGUFError(f"{fn}: not a valid GGUF file: {msg}")
+
+class _Reader:
+  """Reads the header front to back with positioned reads, each bounded by the file's size; the bytes come in chunks as
+  needed (a vocabulary of 262,144 tokens is a few MB), never more than the file holds."""
+  def __init__(self, fn: Any, size: int, pread: Callable[[int, int], bytes]):
+    self.fn, self.size, self.pread, self.pos = fn, size, pread, 0
+    self.buf, self.buf_at = b"", 0
+  def need(self, n: int, what: str) -> memoryview:
+    if n < 0 or self.pos + n > self.size:
+      raise _fail(self.fn, f"{what} needs bytes [{self.pos}, {self.pos + n}) but the file has {self.size}")
+    end = self.pos + n
+    if end > self.buf_at + len(self.buf):  # read from pos on: at least n bytes, at least 1 MB, within the file
+      want = min(self.size - self.pos, max(n, 1 << 20, 2 * len(self.buf)))
+      self.buf, self.buf_at = self.pread(self.pos, want), self.pos
+      if len(self.buf) < n: raise _fail(self.fn, f"{what}: the file ended early (it changed while it was read)")
+    out = memoryview(self.buf)[self.pos - self.buf_at:end - self.buf_at]
+    self.pos = end
+    return out
+  def scalar(self, t: int, what: str) -> Any:
+    code, n = _SCALARS[t]
+    return struct.unpack("<" + code, self.need(n, what))[0]
+  def u32(self, what: str) -> int: return self.scalar(4, what)
+  def u64(self, what: str) -> int: return self.scalar(10, what)
+  def string(self, what: str) -> str:
+    n = self.u64(f"the length of {what}")
+    if n > self.size - self.pos: raise _fail(self.fn, f"{what}: a string of {n} bytes at byte {self.pos} runs past the end of the file")
+    raw = self.need(n, what)
+    try: return str(raw, "utf-8")
+    except UnicodeDecodeError as e: raise _fail(self.fn, f"{what} is not UTF-8 ({e.reason} at byte {e.start})") from None
+  def value(self, t: int, what: str, depth: int = 0) -> Any:
+    if t in _SCALARS: return self.scalar(t, what)
+    if t == _STRING: return self.string(what)
+    if t != _ARRAY: raise _fail(self.fn, f"{what} has the unknown value type {t}")
+    if depth >= MAX_NESTING: raise _fail(self.fn, f"{what}: arrays nested more than {MAX_NESTING} deep")
+    et, n = self.u32(f"the element type of {what}"), self.u64(f"the length of {what}")
+    if et in _SCALARS:
+      size = _SCALARS[et][1]
+      if n > (self.size - self.pos) // size: raise _fail(self.fn, f"{what}: an array of {n} values of {size} bytes runs past the end of the file")
+      return np.frombuffer(self.need(n * size, what), _NP[et]).copy().tolist() if n else []
+    if et not in (_STRING, _ARRAY): raise _fail(self.fn, f"{what}: an array of the unknown value type {et}")
+    if n > (self.size - self.pos) // 8:  # a string or an array takes 8 bytes at least (its length)
+      raise _fail(self.fn, f"{what}: an array of {n} entries can't fit in the {self.size - self.pos} bytes left in the file")
+    if et == _STRING: return [self.string(f"{what}[{k}]") for k in range(n)]
+    return [self.value(_ARRAY, f"{what}[{k}]", depth + 1) for k in range(n)]
+
+def _read_header(fn: Any, size: int, pread: Callable[[int, int], bytes]) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], int, int, int]]]:
+  """(metadata, [(name, shape, type, begin, nbytes)] with begins in the file), every check done; pread(pos, n) reads the file."""
+  r = _Reader(fn, size, pread)
+  if size < 24: raise _fail(fn, f"the file has {size} bytes, fewer than the 24 of GGUF's fixed header")
+  if bytes(r.need(4, "the magic")) != b"GGUF": raise _fail(fn, "it does not start with the magic b'GGUF'")
+  version = r.u32("the version")
+  if version not in (2, 3): raise _fail(fn, f"version {version} (we read versions 2 and 3)")
+  n_tensors, n_kv = r.u64("the tensor count"), r.u64("the metadata count")
+  # each metadata entry takes at least 8 + 4 + 1 bytes, each tensor entry at least 8 + 4 + 8 + 4 + 8
+  if n_kv > (size - r.pos) // 13: raise _fail(fn, f"{n_kv} metadata entries can't fit in a file of {size} bytes")
+  if n_tensors > (size - r.pos) // 32: raise _fail(fn, f"{n_tensors} tensors can't fit in a file of {size} bytes")
+  meta: dict[str, Any] = {}
+  for k in range(n_kv):
+    key = r.string(f"metadata key {k}")
+    if key in meta: raise _fail(fn, f"the metadata key {key!r} appears twice")
+    meta[key] = r.value(r.u32(f"the type of {key!r}"), f"metadata {key!r}")
+  align = meta.get("general.alignment", 32)
+  if type(align) is not int or align <= 0 or align & (align - 1) or align > 1 << 20:
+    raise _fail(fn, f"general.alignment {align!r} is not a power of two up to 2**20")
+  table, names = [], set()
+  for k in range(n_tensors):
+    name = r.string(f"the name of tensor {k}")
+    if name in names: raise _fail(fn, f"tensor {name!r} appears twice")
+    names.add(name)
+    nd = r.u32(f"the dims of tensor {name!r}")
+    if nd > MAX_DIMS: raise _fail(fn, f"tensor {name!r} has {nd} dims, more than ggml's {MAX_DIMS}")
+    ne = [r.u64(f"the sizes of tensor {name!r}") for _ in range(nd)]
+    t, off = r.u32(f"the type of tensor {name!r}"), r.u64(f"the offset of tensor {name!r}")
+    if t not in GGML_TYPES: raise GGUFError(f"{fn}: tensor {name!r} has the ggml type {t}, which we can't read (we read "
+                                            f"{', '.join(v[0] for v in GGML_TYPES.values())})")
+    tname, block, bsize = GGML_TYPES[t]
+    if any(d >= 2**62 for d in ne) or math.prod(ne) >= 2**62: raise _fail(fn, f"tensor {name!r}: sizes {ne} are too large")
+    if ne and ne[0] % block: raise _fail(fn, f"tensor {name!r} of type {tname}: its first size {ne[0]} is not a multiple of the block of {block}")
+    if off % align: raise _fail(fn, f"tensor {name!r}: its offset {off} is not a multiple of the alignment {align}")
+    table.append((name, tuple(reversed(ne)), t, off, math.prod(ne) // block * bsize))
+  data = r.pos + (-r.pos % align)
+  ranges = sorted((off, off + n, name) for name, _, _, off, n in table)
+  for (b0, e0, n0), (b1, _, n1) in zip(ranges, ranges[1:]):
+    if b1 < e0: raise _fail(fn, f"tensors {n0!r} and {n1!r} overlap (bytes [{b0}, {e0}) and from {b1} of the data)")
+  for begin, end, name in ranges:
+    if data + end > size: raise _fail(fn, f"tensor {name!r}: its bytes [{begin}, {end}) of the data run past the end of the file "
+                                          f"({size - data} bytes of data)")
+  return meta, [(name, shape, t, data + off, n) for name, shape, t, off, n in table]
+
+# ---- dequantization, as Tensor ops on the raw bytes (uint8, one row per block) ----
+
+def _u16(b: Tensor) -> Tensor:
+  """(..., 2) little-endian bytes -> (...,) uint16."""
+  w = b.cast(dtypes.uint16)
+  return w[..., 0] | (w[..., 1] << 8)
+
+def _f16(b: Tensor) -> Tensor: return _u16(b).bitcast(dtypes.float16).cast(dtypes.float32)   # (..., 2) bytes -> (...,) float32
+
+def _nibbles(q: Tensor) -> Tensor:
+  """(..., k) bytes -> (..., 2, k) int32: the low 4 bits of each, then the high 4 (ggml's order within a group)."""
+  q = q.cast(dtypes.int32).unsqueeze(-2)
+  return Tensor.cat(q & 15, q >> 4, dim=-2)
+
+def _bits(q: Tensor, width: int) -> Tensor:
+  """(..., k) bytes -> (..., 8 // width, k) int32: fields of `width` bits from the lowest up."""
+  q = q.cast(dtypes.int32).unsqueeze(-2)
+  return Tensor.cat(*[(q >> s) & ((1 << width) - 1) for s in range(0, 8, width)], dim=-2)
+
+def _q4_0(b: Tensor) -> Tensor:  # (n, 18): d, 16 bytes of 32 nibbles
+  return _f16(b[:, 0:2]).unsqueeze(-1) * (_nibbles(b[:, 2:]).flatten(1) - 8).float()
+
+def _q4_1(b: Tensor) -> Tensor:  # (n, 20): d, m, 32 nibbles
+  return _f16(b[:, 0:2]).unsqueeze(-1) * _nibbles(b[:, 4:]).flatten(1).float() + _f16(b[:, 2:4]).unsqueeze(-1)
+
+def _q5_0(b: Tensor) -> Tensor:  # (n, 22): d, 32 high bits (element i: bit i), 32 nibbles
+  high = _bits(b[:, 2:6], 1).transpose(-1, -2).flatten(1)    # (n, 32): byte j's bit k is element 8j + k
+  return _f16(b[:, 0:2]).unsqueeze(-1) * ((_nibbles(b[:, 6:]).flatten(1) | (high << 4)) - 16).float()
+
+def _q8_0(b: Tensor) -> Tensor:  # (n, 34): d, 32 int8
+  return b[:, 2:].bitcast(dtypes.int8).float() * _f16(b[:, 0:2]).unsqueeze(-1)
+
+def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
+  """Q4_K/Q5_K's 12 bytes of 8 6-bit scales and 8 6-bit mins -> (n, 8) each, as float."""
+  s = s.cast(dtypes.int32).reshape(-1, 3, 4)
+  d, m, md = s[:, 0], s[:, 1], s[:, 2]
+  sc = Tensor.cat(d & 63, (md & 15) | ((d >> 2) & 48), dim=1)
+  mn = Tensor.cat(m & 63, (md >> 4) | ((m >> 2) & 48), dim=1)
+  return sc.float(), mn.float()
+
+def _q4_k(b: Tensor) -> Tensor:  # (n, 144): d, dmin, 12 bytes of scales, 128 bytes of 256 nibbles
+  sc, mn = _k_scales(b[:, 4:16])
+  d, dm = (_f16(b[:, 0:2]).unsqueeze(-1) * sc).unsqueeze(-1), (_f16(b[:, 2:4]).unsqueeze(-1) * mn).unsqueeze(-1)   # (n, 8, 1)
+  q = _nibbles(b[:, 16:].reshape(-1, 4, 32)).reshape(-1, 8, 32).float()
+  return (d * q - dm).flatten(1)
+
+def _q5_k(b: Tensor) -> Tensor:  # (n, 176): d, dmin, scales, 32 bytes of high bits, 128 bytes of nibbles
+  sc, mn = _k_scales(b[:, 4:16])
+  d, dm = (_f16(b[:, 0:2]).unsqueeze(-1) * sc).unsqueeze(-1), (_f16(b[:, 2:4]).unsqueeze(-1) * mn).unsqueeze(-1)
+  low = _nibbles(b[:, 48:].reshape(-1, 4, 32)).reshape(-1, 8, 32)
+  high = _bits(b[:, 16:48], 1)                                   # (n, 8, 32): group g's high bit is bit g
+  return (d * (low | (high << 4)).float() - dm).flatten(1)
+
+def _q6_k(b: Tensor) -> Tensor:  # (n, 210): 128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, d
+  low = _nibbles(b[:, 0:128].reshape(-1, 2, 64)).reshape(-1, 8, 32)
+  high = _bits(b[:, 128:192].reshape(-1, 2, 32), 2).reshape(-1, 8, 32)
+  q = ((low | (high << 4)) - 32).reshape(-1, 16, 16).float()
+  d = (_f16(b[:, 208:210]).unsqueeze(-1) * b[:, 192:208].bitcast(dtypes.int8).float()).unsqueeze(-1)   # (n, 16, 1)
+  return (d * q).flatten(1)
+
+DEQUANTIZE: dict[str, Callable[[Tensor], Tensor]] = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q8_0": _q8_0, "Q4_K": _q4_k,
+                                                     "Q5_K": _q5_k, "Q6_K": _q6_k}
+
+def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
+  """The raw bytes of a tensor of a ggml type (a uint8 tensor) as values of `shape`: float32 for quantized types."""
+  name, block, bsize = GGML_TYPES[ggml_type]
+  if name in _PLAIN:
+    dt = _PLAIN[name]
+    if dt is dtypes.float32:  # 4 bytes -> float32 through uint32
+      w = raw.reshape(-1, 4).cast(dtypes.uint32)
+      return (w[:, 0] | (w[:, 1] << 8) | (w[:, 2] << 16) | (w[:, 3] << 24)).bitcast(dtypes.float32).reshape(shape)
+    return _u16(raw.reshape(-1, 2)).bitcast(dt).reshape(shape)
+  return DEQUANTIZE[name](raw.reshape(-1, bsize)).reshape(shape)
+
+def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """(metadata, tensors by name) of a GGUF file, checked whole first (GGUFError on any fault). The file stays open; each
+  tensor's bytes are read on first use and dequantized by kernels on `device` (quantized types give float32; F32, F16
+  and BF16 keep their type). A tensor's shape is numpy's order (ggml lists sizes innermost first)."""
+  if isinstance(fn, Tensor): return _load_from_tensor(fn, device)
+  if not os.path.exists(fn): raise FileNotFoundError(f"{fn}: no such GGUF file")
+  f = open(fn, "rb")
+  try: meta, table = _read_header(fn, os.fstat(f.fileno()).st_size, lambda pos, n: os.pread(f.fileno(), n, pos))
+  except BaseException:
+    f.close()
+    raise
+  src = _FileBytes(fn, f, GGUFError, "gguf_load")
+  out = {name: dequantize(_lazy_tensor(src, begin, begin + n, dtypes.uint8, (n,), device, name), t, shape) for name, shape, t, begin, n in table}
+  return meta, out
+
+def _load_from_tensor(t: Tensor, device: str | None) -> tuple[dict[str, Any], dict[str, Tensor]]:
+  """A GGUF file's bytes already in a uint8 tensor (tinygrad's gguf_load(Tensor) form): the header is parsed from its host copy."""
+  if t.dtype is not dtypes.uint8 or t.ndim != 1: raise GGUFError(f"gguf_load of a Tensor takes the file's bytes (1-D uint8), got {t.dtype} {t.shape}")
+  data = t.numpy().tobytes()
+  meta, table = _read_header("<tensor>", len(data), lambda pos, n: data[pos:pos + n])
+  if device is not None: t = t.to(device)
+  return meta, {name: dequantize(t[begin:begin + n], tt, shape) for name, shape, tt, begin, n in table}
