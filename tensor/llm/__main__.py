@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse, sys, time
 from tensor.llm.model import Transformer, UnsupportedModelError
 from tensor.llm.tokenizer import Tokenizer
-from tensor.nn.gguf import GGUFError
+from tensor.gguf import GGUFError
 
 def _stream(model: Transformer, tok: Tokenizer, ids: list[int], n: int, temperature: float, top_k: int, top_p: float) -> list[int]:
   """Generates up to n tokens after ids, printing the text as it grows (a UTF-8 character split over tokens waits)."""

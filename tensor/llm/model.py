@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 from runtime.uop import UOp
 from tensor import Tensor, TinyJit, Variable, dtypes
-from tensor.nn.gguf import GGUFError, gguf_load
+from tensor.gguf import GGUFError, gguf_load
 
 __all__ = ["Transformer", "ModelConfig", "UnsupportedModelError", "sample"]
 

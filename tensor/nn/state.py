@@ -1,5 +1,5 @@
 """Model state: the tensors of a model by name (get_state_dict, get_parameters, load_state_dict) and safetensors files
-(safe_save, safe_load, safe_load_metadata); GGUF files are tensor/nn/gguf.py (gguf_load here too). The reader checks a
+(safe_save, safe_load, safe_load_metadata); GGUF files are tensor/gguf.py (gguf_load here too). The reader checks a
 file as strictly as the format allows (in time and memory linear in its header), keeps it open, and reads each tensor's
 bytes into its device buffer only when the tensor is first used.
 
@@ -15,7 +15,7 @@ from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.parameters import get_parameters, get_state_dict
 from tensor.tensor import Tensor
-from tensor.nn.file_bytes import FileBuffer, _FileBytes, _lazy_tensor
+from tensor.file_bytes import FileBuffer, _FileBytes, _lazy_tensor
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
            "file_buffer", "gguf_load"]
@@ -283,6 +283,6 @@ def file_buffer(t: Tensor) -> FileBuffer | None:
   return b if isinstance(b, FileBuffer) else None
 
 def gguf_load(fn: Any, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
-  """(metadata, tensors by name) of a GGUF file (or of its bytes in a uint8 tensor): tensor/nn/gguf.py."""
-  from tensor.nn.gguf import gguf_load as load  # that module builds on this one's file buffers
+  """(metadata, tensors by name) of a GGUF file (or of its bytes in a uint8 tensor): tensor/gguf.py."""
+  from tensor.gguf import gguf_load as load  # that module builds on this one's file buffers
   return load(fn, device)

@@ -4,7 +4,7 @@ import sys, pathlib
 import pytest
 gguf = pytest.importorskip("gguf", reason="pip install gguf to run the tokenizer tests")
 from tensor.llm.tokenizer import Tokenizer  # noqa: E402
-from tensor.nn.gguf import gguf_load  # noqa: E402
+from tensor.gguf import gguf_load  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from tiny import write_model  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""tensor/nn/gguf.py: GGUF files written here with the `gguf` package (ggml's own writer), read back and dequantized by
+"""tensor/gguf.py: GGUF files written here with the `gguf` package (ggml's own writer), read back and dequantized by
 kernels, checked against gguf's numpy dequantization exactly; malformed files are one GGUFError, never a read past the end."""
 import struct
 import numpy as np
@@ -7,7 +7,7 @@ gguf = pytest.importorskip("gguf", reason="pip install gguf (the GGUF reference 
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 from gguf.quants import dequantize, quantize  # noqa: E402
 from tensor import Tensor, dtypes  # noqa: E402
-from tensor.nn.gguf import GGUFError, gguf_load  # noqa: E402
+from tensor.gguf import GGUFError, gguf_load  # noqa: E402
 
 QUANTS = [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 

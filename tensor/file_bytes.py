@@ -1,5 +1,6 @@
 """Tensors whose bytes come from an open file, read into their device buffer when first used: the lazy loading under
-safe_load (tensor/nn/state.py) and gguf_load (tensor/nn/gguf.py). Part of tensor.nn."""
+safe_load (tensor/nn/state.py) and gguf_load (tensor/gguf.py). At the frontend's level, so tensor.llm can read GGUF
+files without importing tensor.nn."""
 from __future__ import annotations
 import math, os
 from typing import Any
@@ -14,7 +15,7 @@ class _FileBytes:
   reads, not a memory map: a file truncated after loading (`cp` over it) is a short read and an error, where a mapped page
   past the new end killed the process with SIGBUS on first use."""
   def __init__(self, fn: Any, f, error: type[ValueError], loader: str):
-    self.fn, self.f, self.error, self.loader = fn, f, error, loader  # the reader's error class and name (tensor/nn/gguf.py's too)
+    self.fn, self.f, self.error, self.loader = fn, f, error, loader  # the reader's error class and name (tensor/gguf.py's too)
 
   def read_into(self, out: memoryview, begin: int, what: str) -> None:
     # pread: at a position, from the file as it is now (a buffered reader could answer from bytes it read ahead earlier)

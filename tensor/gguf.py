@@ -1,8 +1,9 @@
-"""GGUF files (llama.cpp's model format): gguf_load(path) -> (metadata, {name: Tensor}). At the nn level beside
-tensor/nn/state.py (safetensors), whose lazy file buffers (tensor/nn/file_bytes.py) it shares. The header, metadata and tensor table are checked as
-they are read (every length, count, type, offset and alignment against the file's size: a malformed file is one GGUFError,
-never a read past the end); the tensors' bytes are read when first used, and quantized blocks (Q4_0, Q4_1, Q5_0, Q8_0,
-Q4_K, Q5_K, Q6_K) are dequantized by Tensor ops, so it runs as kernels on the tensor's device.
+"""GGUF files (llama.cpp's model format): gguf_load(path) -> (metadata, {name: Tensor}). At the frontend's level
+(tensor.llm reads it; tensor.nn.state re-exports gguf_load beside safetensors), sharing safetensors' lazy file buffers
+(tensor/file_bytes.py). The header, metadata and tensor table are checked as they are read (every length, count, type,
+offset and alignment against the file's size: a malformed file is one GGUFError, never a read past the end); the
+tensors' bytes are read when first used, and quantized blocks (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) are dequantized
+by Tensor ops, so it runs as kernels on the tensor's device.
 
   meta, weights = gguf_load("model.gguf")       # meta["general.architecture"] == "llama", weights["token_embd.weight"]
 """
@@ -11,7 +12,7 @@ import math, os, struct
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
-from tensor.nn.file_bytes import _FileBytes, _lazy_tensor
+from tensor.file_bytes import _FileBytes, _lazy_tensor
 from tensor.tensor import Tensor
 
 __all__ = ["gguf_load", "GGUFError", "GGML_TYPES"]
