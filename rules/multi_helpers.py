@@ -176,3 +176,10 @@ def unsupported(u: UOp) -> UOp:
   ms = [s for s in u.src if s.op is Ops.MULTI]
   raise MultiDeviceError(f"{u.op.name} has no multi-device form yet (sources of shapes {[s.shape for s in u.src]}, split on "
                          f"{[m.arg for m in ms]}): gather the tensor to one device first with .to(device)")
+
+def multi_gradient(ctx: UOp, m: UOp) -> tuple:
+  """The gradient of MULTI m's shards given ctx, m's gradient (over m's devices): each split shard gets its piece of ctx on
+  its device; a tensor whole on each device is its first shard (the others are copies of it), which gets all of ctx."""
+  def to(x: UOp, d: str) -> UOp: return uop(Ops.COPY, x.dtype, (x, uop(Ops.DEVICE, _VOID, (), d)))
+  if m.arg is None: return (to(ctx, m.src[0].device),) + (None,) * (len(m.src) - 1)
+  return tuple(to(piece(ctx, m.arg, i, len(m.src)), s.device) for i, s in enumerate(m.src))
