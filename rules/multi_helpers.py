@@ -9,7 +9,7 @@ from runtime.helpers import getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
-class MultiDeviceError(ValueError):
+class MultiDeviceError(RuntimeError):
   """An op on a multi-device tensor that has no per-device form (it names the op, the shapes and the sharded axis)."""
 
 # an all-reduce of at least this many elements is a reduce-scatter then an all-gather (each device reduces one chunk and

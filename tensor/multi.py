@@ -9,7 +9,7 @@ from runtime.ops import Ops
 from runtime.uop import UOp, uop, shape_str
 from rules.multi_helpers import MultiDeviceError
 from tensor.engine.multi import USED
-from tensor.engine.storage import device_node
+from tensor.engine.storage import device_node, realized_buffer
 from tensor.errors import AxisError
 
 def canonical_devices(devices) -> tuple[str, ...]:
@@ -42,6 +42,10 @@ def to_devices(x: UOp, devices) -> UOp:
   devs = canonical_devices(devices)
   if x.device == devs: return x
   return uop(Ops.COPY, x.dtype, (x, device_node(devs)))  # type: ignore[arg-type]
+
+def stored(x: UOp) -> bool:
+  """Whether a tensor over several devices is in memory: a MULTI of realized buffers (what an assign writes into)."""
+  return x.op is Ops.MULTI and all(realized_buffer(s) is not None for s in x.src)
 
 def axis_of(x: UOp) -> int | None:
   """The axis a multi-device tensor is split on as built (None: whole on each device, or not yet known before lowering)."""

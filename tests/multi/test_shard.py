@@ -245,3 +245,22 @@ def test_cl_beside_cpu_and_two_cl_devices_where_there_are():
   try: Tensor([1.0], device="CL:1").realize()
   except DeviceError: return  # one OpenCL device here (pocl has one)
   np.testing.assert_allclose(Tensor(a).shard(("CL", "CL:1"), axis=1).sum(1).numpy(), a.sum(1), rtol=1e-5)
+
+# ---- TinyJit and assign ----
+
+def test_tinyjit_takes_multi_device_inputs_and_replays_each_devices_kernels():
+  from tensor import TinyJit
+  @TinyJit
+  def f(x: Tensor, w: Tensor) -> Tensor: return (x @ w).sum(0).realize()
+  w = Tensor(rand(3, 2, seed=11)).to(D2)
+  for i in range(4):
+    a = rand(4, 3, seed=20 + i)
+    out = f(Tensor(a).shard(D2, axis=0), w)
+    assert out.device == D2
+    np.testing.assert_allclose(out.numpy(), (a @ rand(3, 2, seed=11)).sum(0), rtol=1e-5)
+  assert f.captured is not None
+
+def test_assign_into_a_multi_device_tensor_not_in_memory_yet():
+  out = Tensor.zeros(4).contiguous().realize().shard(D2, 0)  # shards still to compute
+  out.assign(Tensor.ones(4).shard(D2, 0) * 3).realize()
+  assert out.uop.op is Ops.MULTI and out.tolist() == [3.0] * 4
