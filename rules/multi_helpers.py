@@ -167,10 +167,13 @@ def assign(u: UOp, t: UOp, v: UOp) -> UOp:
   return multi([uop(Ops.ASSIGN, s.dtype, (s, local(v, t.arg, i))) for i, s in enumerate(t.src)], t.arg)
 
 def gather_rows(u: UOp, x: UOp, idx: UOp) -> UOp:
-  """GATHER (x's rows at idx) with x whole on every device: per device, at that device's indices."""
-  if x.arg is not None: unsupported(u)
+  """GATHER (x's rows at idx, shape idx.shape + x.shape[1:]) per device: at split indices, each device's rows from the
+  whole table; else a table split off its rows (an embedding split on its features) gives the output split on that
+  feature axis; a table split on its rows is gathered whole on each device first."""
   _devices(u, [x, idx])
-  return multi([uop(Ops.GATHER, u.dtype, (s, i), u.arg) for s, i in zip(x.src, idx.src)], idx.arg)
+  if idx.arg is None and x.arg is not None and x.arg >= 1: axis, xa, ia = len(idx.shape) + x.arg - 1, x.arg, None
+  else: axis, xa, ia = idx.arg, None, idx.arg
+  return multi([uop(Ops.GATHER, u.dtype, (local(x, xa, i), local(idx, ia, i)), u.arg) for i in range(len(x.src))], axis)
 
 def unsupported(u: UOp) -> UOp:
   ms = [s for s in u.src if s.op is Ops.MULTI]

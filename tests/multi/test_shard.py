@@ -216,13 +216,22 @@ def test_errors_name_what_is_wrong():
     Tensor(rand(4, 6)).shard(D2, axis=1).reshape(6, 4).realize()
   with pytest.raises(DeviceMismatchError, match=r"different devices: \('CPU', 'CPU:1'\) and \('CPU:2', 'CPU:3'\)"):
     Tensor(rand(4)).shard(D2, 0) + Tensor(rand(4)).shard(("CPU:2", "CPU:3"), 0)
-  with pytest.raises(MultiDeviceError, match=r"GATHER has no multi-device form yet .* split on \[0, None\]"):
-    Tensor(rand(4, 3)).shard(D2, axis=0)[Tensor(np.array([1, 2], dtype=np.int32)).to(D2)].realize()
 
-def test_gather_rows_of_a_replicated_table_at_split_indices():
-  table, idx = rand(5, 3), np.array([[0, 4], [2, 2], [1, 3], [4, 0]], dtype=np.int32)
-  out = Tensor(table).to(D2)[Tensor(idx).shard(D2, axis=0)]
-  np.testing.assert_array_equal(out.numpy(), table[idx])
+def test_embeddings_split_on_the_batch_or_the_features_and_their_gradients():
+  rng = np.random.default_rng(12)
+  W, idx = rand(28, 20, seed=13), rng.integers(0, 28, (4, 10)).astype(np.int32)
+  def run(wa, xa, devs):
+    w, x = Tensor(W), Tensor(idx)
+    if devs: w, x = w.shard(devs, wa), x.shard(devs, xa)
+    w.requires_grad = True
+    z = w[x]
+    (z * z).sum().backward()
+    return z.numpy(), w.grad.numpy()
+  z1, g1 = run(None, None, None)
+  for wa, xa in ((None, 0), (1, None), (0, None), (1, 0), (0, 1)):
+    z2, g2 = run(wa, xa, D2)
+    np.testing.assert_array_equal(z2, z1, err_msg=f"table split on {wa}, indices on {xa}")
+    np.testing.assert_allclose(g2, g1, rtol=1e-6, err_msg=f"table split on {wa}, indices on {xa}")
 
 def test_a_convolution_of_a_split_batch_and_its_weight_gradient():
   a, w = rand(4, 2, 6, 6, seed=8), rand(3, 2, 3, 3, seed=9)
