@@ -258,12 +258,12 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
-    if self.uop.device.__class__ is tuple and not multi.stored(self.uop): self.realize()  # shards to write into (tensor/multi.py)
     if realized_buffer(self.uop) is None:  # a view of stored data (t[1:], t.T): the write goes into the stored tensor
       from tensor.indexing import view_chain, write_through
       if (chain := view_chain(self)) is not None:
         write_through(self, chain, x)
         return self
+      if self.uop.device.__class__ is tuple and not multi.stored(self.uop): self.realize()  # shards to write into (tensor/multi.py)
     self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 

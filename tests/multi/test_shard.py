@@ -273,3 +273,13 @@ def test_assign_into_a_multi_device_tensor_not_in_memory_yet():
   out = Tensor.zeros(4).contiguous().realize().shard(D2, 0)  # shards still to compute
   out.assign(Tensor.ones(4).shard(D2, 0) * 3).realize()
   assert out.uop.op is Ops.MULTI and out.tolist() == [3.0] * 4
+
+def test_writes_through_views_of_a_multi_device_tensor_reach_it():
+  for axis in (None, 0, 1):
+    out = Tensor.zeros(4, 4).contiguous().realize().shard(D2, axis).realize()
+    out[:, 2:3].assign(Tensor.ones(4, 1).shard(D2, 0 if axis == 0 else None)).realize()
+    out[1:3, 0] = 5.0
+    expect = np.zeros((4, 4), np.float32)
+    expect[:, 2], expect[1:3, 0] = 1, 5
+    assert out.realize().uop.op is Ops.MULTI and out.uop.arg == axis
+    np.testing.assert_array_equal(out.numpy(), expect, err_msg=f"split on {axis}")
