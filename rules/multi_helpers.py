@@ -5,7 +5,7 @@ ops. They build tensor-graph nodes only; nothing runs here.
 from __future__ import annotations
 import math
 from runtime.dtype import dtypes
-from runtime.helpers import getenv
+from runtime.helpers import ContextVar, getenv
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
 
@@ -16,6 +16,8 @@ class MultiDeviceError(RuntimeError):
 # sends it to the others: every device sends and receives 2*(n-1)/n of the tensor, as a ring all-reduce); a smaller one
 # copies every device's part to every device (one kernel and n-1 copies per device: fewer launches)
 RING_THRESHOLD = getenv("RING_ALLREDUCE_THRESHOLD", 256_000)
+# RING=0 never takes the reduce-scatter form, RING=2 always does (when each device gets at least one element), as tinygrad's
+RING = ContextVar("RING", 1)
 
 _VOID = dtypes.void
 
@@ -104,7 +106,7 @@ def all_reduce(parts: list[UOp], op: Ops) -> UOp:
   part first), so the copies are bit-identical."""
   devs, shape = [p.device for p in parts], parts[0].shape
   n, numel = len(parts), math.prod(shape)
-  if numel < max(RING_THRESHOLD, n):
+  if numel < n or RING.value <= 0 or (RING.value == 1 and numel < RING_THRESHOLD):
     return multi([_fold(op, [on(p, d) for p in parts]) for d in devs], None)
   # reduce-scatter: chunk c of every part is combined on device c; all-gather: every device gets every reduced chunk
   flat = [uop(Ops.RESHAPE, p.dtype, (p,), (numel,)) for p in parts]

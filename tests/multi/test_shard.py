@@ -283,3 +283,11 @@ def test_writes_through_views_of_a_multi_device_tensor_reach_it():
     expect[:, 2], expect[1:3, 0] = 1, 5
     assert out.realize().uop.op is Ops.MULTI and out.uop.arg == axis
     np.testing.assert_array_equal(out.numpy(), expect, err_msg=f"split on {axis}")
+
+def test_the_ring_context_variable_forces_or_forbids_the_reduce_scatter_form():
+  from runtime.helpers import Context
+  t = Tensor(rand(2, 8)).shard(D2, axis=0).realize()
+  with Context(RING=2): assert copies(t.sum(0)) == 2 * 2  # 1 chunk in, 1 chunk out per device
+  with Context(RING=0): assert copies(t.sum(0)) == 2
+  with Context(RING=2): np.testing.assert_allclose(t.sum(0).numpy(), rand(2, 8).sum(0), rtol=1e-6)
+  with Context(RING=2): assert Tensor([[1, 2], [3, 4]]).shard(D2, axis=1).sum().item() == 10
