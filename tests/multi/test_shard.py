@@ -291,3 +291,11 @@ def test_the_ring_context_variable_forces_or_forbids_the_reduce_scatter_form():
   with Context(RING=0): assert copies(t.sum(0)) == 2
   with Context(RING=2): np.testing.assert_allclose(t.sum(0).numpy(), rand(2, 8).sum(0), rtol=1e-6)
   with Context(RING=2): assert Tensor([[1, 2], [3, 4]]).shard(D2, axis=1).sum().item() == 10
+
+def test_random_numbers_and_dropout_on_several_devices():
+  r = Tensor.rand(4, 3, device=D2)
+  assert r.device == D2 and 0 <= r.numpy().min() and r.numpy().max() < 1
+  r.realize()
+  np.testing.assert_array_equal(Tensor(r.uop.src[0]).numpy(), Tensor(r.uop.src[1]).numpy())  # the same numbers on each device
+  with Tensor.train(): y = Tensor.ones(8, 6).shard(D2, axis=0).dropout(0.5).numpy()
+  assert set(np.unique(y)) <= {0.0, 2.0} and 0 < (y == 0).sum() < y.size
