@@ -7,7 +7,9 @@ from __future__ import annotations
 from runtime.device import Device
 from runtime.ops import Ops
 from runtime.uop import UOp, uop, shape_str
+from rules.multi import multi
 from rules.multi_helpers import MultiDeviceError
+from runtime.rewrite import graph_rewrite
 from tensor.engine.multi import USED
 from tensor.engine.storage import device_node, realized_buffer
 from tensor.errors import AxisError
@@ -48,7 +50,17 @@ def stored(x: UOp) -> bool:
   return x.op is Ops.MULTI and all(realized_buffer(s) is not None for s in x.src)
 
 def axis_of(x: UOp) -> int | None:
-  """The axis a multi-device tensor is split on as built (None: whole on each device, or not yet known before lowering)."""
+  """The axis a tensor over several devices is split on (None: whole on each), found by lowering its graph (nothing runs)."""
+  if x.op is not Ops.MULTI: x = graph_rewrite(x, multi, name="multi")
   return x.arg if x.op is Ops.MULTI else None
 
-__all__ = ["MultiDeviceError", "canonical_devices", "shard", "to_devices"]
+def shard_like(x: UOp, y: UOp) -> UOp:
+  """x laid out as y: on y's device, or split over y's devices on y's axis."""
+  if y.device.__class__ is not tuple: return x if x.device == y.device else uop(Ops.COPY, x.dtype, (x, device_node(y.device)))
+  axis = axis_of(y)
+  if x.device.__class__ is tuple:
+    if x.device == y.device and axis_of(x) == axis: return x
+    x = uop(Ops.COPY, x.dtype, (x, device_node(x.device[0])))  # gathered, then split as y
+  return shard(x, y.device, axis)
+
+__all__ = ["MultiDeviceError", "canonical_devices", "shard", "to_devices", "shard_like", "axis_of", "stored"]

@@ -243,6 +243,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def shard(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
     """This tensor split on `axis` over devices, an equal piece on each (axis=None: the whole of it on each): tensor/multi.py."""
     return Tensor(multi.shard(self.uop, devices, axis), requires_grad=self.requires_grad)
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor laid out as y: on y's device, or split over y's devices on y's axis."""
+    return Tensor(multi.shard_like(self.uop, y.uop))
   def shard_(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
     """shard, in place: this tensor now stands for its shards."""
     self.uop, self._trace = self.shard(devices, axis).uop, None

@@ -299,3 +299,12 @@ def test_random_numbers_and_dropout_on_several_devices():
   np.testing.assert_array_equal(Tensor(r.uop.src[0]).numpy(), Tensor(r.uop.src[1]).numpy())  # the same numbers on each device
   with Tensor.train(): y = Tensor.ones(8, 6).shard(D2, axis=0).dropout(0.5).numpy()
   assert set(np.unique(y)) <= {0.0, 2.0} and 0 < (y == 0).sum() < y.size
+
+def test_shard_like_lays_a_tensor_out_as_another():
+  a = rand(4, 6)
+  y = Tensor.ones(4, 6).shard(D2, axis=1) * 2
+  for x in (Tensor(a), Tensor(a).shard(D2, axis=0), Tensor(a).to(D2)):
+    z = x.shard_like(y).realize()
+    assert z.uop.op is Ops.MULTI and z.uop.arg == 1 and z.device == D2
+    np.testing.assert_array_equal(z.numpy(), a)
+  assert Tensor(a).shard(D2, axis=0).shard_like(Tensor.ones(2, device="CPU:1")).device == "CPU:1"
