@@ -1,8 +1,10 @@
 """tensor.distributed on MPI (issue 24), in one run: all_reduce of 4 KB, 1 MB and 16 MB across 2 processes against mpi4py's
 own Allreduce on numpy arrays (the same messages, alternating samples), and data-parallel MLP training (784-128-10, batch
-512) with 2 processes x 1 thread against 1 process x 1 thread on the whole batch.
+512) with 2 processes x 1 thread against 1 process x 1 thread on the whole batch; and in one process, the same MLP step
+sharded on CPU and CPU:1 (tensor/multi.py: the batch split, the model on both) against one device, alternating samples.
 
   python -m bench.distributed [--reps 200] [--steps 60]
+  python -m bench.distributed --only shard [--steps 60]     # the in-process section alone (no MPI needed)
 
 It starts its own `mpirun -np 2` (as root it sets Open MPI's OMPI_ALLOW_RUN_AS_ROOT pair). Needs mpirun and mpi4py.
 """
@@ -81,6 +83,49 @@ def mlp_worker(steps: int) -> None:
   dist.barrier()
   if rank == 0: print(f"mlp {world} process(es) x 1 thread: {steps / (time.perf_counter() - t0):8.1f} steps/s", flush=True)
 
+def shard_worker(steps: int, devices: tuple[str, ...] = ("CPU", "CPU:1")) -> None:
+  """The MLP step on one device and sharded on `devices` in this process, in alternating blocks of steps: wall and
+  thread-CPU medians per step."""
+  from tensor import Tensor, TinyJit, nn
+  from tensor.nn.state import get_parameters
+  rng = np.random.default_rng(0)
+  X0, Y0 = rng.standard_normal((4096, 784)).astype(np.float32), rng.integers(0, 10, 4096).astype(np.int32)
+  def setup(devs: tuple[str, ...] | None):
+    Tensor.manual_seed(0)
+    X, Y = Tensor(X0).realize(), Tensor(Y0).realize()
+    l1, l2 = nn.Linear(784, 128), nn.Linear(128, 10)
+    params = get_parameters([l1, l2])
+    if devs:
+      for p in params: p.replace(p.to(devs))
+    opt = nn.optim.Adam(params, lr=1e-3)
+    @TinyJit
+    @Tensor.train()
+    def step() -> Tensor:
+      opt.zero_grad()
+      idx = Tensor.randint(512, high=4096)
+      x, y = X[idx], Y[idx]
+      if devs: x, y = x.shard(devs, axis=0), y.shard(devs, axis=0)
+      return l2(l1(x).relu()).sparse_categorical_crossentropy(y).backward().realize(*opt.schedule_step())
+    return step
+  steps_of = {"one": setup(None), "sharded": setup(devices)}
+  for f in steps_of.values():
+    for _ in range(5): f()
+  walls: dict[str, list[float]] = {k: [] for k in steps_of}
+  cpus: dict[str, list[float]] = {k: [] for k in steps_of}
+  block = 5
+  for _ in range(max(1, steps // block)):
+    for k, f in steps_of.items():
+      w0, c0 = time.perf_counter(), time.thread_time()
+      for _ in range(block): f()
+      f().numpy()  # the queue drained: every device's work is in the sample
+      walls[k].append((time.perf_counter() - w0) / (block + 1))
+      cpus[k].append((time.thread_time() - c0) / (block + 1))
+  med = {k: (statistics.median(walls[k]), statistics.median(cpus[k])) for k in steps_of}
+  for k, (w, c) in med.items():
+    where = "CPU" if k == "one" else ", ".join(devices)
+    print(f"mlp in one process, {k + ':':8} {where:>10}: {w * 1e3:7.2f} ms/step wall, {c * 1e3:7.2f} ms thread CPU", flush=True)
+  print(f"sharded over one device, in one process: {med['sharded'][0] / med['one'][0]:.2f}x the time per step (wall)", flush=True)
+
 def run(np_: int, *args: str) -> str:
   env = {**os.environ, "THREADS": "1", "OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
   cmd = [sys.executable, "-m", "bench.distributed", *args]
@@ -93,15 +138,19 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--reps", type=int, default=200)
   ap.add_argument("--steps", type=int, default=60)
-  ap.add_argument("--worker", choices=["allreduce", "mlp"], help=argparse.SUPPRESS)
+  ap.add_argument("--only", choices=["shard"], help="only the in-process section (multi-device tensors; no MPI)")
+  ap.add_argument("--worker", choices=["allreduce", "mlp", "shard"], help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.worker == "allreduce": return allreduce_worker(args.reps)
   if args.worker == "mlp": return mlp_worker(args.steps)
+  if args.worker == "shard": return shard_worker(args.steps)
   print(f"load: {os.getloadavg()[0]:.1f}")
+  if args.only == "shard": return print(run(1, "--worker", "shard", "--steps", str(args.steps)), end="")
   print(run(2, "--worker", "allreduce", "--reps", str(args.reps)), end="")
   one, two = (run(n, "--worker", "mlp", "--steps", str(args.steps)) for n in (1, 2))
   print(one + two, end="")
   rate = [float(line.split(":")[1].split()[0]) for line in (one, two)]
   print(f"data parallel speedup, 2 x 1 thread over 1 x 1 thread: {rate[1] / rate[0]:.2f}x")
+  print(run(1, "--worker", "shard", "--steps", str(args.steps)), end="")
 
 if __name__ == "__main__": main()

@@ -40,6 +40,9 @@ class Ops(IntEnum):
   WHERE = auto(); MULACC = auto()  # noqa: E702
   # constants (VCONST: a vector constant, arg is a tuple)
   CONST = auto(); VCONST = auto()  # noqa: E702
+  # MULTI(shard0, shard1, ...): one tensor over several devices, a shard on each (arg: the axis it is split on, None when
+  # every device holds all of it); lowered to per-device graphs by rules/multi.rules before kernelize (last: no op's number moves)
+  MULTI = auto()
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
   __str__ = __repr__

@@ -360,6 +360,9 @@ def _compute_device(root: UOp) -> str | None:
     if u.op is _DEVICE:
       u._device = u.arg
       break
+    if u.op is Ops.MULTI:  # a tensor over several devices: the tuple of its shards' devices
+      u._device = tuple(s.device for s in u.src)
+      break
     path.append(u)
     nxt = _device_step(u)
     if nxt is None:
@@ -389,6 +392,9 @@ def _compute_shape(root: UOp):
 def _shape_of(u: UOp):
   op = u.op
   if op is _BUFFER: return (u.arg,)
+  if op is Ops.MULTI:  # the whole tensor: its shards side by side on the axis it is split on
+    s = u.src[0]._shape
+    return s if u.arg is None or s is None else tuple(d * len(u.src) if i == u.arg else d for i, d in enumerate(s))
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,) if isinstance(u.dtype, PtrDType) else None
   if op in _NO_SHAPE_DIMS: return ()
   if op is _RESHAPE or op is _EXPAND: return tuple(u.arg)

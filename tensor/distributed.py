@@ -11,8 +11,10 @@ from typing import Any, Iterable
 import numpy as np
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
+from runtime.ops import Ops
 from tensor.engine.jit import JitError
 from tensor.engine.state import ENGINE
+from tensor.engine.storage import realized_buffer
 from tensor.tensor import Tensor, buffer_uop
 
 TIMEOUT = float(os.environ.get("TENSOR_MPI_TIMEOUT", "300"))
@@ -110,13 +112,17 @@ def _outside_capture(what: str) -> None:
                    "(docs/distributed.md)")
 
 def _host_source(t: Tensor) -> tuple[np.ndarray, Tensor]:
-  """t's values in host memory (the buffer's own memory on a host device, no copy) and the realized tensor holding them."""
+  """t's values in host memory (the buffer's own memory on a host device, no copy) and the realized tensor holding them
+  (a tensor on several devices: gathered on the first)."""
+  if t.device.__class__ is tuple: t = t.to(t.device[0])
   t = t.contiguous().realize() if not t.is_realized() else t.realize()
   buf, _ = t._buffer()
   return buf.host_array(), t
 
-def _tensor_from(device: str, dtype: DType, shape: tuple, fill) -> Tensor:
-  """A new realized tensor on `device` whose host memory `fill(array)` writes (directly on host devices)."""
+def _tensor_from(device: str | tuple, dtype: DType, shape: tuple, fill) -> Tensor:
+  """A new realized tensor on `device` whose host memory `fill(array)` writes (directly on host devices); on a tuple of
+  devices, made on the first and laid out whole on each."""
+  if device.__class__ is tuple: return _tensor_from(device[0], dtype, shape, fill).to(device).realize()
   n = int(np.prod(shape, dtype=np.int64))
   buf = Buffer(device, n, dtype)
   if buf.allocator.host: fill(buf.as_array())
@@ -139,10 +145,10 @@ def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
   if (carrier := _CARRIER.get(t.dtype)) is not None: return all_reduce(t.cast(carrier), op).cast(t.dtype if op != "mean" else carrier)
   from mpi4py import MPI
   _same_everywhere(comm, f"all_reduce({op})", t.shape, t.dtype, op)
-  src, t = _host_source(t)
+  device, (src, t) = t.device, _host_source(t)
   def fill(dst: np.ndarray) -> None:
     if t.numel(): _run(comm, f"all_reduce({op})", comm.Allreduce, src, dst, MPI.MAX if op == "max" else MPI.SUM)
-  out = _tensor_from(t.device, t.dtype, t.shape, fill)
+  out = _tensor_from(device, t.dtype, t.shape, fill)
   return out / comm.Get_size() if op == "mean" else out
 
 def broadcast(t: Tensor, root: int = 0) -> Tensor:
@@ -156,11 +162,11 @@ def broadcast(t: Tensor, root: int = 0) -> Tensor:
   if not 0 <= root < comm.Get_size(): raise DistributedError(f"broadcast: root {root} is not a rank (0 to {comm.Get_size() - 1})")
   if (carrier := _CARRIER.get(t.dtype)) is not None and t.dtype is not dtypes.bool: return broadcast(t.cast(carrier), root).cast(t.dtype)
   _same_everywhere(comm, "broadcast", t.shape, t.dtype, str(root))
-  src, t = _host_source(t)
+  device, (src, t) = t.device, _host_source(t)
   def fill(dst: np.ndarray) -> None:
     if comm.Get_rank() == root: dst[:] = src
     if t.numel(): _run(comm, "broadcast", comm.Bcast, dst.view(np.uint8), root)
-  return _tensor_from(t.device, t.dtype, t.shape, fill)
+  return _tensor_from(device, t.dtype, t.shape, fill)
 
 def average_gradients(params: Iterable[Tensor]) -> None:
   """Replace each parameter's gradient by its mean over every rank, in place (the gradient keeps its buffer, so a TinyJit
@@ -176,16 +182,36 @@ def average_gradients(params: Iterable[Tensor]) -> None:
   wide = dtypes.float64 if any(g.dtype is dtypes.float64 for g in grads) else dtypes.float32
   Tensor.realize(*grads)
   for i, g in enumerate(grads):  # a gradient that is not a buffer of its own (a broadcast constant) becomes one
-    if not g.is_realized(): grads[i] = g.replace(g.contiguous().realize())
-  bufs = [g._buffer()[0] for g in grads]
-  flat = np.concatenate([b.host_array() for b in bufs]).astype(dtypes.to_numpy(wide), copy=False)  # a copy: the one message
+    if not g.is_realized() and g.uop.op is not Ops.MULTI: grads[i] = g.replace(g.contiguous().realize())
+  bufs = [_shard_buffers(g) if g.uop.op is Ops.MULTI else g._buffer()[0] for g in grads]
+  flat = np.concatenate([_host_whole(g, b) for g, b in zip(grads, bufs)]).astype(dtypes.to_numpy(wide), copy=False)  # one message
   _same_everywhere(comm, "average_gradients", tuple(g.shape for g in grads), wide)
   from mpi4py import MPI
   _run(comm, "average_gradients", comm.Allreduce, MPI.IN_PLACE, flat, MPI.SUM)
   flat /= comm.Get_size()
   at = 0
-  for b in bufs:
-    b.copyin(flat[at:at + b.size])
-    at += b.size
+  for g, b in zip(grads, bufs):
+    n = int(np.prod(g.shape, dtype=np.int64)) if isinstance(b, list) else b.size
+    if isinstance(b, list): _copyin_shards(g, b, flat[at:at + n])
+    else: b.copyin(flat[at:at + n])
+    at += n
+
+# a gradient on several devices (tensor/multi.py): the message carries the whole of it; each device's buffer gets its part back
+
+def _shard_buffers(g: Tensor) -> list:
+  """The buffers of a multi-device tensor's shards (made buffers of their own first where they are not)."""
+  if not all(realized_buffer(s) is not None for s in g.uop.src): g.replace(g.contiguous().realize())
+  return [ENGINE.storage.buffers[realized_buffer(s)] for s in g.uop.src]
+
+def _host_whole(g: Tensor, b) -> np.ndarray:
+  if not isinstance(b, list): return b.host_array()
+  if g.uop.arg is None: return b[0].host_array()
+  return np.concatenate([x.host_array().reshape(s.shape) for x, s in zip(b, g.uop.src)], axis=g.uop.arg).ravel()
+
+def _copyin_shards(g: Tensor, bufs: list, whole: np.ndarray) -> None:
+  if g.uop.arg is None:
+    for b in bufs: b.copyin(np.ascontiguousarray(whole))
+    return
+  for b, part in zip(bufs, np.split(whole.reshape(g.shape), len(bufs), axis=g.uop.arg)): b.copyin(np.ascontiguousarray(part).ravel())
 
 __all__ = ["rank", "world_size", "barrier", "all_reduce", "broadcast", "average_gradients", "DistributedError", "TIMEOUT"]

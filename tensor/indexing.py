@@ -28,6 +28,7 @@ from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.errors import ArgumentTypeError, ArgumentValueError, DTypeError, ShapeError, TensorIndexError, axis_arg, broadcast_shape
 from tensor.movement import broadcast_pair
+from tensor.multi import stored as stored_multi
 from tensor.random import iota
 from tensor.symbolic_sizes import always_le, size_arg, var_names
 
@@ -262,13 +263,16 @@ def setitem(t: Tensor, idx: Any, value: Any) -> None:
     new = idx.reshape(*idx.shape, *(1,) * (t.ndim - idx.ndim)).where(v.reshape(()), t)
   else: new = _set(t, idx, v)
   if new is None: return
-  if t.is_realized(): t.assign(new)
+  if t.is_realized() or stored_multi(t.uop): t.assign(new)
   elif (chain := view_chain(t)) is not None: write_through(t, chain, new)
   else: t.uop = new.uop
 
 # ---- writes through a view: t[::-1][0] = 5, t.T[1, 0] = 5, t.detach()[1] = 5, t[1][2] = 5 write into t ----
 
 _VIEW_OPS = (Ops.RESHAPE, Ops.PERMUTE, Ops.FLIP, Ops.SHRINK, Ops.PAD, Ops.EXPAND, Ops.DETACH)
+
+def _in_memory(u) -> bool:  # a realized buffer, or a tensor over several devices whose shards are (tensor/multi.py)
+  return realized_buffer(u) is not None or stored_multi(u)
 
 def _chain(u) -> tuple[list, Any]:
   chain = []
@@ -283,13 +287,13 @@ def view_chain(t: Tensor) -> list | None:
   deepest one under the view: the others are views of it), so the write has storage to go into and is not lost."""
   chain, bottom = _chain(t.uop)
   if not chain: return None
-  if realized_buffer(bottom) is not None: return chain
+  if _in_memory(bottom): return chain
   live = [h for h in ENGINE.storage.live_holders() if h is not t]
   for u in [bottom, *(c.src[0] for c in reversed(chain))]:  # deepest first
     if (holders := [h for h in live if h.uop is u]):
       for h in holders: h.realize()  # the engine rewires t's graph onto the new buffer
       chain, bottom = _chain(t.uop)
-      if chain and realized_buffer(bottom) is not None: return chain
+      if chain and _in_memory(bottom): return chain
       raise ShapeError(f"t[...] = v into a view of a tensor that could not be stored ({bottom.op.name}): realize that tensor first")
   return None
 

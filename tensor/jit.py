@@ -191,9 +191,16 @@ def _jit_inputs(args: tuple, kwargs: dict, engine: Engine) -> tuple[list[int | s
     pending = [t for t, u in zip(tensors, bases) if u is None]
     pending[0].realize(*pending[1:])
     bases = [realized_buffer(t.uop) for t in tensors]
+  uops = [t.uop for t in tensors]
+  if any(u is None for u in bases):  # a tensor on several devices (tensor/multi.py): one input per device's shard
+    names, uops = [n for n, u in zip(names, uops) for _ in (u.src if u.op is Ops.MULTI else (u,))], \
+                  [s for u in uops for s in (u.src if u.op is Ops.MULTI else (u,))]
+    bases = [realized_buffer(u) for u in uops]
+    if any(u is None for u in bases):
+      raise JitError(f"a JIT input is not in memory after its realize: {[u.op for u in uops if realized_buffer(u) is None]}")
   table = engine.storage.buffers.data
   bufs = [table[_ref(u)] for u in bases]  # buffers[u] without the method call: a third of this function's time
-  info = [(u.shape, u.dtype, u.device) for u in (t.uop for t in tensors)]
+  info = [(u.shape, u.dtype, u.device) for u in uops]
   for k, (shape, dt, dev) in enumerate(info):
     if any(d.__class__ is UOp for d in shape):  # a symbolic shape: its Variables are bound by this call, compared unbound
       for d in shape:

@@ -15,7 +15,7 @@ from runtime.helpers import LRU
 from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from rules.substitute import substitute
 from runtime.rewrite import graph_rewrite
-from tensor import symbolic_sizes
+from tensor import multi, symbolic_sizes
 from tensor.engine.jit import JitError
 from tensor.engine.realize import realize_held
 from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_map
@@ -82,7 +82,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       self.uop = data
       _live_add(_ref(self, _live_remove))
       return
-    dev = Device.canonicalize(device)
+    dev = Device.canonicalize(device) if device.__class__ is not tuple else multi.canonical_devices(device)
     if dtype is not None: dtype = to_dtype(dtype)
     if isinstance(data, UOp): self.uop = data
     elif isinstance(data, Tensor): self.uop = data.to(dev).cast(dtype or data.dtype).uop
@@ -209,6 +209,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       raise JitError(f"reading a tensor's values ({shape_str(self.shape)} {self.dtype}: .numpy(), .item(), .tolist()) inside a TinyJit capture: "
                      "a replay would reuse this call's value. Return the tensor from the jitted function and read it outside")
     if self.numel() == 0: return np.zeros(self.shape, dtype=np.float32 if self.dtype is dtypes.bfloat16 else dtypes.to_numpy(self.dtype))
+    if self.uop.device.__class__ is tuple: return self.to(self.device[0]).numpy()  # on several devices: gathered on the first
     buf, base = self._buffer()
     arr = buf.numpy()
     # a symbolic shape's storage is sized for the Variables' maxima: the first numel() elements are the data
@@ -231,11 +232,24 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if x.shape != self.shape: raise ShapeError(f"replace of shape {x.shape} for a tensor of shape {self.shape}")
     self.uop, self._trace = x.uop, None
     return self
-  def to(self, device: str | None) -> Tensor:
+  def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """This tensor on `device` (lazy: a COPY node); a tuple of devices puts the whole of it on each (tensor/multi.py),
+    and a tensor on several devices to one device is gathered there."""
+    if device.__class__ is tuple: return Tensor(multi.to_devices(self.uop, device))
     dev = Device.canonicalize(device)
     if dev == self.device: return self
     # the scheduler makes the source of a COPY contiguous when it is not a whole buffer already
     return Tensor(uop(Ops.COPY, self.dtype, (self.uop, _device(dev))))
+  def shard(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
+    """This tensor split on `axis` over devices, an equal piece on each (axis=None: the whole of it on each): tensor/multi.py."""
+    return Tensor(multi.shard(self.uop, devices, axis), requires_grad=self.requires_grad)
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor laid out as y: on y's device, or split over y's devices on y's axis."""
+    return Tensor(multi.shard_like(self.uop, y.uop))
+  def shard_(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
+    """shard, in place: this tensor now stands for its shards."""
+    self.uop, self._trace = self.shard(devices, axis).uop, None
+    return self
   def contiguous(self) -> Tensor: return Tensor(uop(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def clone(self) -> Tensor:
     """A copy with its own storage (a kernel copies the values into a new buffer; x * 1 keeps -0.0 and nan)."""
@@ -252,6 +266,7 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       if (chain := view_chain(self)) is not None:
         write_through(self, chain, x)
         return self
+      if self.uop.device.__class__ is tuple and not multi.stored(self.uop): self.realize()  # shards to write into (tensor/multi.py)
     self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 

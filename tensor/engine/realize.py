@@ -28,6 +28,7 @@ from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine import debug
 from tensor.engine.debug import colored_name, graph_out
+from tensor.engine.multi import lower as lower_multi
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
 from tensor.engine.prepared import Prepared, prepare
 from tensor.engine.schedule import is_kernelized, kernelize_map, lookup, new_output_buffer
@@ -250,6 +251,7 @@ def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | 
   BUFFER, RESHAPE = _BUFFER, _RESHAPE
   pending = [u for u in roots if u.op is not BUFFER and not (u.op is RESHAPE and u.src[0].op is BUFFER)]  # not realized yet
   if not pending: return {}
+  if (low := lower_multi(pending, engine)) is not None: return low[1](realize_held(low[0], engine))  # tensors over several devices
   if GRAPH.value: graph_out(uop(Ops.SINK, dtypes.void, tuple(pending)), "tensor_graph")
   # PROFILE: the Python since the last realize built the tensor graph; VIZ: kernelize's rewrites are the schedule's (off, as
   # when eager: no scope objects)

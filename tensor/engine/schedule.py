@@ -24,6 +24,7 @@ from rules.kernelize_helpers import KernelContext, below_reshapes
 from tensor.codegen import spec
 from tensor.engine.boundaries import recomputed_reductions
 from tensor.engine.schedule_cache import GraphShape, Launcher, OpChain, Recipe, chain_shape, learn_chain, record, replay, roots_shape, walked
+from tensor.engine.multi import is_multi, lower as lower_multi
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import base_buffer, realized_buffer
 
@@ -267,7 +268,7 @@ def pending_readers(roots: list[UOp], engine: Engine) -> list[UOp]:
   mine, out = set(roots), []
   for u in engine.storage.live_roots():
     if realized_buffer(u) is not None: continue  # realized (most live tensors): no look further
-    if u in mine or is_stored(u): continue
+    if u in mine or is_stored(u) or is_multi(u): continue  # a multi-device reader is lowered with the roots (tensor/engine/multi.py)
     if _reads(u) & targets:
       out.append(u)
       mine.add(u)
@@ -309,6 +310,8 @@ _new_lookup = tuple.__new__  # a NamedTuple's own constructor takes four times a
 def kernelize_map(roots: list[UOp], engine: Engine = ENGINE, found: Lookup | None = None) -> tuple[list[UOp], dict[UOp, UOp]]:
   """The roots to kernelize (these and the pending readers of what they assign) and what each node of their graphs
   becomes. Hold engine.lock. `found`: the lookup of these roots made already."""
+  if found is None and (low := lower_multi(roots, engine)) is not None:  # tensors over several devices: their shards, kernelized
+    return roots, low[1](kernelize_map(low[0], engine)[1])
   roots, shape, recipe = found if found is not None else lookup(roots, engine)
   sink = uop(Ops.SINK, dtypes.void, tuple(roots))
   if shape is not None: shape = walked(shape)  # found by its chain: walk it now

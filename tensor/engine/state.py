@@ -36,7 +36,9 @@ class Engine:
     self.last_plan = MemoryPlan()
 
   def target(self, device: str) -> Target:
-    """The Target codegen lowers this engine's kernels on `device` for (made on first use)."""
+    """The Target codegen lowers this engine's kernels on `device` for (made on first use; a tuple of devices, a tensor
+    over several: the first one's)."""
+    if device.__class__ is tuple: device = device[0]
     if (t := self.targets.get(device)) is None: t = self.targets[device] = target_for(device)
     return t
 

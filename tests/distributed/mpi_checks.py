@@ -52,4 +52,35 @@ def train(out_dir: str) -> None:
   model, _ = train_model(steps=12, batch=64, show=False)
   np.savez(f"{out_dir}/rank{dist.rank()}-of-{dist.world_size()}.npz", *[p.numpy() for p in get_parameters(model)])
 
+def shards() -> None:
+  # MPI ranks combined with devices in each process (tensor/multi.py): collectives of split and replicated tensors, and a
+  # data-parallel SGD step (each rank its half of the batch, split again over CPU and CPU:1) equal to one device's on the
+  # whole batch, which each rank computes itself
+  from tensor import nn
+  devs, rank, world = ("CPU", "CPU:1"), dist.rank(), dist.world_size()
+  x = np.arange(8, dtype=np.float32).reshape(4, 2) + rank
+  s = dist.all_reduce(Tensor(x).shard(devs, axis=0))
+  assert s.device == devs and np.array_equal(s.numpy(), sum(np.arange(8, dtype=np.float32).reshape(4, 2) + r for r in range(world)))
+  assert np.array_equal(dist.broadcast(Tensor(x).to(devs), root=1).numpy(), x - rank + 1)
+  rng = np.random.default_rng(0)
+  X, Y, W0 = rng.standard_normal((16, 6)).astype(np.float32), rng.integers(0, 3, 16), rng.standard_normal((6, 3)).astype(np.float32)
+  def step(w: Tensor, xs: Tensor, ys: Tensor, mpi: bool) -> np.ndarray:
+    w.requires_grad = True
+    opt = nn.optim.SGD([w], lr=0.5)
+    with Tensor.train():
+      opt.zero_grad()
+      (xs @ w).sparse_categorical_crossentropy(ys).backward()
+      if mpi: dist.average_gradients([w])
+      opt.step()
+    return w.numpy()
+  part = 16 // world
+  mine = slice(rank * part, (rank + 1) * part)
+  for axis in (None, 1):  # the weight whole on each device, or split on its output axis (3 does not divide: 6x4 instead)
+    w0 = W0 if axis is None else np.concatenate([W0, W0[:, :1]], 1)
+    ys = Y if axis is None else Y % 4
+    ref = step(Tensor(w0), Tensor(X), Tensor(ys), False)
+    got = step(Tensor(w0).shard(devs, axis), Tensor(X[mine]).shard(devs, axis=0), Tensor(ys[mine]).shard(devs, axis=0), True)
+    assert np.allclose(got, ref, rtol=1e-5, atol=1e-6), (axis, np.abs(got - ref).max())
+  if rank == 0: print(f"shards ok on {world} ranks", flush=True)
+
 if __name__ == "__main__": globals()[sys.argv[1]](*sys.argv[2:])

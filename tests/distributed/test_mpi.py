@@ -47,6 +47,11 @@ def test_collectives(n):
   assert r.returncode == 0 and f"collectives ok on {n} ranks" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
 
 @needs_mpi
+def test_ranks_combined_with_devices_in_each_process():
+  r = mpirun(2, "shards")
+  assert r.returncode == 0 and "shards ok on 2 ranks" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+
+@needs_mpi
 def test_ranks_that_disagree_on_a_shape_get_an_error_naming_theirs():
   r = mpirun(2, "mismatch")
   assert r.returncode == 0, r.stderr[-3000:]

@@ -36,7 +36,7 @@ def examples() -> list[tuple[Tensor, bool]]:
          x.cast(dtypes.float64), raw(Ops.CONTIGUOUS_BACKWARD, x), x.contiguous(), x.to("CPU"),
          Tensor.empty(2, 3, device=DEV).assign(x * 2), x.reshape(3, 2), x.reshape(2, 1, 3).expand(2, 4, 3), raw(Ops.EXPAND, x, arg=(2, 3)),
          x.permute(1, 0), x.pad(((1, 0), (0, 2))), x.shrink(((0, 1), (1, 3))), x.flip(0), x.sum(1), x.max(0), x.prod(1),
-         x[T([1, 0, 1], dtypes.int32)], x.reshape(1, 2, 3).conv1d(y.reshape(3, 2, 1))]
+         x[T([1, 0, 1], dtypes.int32)], x.reshape(1, 2, 3).conv1d(y.reshape(3, 2, 1)), x.to("CPU").shard(("CPU", "CPU:1"), axis=0)]
   none = [x.cast(dtypes.int32), x.bitcast(dtypes.int32), x.detach(), x < y, x.ne(y), x.eq(y), i & j, i | j, i ^ j, i << j, i >> j,
           raw(Ops.IDIV, i, j), raw(Ops.MOD, i, j), raw(Ops.THREEFRY, u, u)]
   return [(t, True) for t in out] + [(t, False) for t in none]
