@@ -12,6 +12,8 @@ one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping 
 rules/render_c.rules);
 never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
+Batches: programs() builds many kernels with one compiler run (runtime/c_batch.py makes them one translation unit), kept
+as one entry that each kernel's key points at; the engine hands it a cold step's kernels (tensor/engine/compile_queue.py).
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
 once, by a probe through the cache); elsewhere the pragma is ignored and the kernel runs on one thread with the same
 results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
@@ -203,7 +205,8 @@ def _build_batch(flags: list[str], group: list[tuple[str, str, str]]) -> None:
   cc = find_compiler()
   what = f"a batch of {len(group)} generated kernels ({', '.join(name for _, name, _ in group[:4])}{', ...' if len(group) > 4 else ''})"
   bkey = cache_key(unit, flags)
-  try: kernel_cache.store(bkey, lambda tmp: _run_compiler(cc, flags, unit, tmp, what))  # type: ignore[arg-type]
+  try:
+    with scope(f"compile {len(group)} kernels", "compile"): kernel_cache.store(bkey, lambda tmp: _run_compiler(cc, flags, unit, tmp, what))  # type: ignore[arg-type]
   except (CompileError, kernel_cache.BuildError, OSError): return
   for _, _, k in group: kernel_cache.store_data(_batch_key(k), bkey.encode())
 
