@@ -15,12 +15,12 @@ MIN_BATCH = 4  # kernels that must wait before a thread takes them, until the la
 
 class CompileQueue:
   """Kernels to compile, (device, source, name) -> a Future of the device's program (or of its CompileError). close() waits
-  for every kernel submitted."""
+  for every kernel submitted (the threads are not daemons: a process exiting meanwhile lets each finish its entries)."""
   def __init__(self, threads: int | None = None):
     self.waiting: list[tuple[str, Any, str, Future]] = []
     self.idle, self.closed, self.batches = 0, False, 0
     self.cv = threading.Condition()
-    self.threads = [threading.Thread(target=self._work, name=f"rulegrad-compile-{i}", daemon=True)
+    self.threads = [threading.Thread(target=self._work, name=f"rulegrad-compile-{i}")
                     for i in range(threads or max(2, os.cpu_count() or 1))]
     for t in self.threads: t.start()
 

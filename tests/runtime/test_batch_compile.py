@@ -127,3 +127,22 @@ def test_a_realize_of_new_kernels_compiles_them_in_batches(cache, runs):
   assert len(runs) < len(fns) and any(r.startswith("a batch of") for r in runs), runs
   assert compile_queue.MIN_BATCH > 1
   for t, ref in zip(outs, refs): np.testing.assert_allclose(t.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+def test_the_compile_queue_hands_out_batches_and_each_kernel_gets_its_own_result(monkeypatch):
+  from runtime.device import Device
+  from tensor.engine.compile_queue import MAX_BATCH, CompileQueue
+  calls: list[list[str]] = []
+  def programs(items):
+    calls.append([name for _, name in items])
+    return [CompileError(f"no {name}") if name == "k3" else (lambda name=name: name) for _, name in items]
+  monkeypatch.setattr(Device["CPU"], "programs", programs, raising=False)
+  q = CompileQueue(threads=2)
+  futures = [q.submit("CPU", f"src{i}", f"k{i}") for i in range(40)]
+  q.close()
+  assert sorted(n for c in calls for n in c) == sorted(f"k{i}" for i in range(40))  # each once
+  assert len(calls) < 40 and max(len(c) for c in calls) <= MAX_BATCH
+  for i, f in enumerate(futures):
+    if i == 3:
+      with pytest.raises(CompileError, match="no k3"): f.result()
+    else: assert f.result()() == f"k{i}"
+  assert not any(t.is_alive() for t in q.threads)
