@@ -184,7 +184,7 @@ def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: b
 
 # ---- batches: many kernels, one compiler run ----
 
-MAX_BATCH = 64  # kernels per compiler run: a cold CNN step's 100 compile in about 2 such runs' time
+MAX_BATCH = 64  # kernels in one compiler run at most (the engine hands out 16 at a time: tensor/engine/compile_queue.py)
 
 def _batch_key(key: str) -> str:
   """The key of the entry saying which batch holds the kernel of cache key `key` (a data entry: trusted as any)."""
