@@ -5,7 +5,7 @@ row-major order of the axes (the last axis varies fastest). A lane is named by i
 values with different axes has the union of their axes; a value without an axis is the same in each of its lanes.
 """
 from __future__ import annotations
-import itertools
+import functools, itertools
 from runtime.ops import Ops
 from runtime.uop import UOp
 
@@ -13,9 +13,10 @@ def axes_of(xs: tuple[UOp, ...]) -> tuple:
   """The union of the lane axes of xs, in uid order."""
   return tuple(sorted({a for x in xs if x.op is Ops.UNROLL for a in x.arg}))
 
-def grid(axes: tuple) -> list[dict[int, int]]:
-  """The coordinates of every lane of `axes`, in row-major order."""
-  return [dict(zip([uid for uid, _ in axes], js)) for js in itertools.product(*[range(n) for _, n in axes])]
+@functools.lru_cache(maxsize=4096)  # a kernel asks for the same few grids thousands of times (a cold CNN step: 20,000)
+def grid(axes: tuple) -> tuple[dict[int, int], ...]:
+  """The coordinates of every lane of `axes`, in row-major order (shared: callers read them, never change them)."""
+  return tuple(dict(zip([uid for uid, _ in axes], js)) for js in itertools.product(*[range(n) for _, n in axes]))
 
 def lane(x: UOp, at: dict[int, int]) -> UOp:
   """x at the lane with coordinates `at` (x itself when it has no lanes; its axes must be among at's)."""

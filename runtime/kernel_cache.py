@@ -151,6 +151,20 @@ def load_data(key: str) -> bytes | None:
     return data
   return None
 
+def find(key: str) -> str | None:
+  """The path of a verified shared-object entry for `key` in the cache folder or the private fallback one, or None (a damaged
+  entry is deleted)."""
+  for d in dict.fromkeys((cache_dir(), fallback_dir())):
+    path = entry_path(d, key)
+    try: os.close(open_verified(path, key))
+    except FileNotFoundError: continue
+    except OSError as e:
+      print(f"warning: the cached kernel {path} is not usable ({e}); deleting it", file=sys.stderr)
+      remove(path)
+      continue
+    return path
+  return None
+
 def load_verified(path: str, loader: Callable[[str], T], key: str | None = None) -> T:
   """loader(path) once the entry at path passes open_verified. (The loader opens the path again: it is replaced only by
   renames of whole entries, so it reads what was checked or an equally good build. The dynamic loader knows libraries by

@@ -12,6 +12,8 @@ one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping 
 rules/render_c.rules);
 never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
+Batches: programs() builds many kernels with one compiler run (runtime/c_batch.py makes them one translation unit), kept
+as one entry that each kernel's key points at; the engine hands it a cold step's kernels (tensor/engine/compile_queue.py).
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
 once, by a probe through the cache); elsewhere the pragma is ignored and the kernel runs on one thread with the same
 results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
@@ -19,7 +21,7 @@ results. runtime/threads.py says how many threads a kernel should use (THREADS=n
 from __future__ import annotations
 import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys
 from typing import Callable
-from runtime import kernel_cache
+from runtime import c_batch, kernel_cache
 from runtime.device import Buffer, Compiled, CompileError
 from runtime.kernel_cache import cache_dir  # noqa: F401  (the folder kernels compile into)
 from runtime.profile import scope
@@ -115,12 +117,13 @@ def compile_timeout() -> float:
   try: return float(os.environ.get("CC_TIMEOUT", "300"))
   except ValueError: return 300.0
 
-def _run_compiler(cc: str, flags: list[str], src: str, out: str) -> None:
-  """cc builds `src` into the shared object `out`; raises BuildError with the compiler's message, or CompileError on timeout."""
-  try: code, _, err = run_compiler([cc, *flags, "-x", "c", "-", "-o", out, "-lm"], src, "compiling a generated kernel")
+def _run_compiler(cc: str, flags: list[str], src: str, out: str, what: str = "a generated kernel") -> None:
+  """cc builds `src` (`what`: "the generated kernel NAME") into the shared object `out`; raises BuildError with the compiler's
+  message, or CompileError on timeout."""
+  try: code, _, err = run_compiler([cc, *flags, "-x", "c", "-", "-o", out, "-lm"], src, f"compiling {what}")
   except CompileError as e: raise CompileError(f"{e}\n--- source (first 2000 characters) ---\n{src[:2000]}") from None
   except OSError as e: raise CompileError(f"could not run the C compiler {cc}: {e}") from None
-  if code != 0: raise kernel_cache.BuildError(f"{cc} failed on a generated kernel:\n{err.strip()}\n--- source ---\n{src}")
+  if code != 0: raise kernel_cache.BuildError(f"{cc} failed on {what}:\n{err.strip()}\n--- source ---\n{src}")
 
 @functools.cache
 def _predefined_macros(cc: str, march: str) -> str:
@@ -161,15 +164,80 @@ def openmp_flags() -> tuple[str, ...]:
     return tuple(OPENMP_FLAGS) if lib.rulegrad_openmp_probe(4) == 6 else ()
   except (CompileError, OSError): return ()
 
-def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True) -> str:
-  """The path of a verified shared object built from `src` (from the cache when it is there). Raises CompileError.
-  A source with `#pragma omp` gets openmp_flags() unless openmp=False (then it is built serial: the pragmas are ignored)."""
+def kernel_flags(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True) -> list[str]:
+  """Every flag `src` is compiled with: cflags, extra_flags, and openmp_flags() for a source with `#pragma omp` unless
+  openmp=False (then it is built serial: the pragmas are ignored)."""
+  return cflags(src) + list(extra_flags) + (list(openmp_flags()) if openmp and uses_openmp(src) else [])
+
+def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True, name: str | None = None) -> str:
+  """The path of a verified shared object holding the kernel built from `src` (from the cache when it is there: its own entry
+  or the batch it was built in, see programs). Raises CompileError, naming the kernel `name` when given."""
   cc = find_compiler()
-  flags = cflags(src) + list(extra_flags) + (list(openmp_flags()) if openmp and uses_openmp(src) else [])
-  try: return kernel_cache.store(cache_key(src, flags), lambda tmp: _run_compiler(cc, flags, src, tmp))  # type: ignore[arg-type]
+  flags = kernel_flags(src, extra_flags, openmp)
+  key = cache_key(src, flags)
+  if (path := _batch_entry(key)) is not None: return path
+  what = f"the generated kernel {name}" if name else "a generated kernel"
+  try: return kernel_cache.store(key, lambda tmp: _run_compiler(cc, flags, src, tmp, what))  # type: ignore[arg-type]
   except kernel_cache.BuildError as e: raise CompileError(str(e)) from None
   except OSError as e:
     raise CompileError(f"could not write the compiled kernel to the cache folder: {e} (set CACHE_DIR to a writable folder)") from None
+
+# ---- batches: many kernels, one compiler run ----
+
+MAX_BATCH = 64  # kernels in one compiler run at most (the engine hands out 16 at a time: tensor/engine/compile_queue.py)
+
+def _batch_key(key: str) -> str:
+  """The key of the entry saying which batch holds the kernel of cache key `key` (a data entry: trusted as any)."""
+  return hashlib.sha256(f"batch\0{key}".encode()).hexdigest()[:32]
+
+def _batch_entry(key: str) -> str | None:
+  """The verified shared object of the batch the kernel of cache key `key` was built in, or None."""
+  data = kernel_cache.load_data(_batch_key(key))
+  if data is None or re.fullmatch(rb"[0-9a-f]{32}", data) is None: return None
+  return kernel_cache.find(data.decode())
+
+def _build_batch(flags: list[str], group: list[tuple[str, str, str]]) -> None:
+  """Compile the kernels (source, name, key) of `group`, which share `flags`, as one translation unit (runtime/c_batch.py),
+  kept under its own key, and point each kernel's key at it. A failure leaves them unbuilt: each then compiles alone, so
+  an error names its kernel."""
+  unit = c_batch.merge([src for src, _, _ in group])
+  if unit is None: return
+  cc = find_compiler()
+  what = f"a batch of {len(group)} generated kernels ({', '.join(name for _, name, _ in group[:4])}{', ...' if len(group) > 4 else ''})"
+  bkey = cache_key(unit, flags)
+  try:
+    with scope(f"compile {len(group)} kernels", "compile"): kernel_cache.store(bkey, lambda tmp: _run_compiler(cc, flags, unit, tmp, what))  # type: ignore[arg-type]
+  except (CompileError, kernel_cache.BuildError, OSError): return
+  for _, _, k in group: kernel_cache.store_data(_batch_key(k), bkey.encode())
+
+def programs(items: list[tuple[str, str]]) -> list[Callable | CompileError]:
+  """The kernels (source, name) as program() makes them, those the cache lacks compiled by one compiler run per set of flags
+  (up to MAX_BATCH kernels each). Each result is the kernel's program, or the CompileError of its own source: a batch the
+  compiler rejects is built kernel by kernel. Under SANITIZE=1, and in a process forked after OpenMP ran, kernels compile
+  one by one."""
+  sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
+  if not (_forked_after_omp or sanitize) and len(items) > 1:
+    # kernels with and without OpenMP share a unit built with it (-fopenmp changes no code without a pragma); the other flags
+    # change code, so each set of them is a unit of its own
+    groups: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
+    names: set[tuple[tuple[str, ...], str]] = set()
+    for src, name in items:
+      try: flags = kernel_flags(src)
+      except CompileError: continue  # no compiler: program() says so for each kernel
+      group = tuple(f for f in flags if f not in OPENMP_FLAGS)
+      # one definition per name in a unit: a second kernel of the same name (the same source or another) compiles alone
+      if (group, name) in names or kernel_cache.find(key := cache_key(src, flags)) or _batch_entry(key): continue
+      names.add((group, name))
+      groups.setdefault(group, []).append((src, name, key))
+    for flags, group in groups.items():
+      omp = list(openmp_flags()) if any(uses_openmp(src) for src, _, _ in group) else []
+      for i in range(0, len(group), MAX_BATCH):
+        if len(chunk := group[i:i + MAX_BATCH]) > 1: _build_batch([*flags, *omp], chunk)
+  out: list[Callable | CompileError] = []
+  for src, name in items:
+    try: out.append(program(src, name))
+    except CompileError as e: out.append(e)
+  return out
 
 def load(name: str, lib_path: str) -> Callable:
   """The kernel `name` of a cache entry as prog(buffers, var_vals), after checking the entry (kernel_cache.open_verified).
@@ -210,12 +278,12 @@ def value_arrays(vals: tuple) -> tuple:
 def _build_and_load(src: str, name: str, openmp: bool = True) -> Callable:
   """Compile (or take from the cache) and load. An entry that fails its check, does not load or lacks the kernel is
   deleted and rebuilt once; a fresh build that still fails is a CompileError."""
-  with scope(f"compile {name}", "compile"): path = compile_c(src, openmp=openmp)
+  with scope(f"compile {name}", "compile"): path = compile_c(src, openmp=openmp, name=name)
   try: return load(name, path)
   except OSError as e:
     print(f"warning: the cached kernel {path} is not usable ({e}); rebuilding it", file=sys.stderr)
     kernel_cache.remove(path)
-  path = compile_c(src, openmp=openmp)
+  path = compile_c(src, openmp=openmp, name=name)
   try: return load(name, path)
   except OSError as e: raise CompileError(f"the kernel {name} compiled from this source does not load: {e}\n--- source ---\n{src}") from None
 
@@ -247,5 +315,8 @@ def program(src: str, name: str) -> Callable:
   run.lib = prog.lib  # type: ignore[attr-defined]
   return run
 
-def device(name: str = "CPU") -> Compiled: return Compiled(name, program)
+def device(name: str = "CPU") -> Compiled:
+  d = Compiled(name, program)
+  d.programs = programs  # type: ignore[attr-defined]  # many kernels at once (the engine's cold compiles: tensor/engine/realize.py)
+  return d
 def available(default: bool = False) -> bool: return find_compiler(required=False) is not None

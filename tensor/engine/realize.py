@@ -27,6 +27,7 @@ from tensor.codegen import program_cache
 from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine import debug
+from tensor.engine.compile_queue import CompileQueue
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.multi import lower as lower_multi
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
@@ -144,27 +145,27 @@ def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunne
     p = get_program(ast, device, engine=engine)
     if key is not None: program_cache.store(key, p)
   if _compile_pool is not None and device != "PYTHON":
-    return CompiledRunner(p, Compiling(_compile_pool.submit(target.compile, p.src, p.name)))  # type: ignore[arg-type]
+    return CompiledRunner(p, Compiling(_compile_pool.submit(target.device, p.src, p.name)))
   return CompiledRunner(p, target.compile(p.src, p.name))
 
-# while a schedule's new kernels are prepared (_parallel_compiles): the compiler runs for each kernel on these threads, one
-# per core, while the next kernel lowers (the C compiler, 40-70 ms a kernel, was most of a cold first step: one at a time)
-_compile_pool = None
+# while a schedule's new kernels are prepared (_parallel_compiles): the compiler runs on these threads, one per core, while
+# the next kernels lower, each run building every kernel waiting (the C compiler, 40-70 ms a kernel of which about 40 is its
+# start, was most of a cold first step: one kernel at a time)
+_compile_pool: CompileQueue | None = None
 
 def _parallel_compiles(schedule: list[UOp], engine: Engine) -> None:
-  """Make the runners of a schedule's kernels, the C compiler running on a thread per core (each runner waits for its
-  object when first called). Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
+  """Make the runners of a schedule's kernels, the C compiler running on a thread per core (tensor/engine/compile_queue.py;
+  each runner waits for its object when first called). Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
   global _compile_pool
   variant, table = program_variant(), engine.storage.buffers
   new = [k for k in schedule if k.arg.ast.op is not Ops.COPY and (table[kernel_buffers(k)[0]].device, k.arg.ast, variant) not in engine.programs]
   if len(new) < 2 or _compile_pool is not None: return
-  import os
-  from concurrent.futures import ThreadPoolExecutor
-  with ThreadPoolExecutor(max(2, os.cpu_count() or 1)) as pool:
-    _compile_pool = pool
-    try:
-      for k in new: get_runner(k.arg.ast, table[kernel_buffers(k)[0]].device, engine)
-    finally: _compile_pool = None
+  _compile_pool = pool = CompileQueue()
+  try:
+    for k in new: get_runner(k.arg.ast, table[kernel_buffers(k)[0]].device, engine)
+  finally:
+    _compile_pool = None
+    pool.close()
 
 def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
   table = engine.storage.buffers
