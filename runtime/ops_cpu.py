@@ -40,6 +40,11 @@ WORKAROUND_FLAGS = ["-fno-tree-loop-if-convert"]
 # `? ... *(` before the `:`: a branch of a select that dereferences a pointer (the renderer's guarded loads, bfloat16 ones
 # too). A false positive only keeps the workaround where it is not needed
 _GUARDED_LOAD = re.compile(r"\?[^:;]*\*\(")
+# gcc 12.2 at -O3 miscompiles a float sum whose loads run backwards (a flipped tensor summed whole: x.flip(1).sum() of a
+# 4x6 gave 286 for 276; its loop vectorizer's in-order reduction of reversed loads): sources with a negative stride in an
+# index (`*(-1)`) are built without loop vectorization (tests/runtime/test_compiler_workarounds.py has the kernels)
+REVERSED_FLAGS = ["-fno-tree-loop-vectorize"]
+_REVERSED_READ = re.compile(r"\*\(-\d+\)")
 OPENMP_FLAGS = ["-fopenmp"]
 # a kernel using OpenMP, and a call of the runtime, so the probe fails where libgomp (or libomp) can't be linked or loaded;
 # run with n = 4 its region has one thread (the if clause), so it starts no thread pool (see _after_fork_in_child)
@@ -109,6 +114,7 @@ def cflags(src: str | None = None) -> list[str]:
   half = next((f for f in HALF_FLAGS if _takes_flag(cc, f)), None)  # type: ignore[arg-type]
   guarded = src is None or _GUARDED_LOAD.search(src) is not None
   workarounds = [f for f in WORKAROUND_FLAGS if guarded and _takes_flag(cc, f)]  # type: ignore[arg-type]
+  if src is not None and _REVERSED_READ.search(src): workarounds += [f for f in REVERSED_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
   return CFLAGS + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
