@@ -30,6 +30,15 @@ def extra() -> list:
   return [h.pad(((1, 1), (0, 0))) * 2, a % b, a.cast(dtypes.float16).pad(((2, 2),)) + 1, byte.bitcast(dtypes.bool), flag.bitcast(dtypes.uint8),
           (h + 1).bitcast(dtypes.int16), words.bitcast(dtypes.float16) + 1, (words.bitcast(dtypes.bfloat16) + 1).bitcast(dtypes.uint16)]
 
+def grouped() -> list:
+  """Grouped reductions (GROUP): sums of 2048 halves and bfloat16s (a guarded store of each), and softmax's max and sum
+  grouped by an Opt list (its row of stores shared by the group's work-items)."""
+  from runtime.dtype import dtypes
+  from tensor import Tensor
+  from tensor.codegen.opt import Opt
+  sums = [(ast, None) for ast in kernel_asts([Tensor.empty(2048, dtype=d).sum() for d in (dtypes.float16, dtypes.bfloat16)])]
+  return sums + [(kernel_asts([Tensor.empty(3, 64).softmax(-1)])[-1], [Opt("GROUP", 2, 8), Opt("GROUP", 3, 8)])]
+
 @functools.cache
 def sources() -> tuple[dict, dict]:
   """(rule counts, {(lang, kernel number): source}) of the shared graphs rendered for CL and CUDA."""
@@ -39,6 +48,9 @@ def sources() -> tuple[dict, dict]:
       for dev in ("CL", "CUDA"):
         with Context(NOOPT=0): out[(dev, i)] = program(ast, target_for(dev), f"k{i}").src
         with Context(NOOPT=1): program(ast, target_for(dev), f"k{i}")
+    for i, (ast, opts) in enumerate(grouped()):
+      for dev in ("CL", "CUDA"):
+        with Context(NOOPT=0): out[(dev, f"g{i}")] = program(ast, target_for(dev), f"g{i}", opts).src
   return counts, out
 
 def test_every_rule_fires():
