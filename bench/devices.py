@@ -14,8 +14,9 @@ from tensor import Tensor
 def workloads(dev: str) -> dict:
   rng = np.random.default_rng(0)
   def R(*s): return Tensor(rng.standard_normal(s).astype(np.float32), device=dev).realize()
-  a, b, s, img, w = R(1024, 1024), R(1024, 1024), R(4096, 1024), R(8, 32, 64, 64), R(64, 32, 3, 3)
-  return {"matmul 1024": lambda: a @ b, "softmax 4096x1024": lambda: s.softmax(-1), "conv 8x32x64x64 k3 64": lambda: img.conv2d(w)}
+  a, b, s, img, w, v = R(1024, 1024), R(1024, 1024), R(4096, 1024), R(8, 32, 64, 64), R(64, 32, 3, 3), R(1 << 22)
+  return {"matmul 1024": lambda: a @ b, "softmax 4096x1024": lambda: s.softmax(-1), "conv 8x32x64x64 k3 64": lambda: img.conv2d(w),
+          "sum 2**22 (GROUP on CL)": lambda: v.sum()}
 
 def kernel_time(fn) -> float:
   GlobalCounters.reset()
