@@ -2,7 +2,7 @@
 itself for its counts on the same files; prints per-file pass counts and writes a JSON summary beside the JUnit files.
 
   TINYGRAD_TESTS=/path/to/tinygrad-checkout python bench/tinygrad_parity.py [--side ours|tinygrad|both] [--files ...]
-      [--tinygrad-python /venv-tg/bin/python] [--forward-only] [--out DIR] [-k EXPR] [--tree CHECKOUT --label NAME]
+      [--tinygrad-python /venv-tg/bin/python] [--forward-only] [--device CL] [--out DIR] [-k EXPR] [--tree CHECKOUT --label NAME]
 
 Fetches nothing: it runs only when TINYGRAD_TESTS names a checkout holding tinygrad's `test/` (and `extra/`, which some
 tests import). Each file runs in its own pytest process in a staging folder that links the checkout's test/, extra/ and
@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--files", nargs="*", help=f"paths inside the checkout (default: {OPS} and the user-level files)")
   ap.add_argument("--tinygrad-python", default=os.environ.get("TINYGRAD_PYTHON", ""), help="a Python with tinygrad installed")
   ap.add_argument("--forward-only", action="store_true", help="FORWARD_ONLY=1 (test_ops skips backward): recorded as <side>-fwd")
+  ap.add_argument("--device", default="", help="DEV=NAME for our side (CL, CPU, ...): recorded as <side>-<NAME>")
   ap.add_argument("--out", default="parity-results", help="folder for the JUnit files and summary.json")
   ap.add_argument("-k", dest="kexpr", help="pytest -k expression (a partial run)")
   ap.add_argument("--timeout", type=int, default=300, help="seconds per test")
@@ -184,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     print(causes(summary, args.report, files))
     return 0
   env_extra = {"FORWARD_ONLY": "1"} if args.forward_only else {}
+  if args.device: env_extra["DEV"] = args.device
   staging = stage(root)
   for file in files:
     for side in sides:
-      label = side + ("-fwd" if args.forward_only else "") + (f"-{args.label}" if args.label else "")
+      label = side + ("-fwd" if args.forward_only else "") + (f"-{args.device}" if args.device else "") + (f"-{args.label}" if args.label else "")
       python = sys.executable if side == "ours" else args.tinygrad_python
       xml = run_file(label, python, staging, file, out, env_extra, args.kexpr, args.timeout, Path(args.tree))
       summary["files"].setdefault(file, {})[label] = read_junit(xml, file)

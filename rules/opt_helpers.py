@@ -37,13 +37,15 @@ class Prefetch(NamedTuple):
 
 class Split(NamedTuple):
   """A SPLIT being applied: loop `rng` of n iterations becomes `index` = part * (n / amount) + inner; `new_id` numbers the
-  arrays of partials and the loops combining them."""
+  arrays of partials and the loops combining them. A GROUP is one too (index = inner * amount + part), its partials in
+  an array of address space "shared" (a work-group's memory, where the target places the loop on its work-items)."""
   rng: UOp
   index: UOp
   part: UOp
   inner: UOp
   amount: int
   new_id: Callable[[], int]
+  space: str = "local"
   @property
   def loops(self) -> tuple[UOp, ...]: return (self.inner,)  # the loops of `index` a partial reduction runs over
 

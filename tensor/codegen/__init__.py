@@ -28,7 +28,7 @@ from tensor.codegen import spec
 from tensor.codegen.cost import estimate
 from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
-from tensor.codegen.opt import Opt, apply_opts
+from tensor.codegen.opt import Opt, OptError, apply_opts
 from tensor.codegen.target import Target, target_for
 
 __all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "program", "render", "Program", "kernel_name", "estimate", "Target", "target_for",
@@ -103,7 +103,9 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   sink = float_compute(sink)
   caps = target.caps
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
-  if opts is None: opts = hand_coded_opts(sink, caps) if optimize else []
+  if opts is None: opts = hand_coded_opts(sink, caps, target.renderer.group_max) if optimize else []
+  if not target.renderer.group_max and any(o[0] == "GROUP" for o in opts):
+    raise OptError(f"GROUP needs a target with work-group memory (CL, CUDA), not {target.device}")
   opts, threads = split_threads(opts)
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel

@@ -13,6 +13,8 @@
                reduction streams through memory once
   copy order   a copy that moves runs of consecutive elements (matmul.py's packing of B into panels): the outer loops in the
                order of the source, so it reads memory once through and writes a few runs at a time
+  group        (GPU-style targets) a reduction of GROUP_MIN or more elements into at most GROUP_MAX_OUT outputs: its loop
+               shared by the work-items of a group (GROUP), partials through the group's memory
   stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
                values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
@@ -37,6 +39,11 @@ STASH_MAX_BYTES = 256 * 1024
 # for a few cores, and the same on any number of threads (so the same sum)
 SPLIT_MIN_BYTES = 2 * 1024 * 1024
 PARTIALS = 32
+# GROUP (GPU-style targets): a reduction this long or longer, of a kernel with at most this many outputs (each output then
+# a group of work-items; more outputs fill the device's work-items without it), into the most work-items dividing it
+GROUP_MIN = 1024
+GROUP_MAX_OUT = 1 << 16
+GROUP_SIZES = (256, 128, 64, 32, 16, 8)
 # ops worth storing instead of computing again: a polynomial or a math.h call each
 EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.SQRT})
 # a matmul's column panel (the reduction's length x the tile's columns) that fits this stays in the L2 (1-2 MB per core
@@ -286,8 +293,36 @@ def elementwise_opts(sink: UOp, outs: list[UOp], caps: VectorCaps | None) -> lis
   amount = next((a for a in (2 * width, width) if n % a == 0), None)
   return [o] if amount is not None and applies(sink, o := Opt("UPCAST", len(outs) - 1, amount)) else []
 
-def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None) -> list[Opt]:
+def group_opts(sink: UOp, outs: list[UOp], reds: list[UOp], group_max: int) -> list[Opt]:
+  """GROUP of the reduction loops of GROUP_MIN iterations or more, whose reductions sit in at most two output loops (the
+  grid's other dimensions) making GROUP_MAX_OUT iterations or fewer, every reduction over the loop a sum or max of 32-bit
+  scalars: a full sum of 1M floats as one group of 256 work-items, softmax's rows (max and sum) as one group per row.
+  Each loop by the largest of GROUP_SIZES dividing it (none: it stays a loop), every loop grouped by the same (one group
+  size)."""
+  from rules.lower_helpers import scope
+  memo: dict = {}
+  opts: list[Opt] = []
+  size = None
+  for k, r in enumerate(reds):
+    n = trip_count(r) or 0
+    qs = reductions_over(sink, r)
+    if n < GROUP_MIN or not qs or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[1:] != (r,) for q in qs): continue
+    around = frozenset().union(*(scope(q, memo) for q in qs))
+    trips = [trip_count(o) for o in around]
+    if len(around) > 2 or any(o not in outs for o in around) or None in trips or math.prod(trips) > GROUP_MAX_OUT: continue  # type: ignore
+    # a store in a loop beside the group's (softmax's row of outputs) has its iterations shared by the work-items, which
+    # pocl runs 200x slower than one work-item per row (and one of its builds corrupts memory on a variant): not chosen
+    if any(o not in around for st in sink.src for o in output_loops(sink) if o in st.src[0].toposort()): continue
+    g = size or next((g for g in GROUP_SIZES if g <= group_max and n % g == 0 and g < n), None)
+    if g is None or n % g: continue
+    # a GROUP adds no loop that an axis before its own counts: the next reduction's axis stays
+    if applies(sink, o := Opt("GROUP", len(outs) + k, g)): opts.append(o); size = g  # noqa: E702
+  return opts
+
+def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None, group_max: int = 0) -> list[Opt]:
+  """The heuristic's Opt list for a kernel; `group_max`: the most work-items of a GROUP the target takes (0: none)."""
   outs, reds = output_loops(sink), reduce_loops(sink)
+  if group_max and (gr := group_opts(sink, outs, reds, group_max)): return gr
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   if (co := copy_order(sink, outs, reds, caps)): return co
   if (ar := across_rows_opts(sink, outs, reds, caps)): return ar

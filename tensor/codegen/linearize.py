@@ -16,7 +16,8 @@ from rules.lower_helpers import scope
 # so gcc (which does not reorder for register pressure on x86) keeps few values live. A matmul tile's broadcast row value
 # dies before the next one is loaded: 12 accumulators fit AVX2's 16 registers (hoisting the loads first spilled 3 of them
 # and ran 1.6x slower)
-_PRIORITY = {Ops.DEFINE_GLOBAL: -20, Ops.DEFINE_VAR: -19, Ops.CONST: -10, Ops.DEFINE_REG: -5, Ops.STORE: 10}
+# a group's shared arrays are declared first (OpenCL takes __local arrays at the kernel's outermost scope only)
+_PRIORITY = {Ops.DEFINE_GLOBAL: -20, Ops.DEFINE_VAR: -19, Ops.DEFINE_LOCAL: -15, Ops.CONST: -10, Ops.DEFINE_REG: -5, Ops.STORE: 10}
 
 class _Loop:
   """A loop in the schedule: its RANGE and the items (nodes and loops) of its body."""

@@ -9,6 +9,9 @@ NOOPT=1 is the empty list.
   SPLIT  axis n   a reduction loop as n partial reductions over consecutive blocks, one per iteration of a new loop that
                   threads share out (the same split on any number of threads), stored into a small array and combined in
                   order after it; the new loop is no Opt's axis
+  GROUP  axis n   a reduction loop as n partial reductions, one per work-item of a group (each over every n-th element),
+                  stored into the group's shared memory and, after a barrier, combined in order by each work-item; only
+                  on a target with group memory (GPU-style: tensor/codegen/grid.py puts the loop on the work-items)
   PREFETCH axis d the loads in reduction loop axis ask for what they will read d iterations later of the output loop
                   they move with (the next row, while this one computes; a hint, no value changes)
   STASH  axis 0   the values a reduction loop reduces also stored into the output at the last output loop's index, and
@@ -34,7 +37,7 @@ class Opt(NamedTuple):
 class OptError(ValueError):
   """An Opt that does not apply to the kernel: no such loop, a loop of the wrong kind, or an amount that does not divide it."""
 
-KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP", "SPLIT", "STASH", "PREFETCH")
+KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP", "SPLIT", "STASH", "PREFETCH", "GROUP")
 MAX_LANES = 1024  # lanes of all UPCASTs and UNROLLs together: each lane is a copy of the kernel body until vectorized
 
 def reduce_loops(sink: UOp) -> list[UOp]:
@@ -78,7 +81,8 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
   if kind == "STASH": return _stash(sink, opt, r, outs), opt
   if kind == "PREFETCH": return _prefetch(sink, opt, r, outs), opt
   if kind == "UPCAST" and r not in outs: raise OptError(f"{opt}: UPCAST takes an output loop (axes 0 to {len(outs) - 1})")
-  if kind in ("UNROLL", "SPLIT") and r in outs: raise OptError(f"{opt}: {kind} takes a reduction loop (axes {len(outs)} to {len(every) - 1})")
+  if kind in ("UNROLL", "SPLIT", "GROUP") and r in outs:
+    raise OptError(f"{opt}: {kind} takes a reduction loop (axes {len(outs)} to {len(every) - 1})")
   n = trip_count(r)
   if n is None: raise OptError(f"{opt}: the loop's length is not a constant")
   if amount == 0 and kind != "TILE": amount = n
@@ -88,6 +92,7 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
     bad = [q for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:] and (q.arg not in (Ops.ADD, Ops.MAX) or q.dtype.count != 1)]
     if bad: raise OptError(f"{opt}: only a sum or a max of scalars is split into partial accumulators, not a {bad[0].arg} of {bad[0].dtype}")
   if kind == "SPLIT": return _split(sink, Opt(kind, axis, amount), r, n, new_id), Opt(kind, axis, amount)
+  if kind == "GROUP": return _group(sink, Opt(kind, axis, amount), r, n, new_id), Opt(kind, axis, amount)
   if kind in ("UPCAST", "UNROLL") and lanes_of(sink) * amount > MAX_LANES:
     raise OptError(f"{opt}: more than {MAX_LANES} lanes in all")
   outer = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // amount),), r.arg) if amount < n else None
@@ -114,6 +119,20 @@ def _split(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UO
   part = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), opt.amount),), new_id())
   inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // opt.amount),), r.arg)
   return graph_rewrite(sink, rules.split, Split(r, _scaled(part, n // opt.amount, inner), part, inner, opt.amount, new_id), name="SPLIT")
+
+def _group(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UOp:
+  """GROUP of reduction loop r (n iterations) into opt.amount partials, partial p over elements p, p + amount, ... (the
+  work-items of a group read neighbouring elements together), kept in an array of the group's shared memory. Every
+  reduction over r must be of scalars of 32 bits or more (a group's array holds them as they are)."""
+  from rules import opt as rules
+  from rules.opt_helpers import Split
+  if opt.amount == n: raise OptError(f"{opt}: the amount must be shorter than the loop's {n} iterations")
+  if any(q.dtype.count != 1 or q.dtype.itemsize < 4 for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]):
+    raise OptError(f"{opt}: GROUP takes reductions of scalars of 32 bits or more")
+  part = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), opt.amount),), new_id())
+  inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // opt.amount),), r.arg)
+  ctx = Split(r, _scaled(inner, opt.amount, part), part, inner, opt.amount, new_id, "shared")
+  return graph_rewrite(sink, rules.split, ctx, name="GROUP")
 
 def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   """STASH of reduction loop r: its one reduction q (over r alone) reduces values x(r); the kernel's one store writes

@@ -10,8 +10,9 @@ from runtime.uop import UOp
 
 class Renderer:
   """A target language. `caps`: the vector ops and widths it renders (None: scalars only); `threads`: whether it can run a
-  loop on several threads (the loops render() is given in `parallel`, with their thread counts)."""
+  loop on several threads (the loops render() is given in `parallel`, with their thread counts); `group_max`: see below."""
   threads: bool = False
+  group_max: int = 0  # the most work-items of a GROUP (a reduction shared by a work-group through its memory); 0: no GROUP
   @property
   def caps(self) -> VectorCaps | None: return None
   def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> Any: raise NotImplementedError

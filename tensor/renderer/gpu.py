@@ -27,26 +27,41 @@ class GPULang:
   name: str                      # "CL" or "CUDA": ctx.lang in rules/render_gpu.rules
   kernel: str                    # the kernel's qualifier and return type
   buffer: str                    # a buffer parameter: {t} its element type, {n} its name
-  gid: tuple[str, ...]           # the global index of each grid dimension
+  gid: tuple[str, ...]           # the global index of each grid dimension, then the index in a group of dimension 0
   types: dict                    # type names where they are not C's
   functions: object              # the rule set of its helper functions (then C's, c_function)
   qualifier: str                 # what C's helpers get instead of `static inline`
   preamble: tuple[str, ...]      # the file's first lines after the launch line
   max_local: int                 # the most work-items in a group the renderer asks for (0: the platform chooses)
+  shared: str                    # the qualifier of an array in a group's shared memory
+  barrier: str                   # every work-item of a group waits here until all have stored into shared memory
 
-CL = GPULang("CL", "__kernel void", "__global {t}* {n}", ("get_global_id(0)", "get_global_id(1)", "get_global_id(2)"),
+CL = GPULang("CL", "__kernel void", "__global {t}* {n}", ("get_global_id(0)", "get_global_id(1)", "get_global_id(2)", "get_local_id(0)"),
              {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.int64: "long",
-              dtypes.uint64: "ulong", dtypes.float16: "float"}, cl_function, "inline", ("#pragma OPENCL FP_CONTRACT OFF",), 0)
+              dtypes.uint64: "ulong", dtypes.float16: "float"}, cl_function, "inline", ("#pragma OPENCL FP_CONTRACT OFF",), 0,
+             "__local ", "barrier(CLK_LOCAL_MEM_FENCE);")
 CUDA = GPULang("CUDA", 'extern "C" __global__ void', "{t}* __restrict__ {n}",
-               tuple(f"((int)(blockIdx.{a}*blockDim.{a}+threadIdx.{a}))" for a in "xyz"), {dtypes.float16: "float"}, cuda_function,
-               "static __device__ inline", ("#define INFINITY (__int_as_float(0x7f800000))", "#define NAN (__int_as_float(0x7fc00000))"), 256)
+               (*(f"((int)(blockIdx.{a}*blockDim.{a}+threadIdx.{a}))" for a in "xyz"), "((int)threadIdx.x)"), {dtypes.float16: "float"},
+               cuda_function, "static __device__ inline", ("#define INFINITY (__int_as_float(0x7f800000))",
+                                                           "#define NAN (__int_as_float(0x7fc00000))"), 256, "__shared__ ", "__syncthreads();")
 GPU_LANGS = {"CL": CL, "CUDA": CUDA}
+# the grid dimension of a GROUP's loop (tensor/codegen/grid.py): the work-item's index in a group spanning dimension 0
+GROUP_DIM = -1
+# ... and of a loop beside it whose iterations the group's work-items share, each every group-size-th one
+SHARED_DIM = -2
+# the most work-items a GROUP asks for in a group (OpenCL guarantees no fewer than 1 per group; every GPU and pocl take 256)
+MAX_GROUP = 256
 
 class GPUContext(CContext):
   """CContext in a GPU dialect: its type names and helper functions, and the loops on the grid."""
   def __init__(self, lang: GPULang, grid: dict[UOp, int]):
     super().__init__()
     self.lang, self.grid, self.gids, self.dialect = lang.name, grid, lang.gid, lang
+    grouped = GROUP_DIM in grid.values()
+    self.shared, self.barrier = (lang.shared if grouped else ""), lang.barrier
+    self.group = next((r.src[0].arg for r, d in grid.items() if d == GROUP_DIM), 1)
+    self.once = f"if ({lang.gid[-1]} == 0) " if grouped else ""
+    self.guarded: frozenset = frozenset()  # the global stores one work-item of a group makes (render_gpu sets them)
   def ctype(self, d: DType) -> str:
     if d.count > 1: raise NotImplementedError(f"the {self.lang} renderer renders scalars only, not {d}")
     return self.dialect.types.get(d.scalar) or c_ctype(d)
@@ -75,25 +90,37 @@ class GPURenderer(Renderer):
   """OpenCL C or CUDA C, scalars only (vector types are a later step); `threads`: it takes the loops codegen puts on the
   launch grid (its cost model's parallel_loops: RANGE -> grid dimension)."""
   threads = True
+  group_max = MAX_GROUP
   def __init__(self, lang: GPULang): self.lang = lang
   def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str: return render_gpu(self.lang, name, uops, parallel)
 
 def CLRenderer() -> GPURenderer: return GPURenderer(CL)
 def CUDARenderer() -> GPURenderer: return GPURenderer(CUDA)
 
+def _single_stores(uops: list[UOp], grid: dict[UOp, int]) -> list[UOp]:
+  """The global stores of a kernel with a GROUP outside every loop its work-items share: one work-item makes each."""
+  shared, out = 0, []
+  for u in uops:
+    if u.op is Ops.RANGE and grid.get(u) == SHARED_DIM: shared += 1
+    elif u.op is Ops.END and grid.get(u.src[0]) == SHARED_DIM: shared -= 1
+    elif u.op is Ops.STORE and not shared: out.append(u)
+  return out
+
 def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None) -> str:
   """The source of a linear kernel program in a GPU dialect; `grid`: the loops that are launch-grid dimensions (RANGE -> 0, 1, 2)."""
   grid = grid or {}
   ctx = GPUContext(lang, grid)
+  if ctx.once: ctx.guarded = frozenset(_single_stores(uops, grid))
   def rewrite(u: UOp):
     return r if (r := gpu_rules.rewrite(u, ctx)) is not None else c_rules.rewrite(u)
   def value(u: UOp, text: str):
     return r if (r := gpu_value.rewrite(u, text)) is not None else c_value.rewrite(u, text)
   params, body = render_body(ctx, uops, rewrite, value, {}, set())
-  dims = max(grid.values(), default=0) + 1
+  dims = max([0, *grid.values()]) + 1
   sizes = [1] * dims
-  for r, dim in grid.items(): sizes[dim] = r.src[0].arg
-  local = local_sizes(sizes, lang.max_local)
+  for r, dim in grid.items(): sizes[max(dim, 0)] = r.src[0].arg
+  # a GROUP's loop: dimension 0 is one group of its size (the work-item's index in it is its global index there)
+  local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() else local_sizes(sizes, lang.max_local)
   launch = f"// launch global={','.join(map(str, sizes))} local={','.join(map(str, local))}"
   # the values come in the order of the program's DEFINE_VARs (Program.vars): ints and floats as they are met
   order = [ctx.text[u] for u in uops if u.op is Ops.DEFINE_VAR]

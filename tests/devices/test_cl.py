@@ -164,3 +164,24 @@ def test_weights_load_into_device_memory_and_save_from_it(tmp_path):
   back = safe_load(tmp_path / "a.safetensors", device="CL")["w"]
   assert back.device == "CL"
   np.testing.assert_array_equal((back + 1).numpy(), w * 2 + 1)
+
+def test_profile_traces_show_the_transfers_and_debug_4_prints_the_opencl_source(capsys):
+  from runtime import profile
+  from runtime.helpers import Context
+  x = np.arange(300, dtype=np.float32)
+  a = Tensor(x, device="CPU").realize()
+  n = len(profile.events)
+  with Context(PROFILE=1, DEBUG=4): out = (a.to("CL") * 3).to("CPU").numpy()
+  np.testing.assert_array_equal(out, x * 3)
+  spans = [e for e in profile.events[n:] if e["cat"] in ("copy", "kernel")]
+  del profile.events[n:]
+  # host -> CL, the kernel on CL, CL -> host: each transfer a copy span of the device it writes to
+  assert [(e["cat"], e["args"]["device"]) for e in spans] == [("copy", "CL"), ("kernel", "CL"), ("copy", "CPU")]
+  assert "__kernel void" in capsys.readouterr().out
+
+@pytest.mark.parametrize("size, mode", [((29,), "linear"), ((10, 31), "bilinear")])
+def test_interpolation_prefetches_its_bool_mask_and_agrees_with_cpu(size, mode):
+  """Its kernel reads a bool buffer in a prefetched loop (OpenCL's prefetch is not overloaded for bool: it failed to build)."""
+  x = np.random.default_rng(3).standard_normal((2, 3, 64) if len(size) == 1 else (2, 3, 12, 20)).astype(np.float32)
+  got = Tensor(x, device="CL").interpolate(size, mode=mode).numpy()
+  np.testing.assert_allclose(got, Tensor(x, device="CPU").interpolate(size, mode=mode).numpy(), rtol=1e-5, atol=1e-6)

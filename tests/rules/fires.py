@@ -120,7 +120,7 @@ def legal_lists(ast, n: int, rng: random.Random) -> list[list]:
     opts: list = []
     for _ in range(rng.randint(1, 4)):
       if not (ls := loops(sink)): break
-      axis, kind = rng.randrange(len(ls)), rng.choice(KINDS)
+      axis, kind = rng.randrange(len(ls)), rng.choice([k for k in KINDS if k != "GROUP"])  # GROUP: GPU targets only
       trips = trip_count(ls[axis]) or 1
       amount = rng.randrange(len(ls)) if kind == "SWAP" else rng.choice([k for k in range(trips + 1) if k == 0 or trips % k == 0])
       try: sink, done = apply_opts(sink, [Opt(kind, axis, amount)], ctx.new_range)

@@ -19,7 +19,8 @@ UNREACHABLE = {
 }
 
 def extra() -> list:
-  """Graphs the shared ones leave out: a guarded half load (padding), a float remainder, bitcasts to and from bool, half and bfloat16."""
+  """Graphs the shared ones leave out: a guarded half load (padding), a float remainder, bitcasts to and from bool, half and bfloat16,
+  a prefetch of a bool buffer."""
   import numpy as np
   from runtime.dtype import dtypes
   from tensor import Tensor
@@ -27,8 +28,19 @@ def extra() -> list:
   a, b = Tensor(np.linspace(-3, 3, 12, dtype=np.float32)).realize(), Tensor(np.full(12, 0.7, dtype=np.float32)).realize()
   byte, flag = Tensor(np.array([0, 1, 1, 0], np.uint8)).realize(), Tensor(np.array([True, False, True])).realize()
   words = Tensor(np.arange(12, dtype=np.uint16)).realize()
-  return [h.pad(((1, 1), (0, 0))) * 2, a % b, a.cast(dtypes.float16).pad(((2, 2),)) + 1, byte.bitcast(dtypes.bool), flag.bitcast(dtypes.uint8),
+  # a linear interpolation reads a mask (bool) buffer in a prefetched reduction loop: OpenCL's prefetch takes no bool*
+  lerp = Tensor(np.linspace(0, 1, 384, dtype=np.float32).reshape(2, 3, 64)).realize().interpolate((29,), mode="linear")
+  return [lerp, h.pad(((1, 1), (0, 0))) * 2, a % b, a.cast(dtypes.float16).pad(((2, 2),)) + 1, byte.bitcast(dtypes.bool), flag.bitcast(dtypes.uint8),
           (h + 1).bitcast(dtypes.int16), words.bitcast(dtypes.float16) + 1, (words.bitcast(dtypes.bfloat16) + 1).bitcast(dtypes.uint16)]
+
+def grouped() -> list:
+  """Grouped reductions (GROUP): sums of 2048 halves and bfloat16s (a guarded store of each), and softmax's max and sum
+  grouped by an Opt list (its row of stores shared by the group's work-items)."""
+  from runtime.dtype import dtypes
+  from tensor import Tensor
+  from tensor.codegen.opt import Opt
+  sums = [(ast, None) for ast in kernel_asts([Tensor.empty(2048, dtype=d).sum() for d in (dtypes.float16, dtypes.bfloat16)])]
+  return sums + [(kernel_asts([Tensor.empty(3, 64).softmax(-1)])[-1], [Opt("GROUP", 2, 8), Opt("GROUP", 3, 8)])]
 
 @functools.cache
 def sources() -> tuple[dict, dict]:
@@ -39,6 +51,9 @@ def sources() -> tuple[dict, dict]:
       for dev in ("CL", "CUDA"):
         with Context(NOOPT=0): out[(dev, i)] = program(ast, target_for(dev), f"k{i}").src
         with Context(NOOPT=1): program(ast, target_for(dev), f"k{i}")
+    for i, (ast, opts) in enumerate(grouped()):
+      for dev in ("CL", "CUDA"):
+        with Context(NOOPT=0): out[(dev, f"g{i}")] = program(ast, target_for(dev), f"g{i}", opts).src
   return counts, out
 
 def test_every_rule_fires():
