@@ -41,10 +41,11 @@ WORKAROUND_FLAGS = ["-fno-tree-loop-if-convert"]
 # too). A false positive only keeps the workaround where it is not needed
 _GUARDED_LOAD = re.compile(r"\?[^:;]*\*\(")
 # gcc 12.2 at -O3 miscompiles a float sum whose loads run backwards (a flipped tensor summed whole: x.flip(1).sum() of a
-# 4x6 gave 286 for 276; its loop vectorizer's in-order reduction of reversed loads): sources with a negative stride in an
-# index (`*(-1)`) are built without loop vectorization (tests/runtime/test_compiler_workarounds.py has the kernels)
+# 4x6 gave 286 for 276; its loop vectorizer's in-order reduction of reversed loads): sources where a loop counter runs an
+# index backwards (`ridx1*(-1)`) are built without loop vectorization (tests/runtime/test_compiler_workarounds.py has the
+# kernels); a negated value (`alu4*(-1)` in exp2's decomposition) is not a reversed read and keeps it
 REVERSED_FLAGS = ["-fno-tree-loop-vectorize"]
-_REVERSED_READ = re.compile(r"\*\(-\d+\)")
+_REVERSED_READ = re.compile(r"ridx\d+\*\(-\d+\)")
 OPENMP_FLAGS = ["-fopenmp"]
 # a kernel using OpenMP, and a call of the runtime, so the probe fails where libgomp (or libomp) can't be linked or loaded;
 # run with n = 4 its region has one thread (the if clause), so it starts no thread pool (see _after_fork_in_child)
