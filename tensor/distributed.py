@@ -140,8 +140,7 @@ def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
   _outside_capture("all_reduce")
   comm = _comm()
   if comm is None or comm.Get_size() == 1:
-    out = t.contiguous()
-    return out.float() / 1 if op == "mean" and not dtypes.is_float(t.dtype) else out
+    return t.float() if op == "mean" and not dtypes.is_float(t.dtype) else t.contiguous()
   if (carrier := _CARRIER.get(t.dtype)) is not None: return all_reduce(t.cast(carrier), op).cast(t.dtype if op != "mean" else carrier)
   from mpi4py import MPI
   _same_everywhere(comm, f"all_reduce({op})", t.shape, t.dtype, op)

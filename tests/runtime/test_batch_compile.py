@@ -2,7 +2,7 @@
 run builds many kernels, each gives the results it gives alone, a later lookup finds it without the compiler, a kernel the
 compiler rejects is named, and the cache's trust rules (issue 22) hold for the entries that point at a batch.
 """
-import os, shutil, tempfile
+import os, shutil
 import numpy as np
 import pytest
 from runtime import c_batch, kernel_cache, ops_cpu
@@ -24,15 +24,6 @@ def run(prog) -> list[int]:
   return out.numpy().tolist()
 
 def want(k: int) -> list[int]: return [2 * i + k for i in range(4)]
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-  d = tmp_path / "cache"
-  monkeypatch.setenv("CACHE_DIR", str(d))
-  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the fallback folder of this test
-  (tmp_path / "tmp").mkdir()
-  monkeypatch.setattr(kernel_cache, "_full", set())
-  return d
 
 @pytest.fixture
 def runs(monkeypatch):

@@ -3,7 +3,7 @@ process), an entry swapped for another valid kernel (a silent wrong result), a l
 AttributeError), a compiler that writes nothing or hangs, the folder deleted while kernels compile, a full disk, and the
 size cap. Compilers that misbehave are shell scripts put in CC; every test compiles into its own CACHE_DIR.
 """
-import dataclasses, hashlib, os, shutil, stat, subprocess, sys, tempfile, time, uuid
+import dataclasses, hashlib, os, shutil, stat, subprocess, sys, time, uuid
 import numpy as np
 import pytest
 from runtime import kernel_cache, ops_cpu
@@ -29,15 +29,6 @@ def run(prog) -> list[int]:
   return out.numpy().tolist()
 
 def entries(d) -> list[str]: return sorted(f for f in os.listdir(d) if f.endswith(".so")) if os.path.isdir(d) else []
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-  d = tmp_path / "cache"
-  monkeypatch.setenv("CACHE_DIR", str(d))
-  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # the fallback folder of this test
-  (tmp_path / "tmp").mkdir()
-  monkeypatch.setattr(kernel_cache, "_full", set())
-  return d
 
 @pytest.fixture
 def compiler(tmp_path, monkeypatch):
