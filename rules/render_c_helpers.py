@@ -55,6 +55,10 @@ def fma_body(d: DType) -> str:
   if (k := _FMA_BUILTINS.get((d.count, ctype(d.scalar)))) is None: return f"return {lanes};"
   return f"\n#if defined({k[0]}) && defined(__x86_64__)\n  return {k[1]};\n#else\n  return {lanes};\n#endif\n"
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
+def args(srcs: tuple, cast: str = "") -> tuple:
+  """(a, b, ...): the lanes of an OpenCL vector literal, each behind `cast` (bools: "(int)", as a vector has no bool lanes)."""
+  return ("(", *(p for i, s in enumerate(srcs) for p in ((", " if i else "", cast, s))), ")")
+def lane_name(i: int) -> str: return "s" + "0123456789abcdef"[i]  # OpenCL's name of a vector's lane i (.s0 .. .sf)
 
 _CTYPES = {dtypes.bool: "bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",

@@ -122,6 +122,9 @@ class CUDADevice(Compiled):
     _check(lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev), "cuDeviceGetAttribute")
     _check(lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev), "cuDeviceGetAttribute")
     self.arch = f"sm_{major.value}{minor.value}"
+    most = ctypes.c_int()  # CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+    _check(lib.cuDeviceGetAttribute(ctypes.byref(most), 1, dev), "cuDeviceGetAttribute")
+    self.max_group = most.value
     alloc = CUDAAllocator(self)
     alloc.transfer = lambda dst, src, n: _check(lib.cuMemcpyDtoD_v2(dst, src, ctypes.c_size_t(n)), "copy on the device") if n else None
     super().__init__(name, self._build, alloc, lambda: _check(self.activate() or lib.cuCtxSynchronize(), "synchronize"))

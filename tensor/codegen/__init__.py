@@ -106,6 +106,8 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   if opts is None: opts = hand_coded_opts(sink, caps, target.renderer.group_max) if optimize else []
   if not target.renderer.group_max and any(o[0] == "GROUP" for o in opts):
     raise OptError(f"GROUP needs a target with work-group memory (CL, CUDA), not {target.device}")
+  if (big := next((o for o in opts if o[0] == "GROUP" and o[2] > target.renderer.group_max), None)) is not None:
+    raise OptError(f"{big}: {target.device} takes at most {target.renderer.group_max} work-items in a group")
   opts, threads = split_threads(opts)
   if opts:
     # the optimizer numbers the loops it adds after every loop of the kernel

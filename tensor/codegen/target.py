@@ -9,7 +9,7 @@ device's own allocator; lowering reads only `caps` and `cost`, so a new target n
 from __future__ import annotations
 from typing import Any, Callable
 from rules.vectorize_helpers import VectorCaps
-from runtime.device import Buffer, Device
+from runtime.device import Buffer, Device, DeviceError
 from runtime.dtype import DType
 from runtime.threads import cores
 from tensor.codegen.cost import CostModel
@@ -58,6 +58,12 @@ def target_for(device: str) -> Target:
   """A Target for a device name (canonical: "CPU", "PYTHON", "CL", "CL:1", ...)."""
   device = Device.canonicalize(device)
   kind = Device.kind(device)
-  return Target(device, RENDERERS[kind](), GridCostModel() if kind in GRID_KINDS else None, searchable=kind != "PYTHON")
+  renderer = RENDERERS[kind](device_group_max(device)) if kind in GRID_KINDS else RENDERERS[kind]()  # type: ignore[call-arg]
+  return Target(device, renderer, GridCostModel() if kind in GRID_KINDS else None, searchable=kind != "PYTHON")
+
+def device_group_max(device: str) -> int | None:
+  """The most work-items in a group the device takes, or None where it can't be opened (CUDA C compiled without a GPU)."""
+  try: return getattr(Device[device], "max_group", None)
+  except DeviceError: return None
 
 __all__ = ["Target", "target_for", "RENDERERS"]

@@ -12,6 +12,7 @@ source alone still launches right.
 """
 from __future__ import annotations
 from dataclasses import dataclass
+from rules.vectorize_helpers import VectorCaps
 from runtime.dtype import DType, dtypes
 from runtime.uop import UOp, uop
 from runtime.ops import Ops
@@ -35,11 +36,19 @@ class GPULang:
   max_local: int                 # the most work-items in a group the renderer asks for (0: the platform chooses)
   shared: str                    # the qualifier of an array in a group's shared memory
   barrier: str                   # every work-item of a group waits here until all have stored into shared memory
+  caps: VectorCaps | None = None  # the vectors it computes on (rules/vectorize.rules); None: scalars only
+  vectors: dict | None = None     # the name of a vector type of each lane type, the lane count appended (float4)
 
+# OpenCL C's vector types (float4, int8, ...) of 2 to 16 bytes; their operators work lane by lane, a comparison gives an int
+# vector (-1 where true) as GCC's. No 8/16-bit lanes (their ops would need the wrap-back casts OpenCL has no vector form of),
+# no half (a half value is held as a float), no double (an extension not every device has)
+CL_VECTORS = {dtypes.float32: "float", dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong"}
+CL_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.SHL, Ops.SHR, Ops.BITCAST}),
+                     frozenset(CL_VECTORS), min_bytes=8, max_bytes=16, register_bytes=16, registers=32)
 CL = GPULang("CL", "__kernel void", "__global {t}* {n}", ("get_global_id(0)", "get_global_id(1)", "get_global_id(2)", "get_local_id(0)"),
              {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.int64: "long",
               dtypes.uint64: "ulong", dtypes.float16: "float"}, cl_function, "inline", ("#pragma OPENCL FP_CONTRACT OFF",), 0,
-             "__local ", "barrier(CLK_LOCAL_MEM_FENCE);")
+             "__local ", "barrier(CLK_LOCAL_MEM_FENCE);", CL_CAPS, CL_VECTORS)
 CUDA = GPULang("CUDA", 'extern "C" __global__ void', "{t}* __restrict__ {n}",
                (*(f"((int)(blockIdx.{a}*blockDim.{a}+threadIdx.{a}))" for a in "xyz"), "((int)threadIdx.x)"), {dtypes.float16: "float"},
                cuda_function, "static __device__ inline", ("#define INFINITY (__int_as_float(0x7f800000))",
@@ -63,7 +72,11 @@ class GPUContext(CContext):
     self.once = f"if ({lang.gid[-1]} == 0) " if grouped else ""
     self.guarded: frozenset = frozenset()  # the global stores one work-item of a group makes (render_gpu sets them)
   def ctype(self, d: DType) -> str:
-    if d.count > 1: raise NotImplementedError(f"the {self.lang} renderer renders scalars only, not {d}")
+    if d.count > 1:
+      # a vector of bools is the mask a comparison of 32-bit vectors gives (rules/vectorize.rules makes no other)
+      lane = dtypes.int32 if d.scalar is dtypes.bool else d.scalar
+      if self.dialect.vectors is None or lane not in self.dialect.vectors: raise NotImplementedError(f"the {self.lang} renderer has no vectors of {d}")
+      return f"{self.dialect.vectors[lane]}{d.count}"
     return self.dialect.types.get(d.scalar) or c_ctype(d)
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
     name = f"{kind}_{self.ctype(d)}" + (f"_{self.ctype(src)}" if src is not None else "")
@@ -87,15 +100,20 @@ def local_sizes(sizes: list[int], most: int) -> list[int]:
   return out
 
 class GPURenderer(Renderer):
-  """OpenCL C or CUDA C, scalars only (vector types are a later step); `threads`: it takes the loops codegen puts on the
-  launch grid (its cost model's parallel_loops: RANGE -> grid dimension)."""
+  """OpenCL C (with its vector types) or CUDA C (scalars); `threads`: it takes the loops codegen puts on the launch grid
+  (its cost model's parallel_loops: RANGE -> grid dimension)."""
   threads = True
-  group_max = MAX_GROUP
-  def __init__(self, lang: GPULang): self.lang = lang
-  def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str: return render_gpu(self.lang, name, uops, parallel)
+  def __init__(self, lang: GPULang, group_max: int = MAX_GROUP):
+    # `group_max`: the device's most work-items in a group (CL_DEVICE_MAX_WORK_GROUP_SIZE, CUDA's threads per block), where
+    # a device is open to ask; no GROUP and no block is larger
+    self.lang, self.group_max = lang, min(MAX_GROUP, group_max)
+  @property
+  def caps(self) -> VectorCaps | None: return self.lang.caps
+  def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str:
+    return render_gpu(self.lang, name, uops, parallel, self.group_max)
 
-def CLRenderer() -> GPURenderer: return GPURenderer(CL)
-def CUDARenderer() -> GPURenderer: return GPURenderer(CUDA)
+def CLRenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CL, group_max or MAX_GROUP)
+def CUDARenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CUDA, group_max or MAX_GROUP)
 
 def _single_stores(uops: list[UOp], grid: dict[UOp, int]) -> list[UOp]:
   """The global stores of a kernel with a GROUP outside every loop its work-items share: one work-item makes each."""
@@ -106,8 +124,9 @@ def _single_stores(uops: list[UOp], grid: dict[UOp, int]) -> list[UOp]:
     elif u.op is Ops.STORE and not shared: out.append(u)
   return out
 
-def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None) -> str:
-  """The source of a linear kernel program in a GPU dialect; `grid`: the loops that are launch-grid dimensions (RANGE -> 0, 1, 2)."""
+def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None, most: int = MAX_GROUP) -> str:
+  """The source of a linear kernel program in a GPU dialect; `grid`: the loops that are launch-grid dimensions (RANGE -> 0, 1, 2);
+  `most`: the most work-items in a group the device takes."""
   grid = grid or {}
   ctx = GPUContext(lang, grid)
   if ctx.once: ctx.guarded = frozenset(_single_stores(uops, grid))
@@ -120,7 +139,7 @@ def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] |
   sizes = [1] * dims
   for r, dim in grid.items(): sizes[max(dim, 0)] = r.src[0].arg
   # a GROUP's loop: dimension 0 is one group of its size (the work-item's index in it is its global index there)
-  local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() else local_sizes(sizes, lang.max_local)
+  local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() else local_sizes(sizes, min(lang.max_local, most))
   launch = f"// launch global={','.join(map(str, sizes))} local={','.join(map(str, local))}"
   # the values come in the order of the program's DEFINE_VARs (Program.vars): ints and floats as they are met
   order = [ctx.text[u] for u in uops if u.op is Ops.DEFINE_VAR]
