@@ -75,7 +75,8 @@ class GPUContext(CContext):
     if d.count > 1:
       # a vector of bools is the mask a comparison of 32-bit vectors gives (rules/vectorize.rules makes no other)
       lane = dtypes.int32 if d.scalar is dtypes.bool else d.scalar
-      if self.dialect.vectors is None or lane not in self.dialect.vectors: raise NotImplementedError(f"the {self.lang} renderer has no vectors of {d}")
+      if self.dialect.vectors is None or lane not in self.dialect.vectors:
+        raise NotImplementedError(f"the {self.lang} renderer has no vectors of {d}")
       return f"{self.dialect.vectors[lane]}{d.count}"
     return self.dialect.types.get(d.scalar) or c_ctype(d)
   def helper(self, kind: str, d: DType, src: DType | None = None) -> str:
