@@ -15,6 +15,9 @@ from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 _ucache: dict[tuple, weakref.ref] = {}
 _UNSET = object()  # a cached field not computed yet
 
+# UOp.axis's function (tensor/multi.py axis_of), registered by the layer that has the rules lowering multi-device graphs
+SPLIT_AXIS: list = []
+
 class UOpMetaClass(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple = (), arg: Any = None, tag: Any = None) -> UOp:
     return uop(op, dtype, tuple(src), arg, tag)
@@ -237,6 +240,13 @@ class UOp(metaclass=UOpMetaClass):
     so a chain of n ops costs n steps in all, not one walk per call)."""
     d = self._device
     return _compute_device(self) if d is _UNSET else d
+
+  @property
+  def axis(self) -> int | None:
+    """The axis a tensor over several devices is split on (None: whole on each device, or on one device). Found by lowering
+    its graph with rules/multi.rules, which sit above this layer: tensor/multi.py registers the function (SPLIT_AXIS)."""
+    if self.device.__class__ is not tuple or not SPLIT_AXIS: return None
+    return SPLIT_AXIS[0](self)
 
   # ---- range analysis ----
   @property

@@ -6,7 +6,7 @@ graphs before scheduling (tensor/engine/multi.py, rules/multi.rules). docs/distr
 from __future__ import annotations
 from runtime.device import Device
 from runtime.ops import Ops
-from runtime.uop import UOp, uop, shape_str
+from runtime.uop import SPLIT_AXIS, UOp, uop, shape_str
 from rules.multi import multi
 from rules.multi_helpers import MultiDeviceError
 from runtime.rewrite import graph_rewrite
@@ -53,6 +53,8 @@ def axis_of(x: UOp) -> int | None:
   """The axis a tensor over several devices is split on (None: whole on each), found by lowering its graph (nothing runs)."""
   if x.op is not Ops.MULTI: x = graph_rewrite(x, multi, name="multi")
   return x.arg if x.op is Ops.MULTI else None
+
+SPLIT_AXIS.append(axis_of)  # UOp.axis
 
 def shard_like(x: UOp, y: UOp) -> UOp:
   """x laid out as y: on y's device, or split over y's devices on y's axis."""

@@ -121,6 +121,8 @@ class RandomMixin:
   def rand(cls, *shape, device: str | None = None, dtype: DType | None = None, contiguous: bool = True, **kwargs) -> Tensor:
     """Uniform in [0, 1), of a float dtype (default float32)."""
     shape, dt = shape_arg(shape), _float_dtype(dtype, "rand")
+    if isinstance(device, (tuple, list)):
+      raise ArgumentValueError(f"rand on several devices {tuple(device)}: make it on one and .shard() it (or rand_like a tensor on them)")
     t = cls.zeros(shape, dtype=dt, device=device)  # the device and, for an empty shape, the result
     if t.numel() == 0: return cls(t.uop, **kwargs)
     out = _unit(cls, t.numel(), dt, t.device).reshape(shape)
@@ -174,11 +176,11 @@ class RandomMixin:
 
   def rand_like(self: Tensor, **kwargs) -> Tensor:
     dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
-    return self.rand(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
+    return self._made_like(kwargs.pop("device", None), lambda d: self.rand(*self.shape, device=d, dtype=dt, **kwargs))
 
   def randn_like(self: Tensor, **kwargs) -> Tensor:
     dt = kwargs.pop("dtype", None) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.default_float)
-    return self.randn(*self.shape, device=kwargs.pop("device", None) or self.device, dtype=dt, **kwargs)
+    return self._made_like(kwargs.pop("device", None), lambda d: self.randn(*self.shape, device=d, dtype=dt, **kwargs))
 
   # ---- initializers (tinygrad's definitions; fan_in is the product of the dims after the first) ----
   @classmethod
@@ -239,5 +241,5 @@ class RandomMixin:
     if not 0 <= p <= 1: raise ArgumentValueError(f"dropout p must be in [0, 1], got {p}")
     if not self.training or p == 0: return self
     if p == 1: return self.zeros_like()
-    keep = self.rand(*self.shape, device=self.device, contiguous=False) >= p
+    keep = self._made_like(None, lambda d: self.rand(*self.shape, device=d, contiguous=False)) >= p
     return keep.where(self, 0) * (1 / (1 - p))

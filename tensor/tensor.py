@@ -84,7 +84,9 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
       return
     dev = Device.canonicalize(device) if device.__class__ is not tuple else multi.canonical_devices(device)
     if dtype is not None: dtype = to_dtype(dtype)
-    if isinstance(data, UOp): self.uop = data
+    if isinstance(data, UOp):  # a graph node: on `device` and of `dtype` where they are given (a copy, a cast)
+      x = Tensor(data)
+      self.uop = x.to(dev).cast(dtype or x.dtype).uop if device is not None else x.cast(dtype or x.dtype).uop
     elif isinstance(data, Tensor): self.uop = data.to(dev).cast(dtype or data.dtype).uop
     elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
       if dtype is not None: check_fits(data, dtype, "value")
@@ -175,7 +177,18 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     vals = np.arange(n, dtype=np.int64) * int(step) + int(start) if ints else np.arange(start, stop, step, dtype=np.float64)[:n]
     return Tensor(vals, device, dt, **kw)
   def full_like(self, fill_value: Any, dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device, **kw)
+    return self._made_like(device, lambda d: Tensor.full(self.shape, fill_value, dtype or self.dtype, d, **kw))
+  def _made_like(self, device, make) -> Tensor:
+    """make(device) on `device` (default: self's); like a tensor over several devices, laid out as it: made on the first
+    and split on its axis (or whole on each). Other devices than its own are refused: the layout would be a guess."""
+    if self.device.__class__ is not tuple: return make(device or self.device)
+    if device is not None and not isinstance(device, str) and multi.canonical_devices(device) != self.device:
+      raise DeviceMismatchError(f"a tensor like one on {self.device} can't be made on {tuple(device)}: make it on one device and shard it")
+    if isinstance(device, str): return make(device)
+    return make(self.device[0]).shard(self.device, self.uop.axis)
+  def const_like(self, value: Any) -> Tensor:
+    """`value` in self's shape, dtype and device(s) (tinygrad's name for full_like of a number)."""
+    return self.full_like(value)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   def empty_like(self, **kw) -> Tensor:

@@ -295,7 +295,9 @@ def test_the_ring_context_variable_forces_or_forbids_the_reduce_scatter_form():
   with Context(RING=2): assert Tensor([[1, 2], [3, 4]]).shard(D2, axis=1).sum().item() == 10
 
 def test_random_numbers_and_dropout_on_several_devices():
-  r = Tensor.rand(4, 3, device=D2)
+  # as tinygrad: random numbers are made on one device, then laid out (the same numbers on each device, or split)
+  with pytest.raises(ValueError, match="make it on one"): Tensor.rand(4, 3, device=D2)
+  r = Tensor.rand(4, 3).to(D2)
   assert r.device == D2 and 0 <= r.numpy().min() and r.numpy().max() < 1
   r.realize()
   np.testing.assert_array_equal(Tensor(r.uop.src[0]).numpy(), Tensor(r.uop.src[1]).numpy())  # the same numbers on each device
@@ -310,3 +312,34 @@ def test_shard_like_lays_a_tensor_out_as_another():
     assert z.uop.op is Ops.MULTI and z.uop.arg == 1 and z.device == D2
     np.testing.assert_array_equal(z.numpy(), a)
   assert Tensor(a).shard(D2, axis=0).shard_like(Tensor.ones(2, device="CPU:1")).device == "CPU:1"
+
+# ---- a tensor's layout as tinygrad's tests read it, and tensors made like a multi-device one ----
+
+def test_uop_axis_is_the_split_axis_after_ops():
+  x = Tensor(rand(8, 6)).shard(D2, 0)
+  assert x.uop.axis == 0 and (x + 1).uop.axis == 0 and x.T.uop.axis == 1 and x.reshape(8, 3, 2).permute(2, 0, 1).uop.axis == 1
+  assert Tensor(rand(8, 6)).shard(D2).uop.axis is None and Tensor(rand(8, 6)).uop.axis is None
+  assert (x + Tensor(rand(8, 6)).shard(D2)).uop.axis == 0  # a replicated operand follows the split one
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_tensors_made_like_a_multi_device_one_are_laid_out_as_it(axis):
+  x = Tensor(rand(4, 6)).shard(D2, axis)
+  for t in (x.full_like(3.0), x.zeros_like(), x.const_like(7), x.rand_like(), x.randn_like()):
+    assert t.device == D2 and t.uop.axis == axis and t.shape == (4, 6)
+  np.testing.assert_array_equal(x.full_like(3.0).numpy(), np.full((4, 6), 3.0, np.float32))
+  r = x.rand_like().numpy()
+  assert ((r >= 0) & (r < 1)).all() and len(np.unique(r)) == r.size
+  out = x.contiguous().realize()
+  out.assign(out.const_like(7)).realize()
+  np.testing.assert_array_equal(out.numpy(), np.full((4, 6), 7, np.float32))
+  assert x.full_like(1.0, device="CPU:2").device == "CPU:2"  # one device named: made there
+
+def test_random_tensors_on_several_devices_are_made_on_one_and_sharded():
+  with pytest.raises(ValueError, match="make it on one and .shard"): Tensor.rand(8, device=D2)
+  with pytest.raises(DeviceMismatchError, match="can't be made on"): Tensor(rand(4, 4)).shard(D2, 1).rand_like(device=("CPU:2", "CPU:3"))
+
+def test_a_tensor_of_a_multi_device_graph_node_takes_a_dtype():
+  x = Tensor([1, 2], dtype="int32").shard(D2, 0)
+  assert Tensor(x.uop).device == D2 and Tensor(x.uop).numpy().tolist() == [1, 2]
+  y = Tensor(x.uop, dtype="float32")
+  assert y.dtype.name == "float" and y.numpy().tolist() == [1.0, 2.0]
