@@ -20,6 +20,13 @@ def _state(value: float, shape: tuple[int, ...], device: str) -> Tensor:
   """A float32 tensor filled with value, already in memory so an update can assign to it (made on the host: no kernel)."""
   return Tensor(np.full(shape, value, np.float32), device=device).realize()
 
+def _state_like(value: float, p: Tensor, device) -> Tensor:
+  """_state in p's shape on the optimizer's device; for a parameter over those devices split on an axis, split as it, so
+  each device keeps and updates only its piece of the state (the shards' one allocation each, made on the host)."""
+  if device.__class__ is tuple and p.device == device and (axis := p.uop.axis) is not None:
+    return Tensor(np.full(p.shape, value, np.float32), device=device[0]).shard(device, axis).contiguous().realize()
+  return _state(value, p.shape, device)
+
 class Optimizer:
   """The base of every optimizer: holds the parameters, the learning rate tensor and the step protocol."""
   def __init__(self, params: list[Tensor], lr: float, device: str | None = None):
@@ -108,7 +115,7 @@ class LARS(Optimizer):
     super().__init__(params, lr, device)
     self.momentum, self.wd, self.ns_steps, self.ns_coefficients = momentum, weight_decay, ns_steps, ns_coefficients
     self.nesterov, self.classic, self.pre_wd, self.tcoef = nesterov, classic, pre_wd, tcoef
-    self.b = [_state(0.0, p.shape, self.device) for p in self.params] if momentum else []
+    self.b = [_state_like(0.0, p, self.device) for p in self.params] if momentum else []
 
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     out = []
@@ -153,8 +160,8 @@ class LAMB(Optimizer):
     super().__init__(params, lr, device)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.b1_t, self.b2_t = _state(1.0, (1,), self.device), _state(1.0, (1,), self.device)  # b1**t and b2**t, for the bias correction
-    self.m = [_state(0.0, p.shape, self.device) for p in self.params]
-    self.v = [_state(0.0, p.shape, self.device) for p in self.params]
+    self.m = [_state_like(0.0, p, self.device) for p in self.params]
+    self.v = [_state_like(0.0, p, self.device) for p in self.params]
 
   def _step(self, params: list[Tensor], grads: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
     self.b1_t.assign(self.b1_t * self.b1)

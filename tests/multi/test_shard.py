@@ -207,6 +207,28 @@ def test_sharded_parameters_step_and_stay_sharded():
   assert w.uop.op is Ops.MULTI and w.uop.arg == 0
   np.testing.assert_allclose(w.numpy(), w0 - 0.1 * 2 * w0, rtol=1e-6)
 
+@pytest.mark.parametrize("opt_cls, kw", [(nn.optim.SGD, {"momentum": 0.9}), (nn.optim.Adam, {})])
+def test_optimizer_state_follows_a_split_parameter(opt_cls, kw):
+  """Momentum and Adam's moments of a parameter split on an axis are split as it (each device keeps its piece), a
+  replicated parameter's are whole on each device; three steps equal the one-device steps."""
+  w0, r0 = rand(8, 4), rand(8, 4, seed=1)
+  def steps(split: bool):
+    w, r = Tensor(w0), Tensor(r0)
+    if split: w, r = w.shard(D2, axis=1), r.to(D2)
+    w.requires_grad = True
+    opt = opt_cls([w], lr=0.01, **kw)
+    with Tensor.train():
+      for _ in range(3):
+        opt.zero_grad()
+        (w * w * r).sum().backward()
+        opt.step()
+    return w, opt
+  (w1, _), (w2, opt) = steps(False), steps(True)
+  state = opt.b if opt_cls is nn.optim.SGD else opt.m + opt.v
+  assert state and all(s.uop.op is Ops.MULTI and s.uop.arg == 1 and s.uop.src[0].shape == (8, 2) for s in state)
+  assert w2.uop.op is Ops.MULTI and w2.uop.arg == 1
+  np.testing.assert_allclose(w2.numpy(), w1.numpy(), rtol=1e-5, atol=1e-6)
+
 # ---- what is not supported: clear errors ----
 
 def test_errors_name_what_is_wrong():
