@@ -29,6 +29,10 @@ def on(x: UOp, device: str) -> UOp:
   """x on `device`: x itself when it is there, else a COPY."""
   return x if x.device == device else uop(Ops.COPY, x.dtype, (x, uop(Ops.DEVICE, _VOID, (), device)))
 
+def on_device(c: UOp, device: str) -> UOp:
+  """A node whose first source is its DEVICE (a constant), on `device` instead."""
+  return c.replace(src=(uop(Ops.DEVICE, _VOID, (), device),) + c.src[1:])
+
 def piece(x: UOp, axis: int, i: int, n: int) -> UOp:
   """The i-th of n equal pieces of x along axis."""
   size = x.shape[axis] // n
@@ -63,19 +67,11 @@ def _devices(u: UOp, ms: list[UOp]) -> tuple:
       raise MultiDeviceError(f"{u.op.name} of tensors on different devices: {devs} and {tuple(s.device for s in m.src)}")
   return devs
 
+def same_devices(m: UOp, other) -> bool:
+  """Whether MULTI m's shards are on the devices of `other` (a MULTI, or a tuple of names), in order."""
+  return tuple(s.device for s in m.src) == (other if other.__class__ is tuple else tuple(s.device for s in other.src))
+
 # ---- the rules' results ----
-
-def replicated_const(c: UOp) -> UOp:
-  """A constant on several devices: the same constant on each."""
-  return multi([uop(Ops.CONST, c.dtype, (uop(Ops.DEVICE, _VOID, (), d),) + c.src[1:], c.arg) for d in c.src[0].arg], None)
-
-def to_devices(x: UOp, d: UOp) -> UOp:
-  """x (on one device, or a MULTI) whole on each of the devices of DEVICE d."""
-  devices = d.arg
-  if x.op is Ops.MULTI:
-    if tuple(s.device for s in x.src) == devices: return x
-    return multi([gather(x, d) for d in devices], None)
-  return multi([on(x, d) for d in devices], None)
 
 def elementwise(u: UOp) -> UOp:
   """An elementwise op of multi-device tensors: per device, every source brought to the first split source's layout."""
@@ -85,16 +81,9 @@ def elementwise(u: UOp) -> UOp:
   return multi([u.replace(src=tuple(local(s, axis, i) if s.op is Ops.MULTI else s for s in u.src))
                 for i in range(len(ms[0].src))], axis)
 
-def per_shard(u: UOp, m: UOp) -> UOp:
-  """An op that keeps the layout (contiguous, detach, ...): the same op on each shard."""
-  return multi([u.replace(src=(s,) + u.src[1:]) for s in m.src], m.arg)
-
-def reduce(u: UOp, m: UOp) -> UOp:
-  """A reduction: per shard; over the split axis, the partial results are then all-reduced."""
-  op, axes = u.arg
-  parts = [uop(Ops.REDUCE_AXIS, u.dtype, (s,), u.arg) for s in m.src]
-  if m.arg is None or m.arg not in axes: return multi(parts, m.arg)
-  return all_reduce(parts, op)
+def reduce_split(u: UOp, m: UOp) -> UOp:
+  """A reduction over the split axis: per shard, the partial results then all-reduced."""
+  return all_reduce([uop(Ops.REDUCE_AXIS, u.dtype, (s,), u.arg) for s in m.src], u.arg[0])
 
 def _fold(op: Ops, xs: list[UOp]) -> UOp:
   out = xs[0]
@@ -114,11 +103,10 @@ def all_reduce(parts: list[UOp], op: Ops) -> UOp:
   chunks = [_fold(op, [on(uop(Ops.SHRINK, f.dtype, (f,), (b,)), devs[c]) for f in flat]) for c, b in enumerate(bounds)]
   return multi([uop(Ops.RESHAPE, parts[0].dtype, (concat([on(ch, d) for ch in chunks], 0),), shape) for d in devs], None)
 
-def reshape(u: UOp, m: UOp) -> UOp:
-  """A reshape keeps the split when the split axis's outer elements stay outer and the new axis at that place divides
-  evenly: then each shard is the same block of the flat data."""
+def split_reshape(u: UOp, m: UOp) -> UOp:
+  """A reshape of a split tensor keeps the split when the split axis's outer elements stay outer and the new axis at that
+  place divides evenly: then each shard is the same block of the flat data."""
   new_shape, n = u.arg, len(m.src)
-  if m.arg is None: return multi([uop(Ops.RESHAPE, s.dtype, (s,), new_shape) for s in m.src], None)
   outer, acc = math.prod(m.shape[:m.arg]), [1]
   for d in new_shape: acc.append(acc[-1] * d)
   if outer not in acc[:-1] or new_shape[ax := len(acc) - 2 - acc[-2::-1].index(outer)] % n:
@@ -127,52 +115,15 @@ def reshape(u: UOp, m: UOp) -> UOp:
   local_shape = tuple(d // n if i == ax else d for i, d in enumerate(new_shape))
   return multi([uop(Ops.RESHAPE, s.dtype, (s,), local_shape) for s in m.src], ax)
 
-def permute(u: UOp, m: UOp) -> UOp:
-  return multi([uop(Ops.PERMUTE, s.dtype, (s,), u.arg) for s in m.src], None if m.arg is None else tuple(u.arg).index(m.arg))
-
-def expand(u: UOp, m: UOp) -> UOp:
-  shape = tuple(m.src[0].shape[i] if i == m.arg else d for i, d in enumerate(u.arg))
-  return multi([uop(Ops.EXPAND, s.dtype, (s,), shape) for s in m.src], m.arg)
-
-def pad(u: UOp, m: UOp) -> UOp:
-  """A pad: per shard off the split axis; on it, the pad of the whole on every device (the result is whole everywhere)."""
-  if m.arg is None or u.arg[m.arg] == (0, 0): return multi([uop(Ops.PAD, s.dtype, (s,), u.arg) for s in m.src], m.arg)
-  return multi([uop(Ops.PAD, m.dtype, (gather(m, s.device),), u.arg) for s in m.src], None)
-
-def shrink(u: UOp, m: UOp) -> UOp:
-  """A shrink: per shard off the split axis; exactly one shard on it, that shard (copied to every device); else the shrink
-  of the whole on every device (the result is whole everywhere)."""
-  if m.arg is None: return multi([uop(Ops.SHRINK, s.dtype, (s,), u.arg) for s in m.src], None)
+def one_shard(u: UOp, m: UOp) -> int | None:
+  """The shard a SHRINK of split tensor m takes exactly (its slice of the split axis is that shard's), or None."""
   size, (b, e) = m.src[0].shape[m.arg], u.arg[m.arg]
-  if (b, e) == (0, m.shape[m.arg]):
-    arg = tuple((0, size) if a == m.arg else r for a, r in enumerate(u.arg))
-    return multi([uop(Ops.SHRINK, s.dtype, (s,), arg) for s in m.src], m.arg)
-  if b % size == 0 and e - b == size:
-    arg = tuple((0, size) if a == m.arg else r for a, r in enumerate(u.arg))
-    one = uop(Ops.SHRINK, m.dtype, (m.src[b // size],), arg)
-    return multi([on(one, s.device) for s in m.src], None)
-  return multi([uop(Ops.SHRINK, m.dtype, (gather(m, s.device),), u.arg) for s in m.src], None)
-
-def flip(u: UOp, m: UOp) -> UOp:
-  """A flip: per shard; flipping the split axis also reverses which device holds which shard."""
-  if m.arg is None or not u.arg[m.arg]: return multi([uop(Ops.FLIP, s.dtype, (s,), u.arg) for s in m.src], m.arg)
-  n = len(m.src)
-  return multi([on(uop(Ops.FLIP, s.dtype, (m.src[n - 1 - i],), u.arg), s.device) for i, s in enumerate(m.src)], m.arg)
-
-def copy_to(m: UOp, d: UOp) -> UOp:
-  """A multi-device tensor to one device (gathered) or to devices (laid out whole on each)."""
-  return to_devices(m, d) if device_tuple(d) else gather(m, d.arg)
-
-def assign(u: UOp, t: UOp, v: UOp) -> UOp:
-  """An assign into a multi-device tensor: each device writes its shard, the value brought to the target's layout."""
-  _devices(u, [t, v])
-  return multi([uop(Ops.ASSIGN, s.dtype, (s, local(v, t.arg, i))) for i, s in enumerate(t.src)], t.arg)
+  return b // size if b % size == 0 and e - b == size else None
 
 def gather_rows(u: UOp, x: UOp, idx: UOp) -> UOp:
   """GATHER (x's rows at idx, shape idx.shape + x.shape[1:]) per device: at split indices, each device's rows from the
   whole table; else a table split off its rows (an embedding split on its features) gives the output split on that
   feature axis; a table split on its rows is gathered whole on each device first."""
-  _devices(u, [x, idx])
   if idx.arg is None and x.arg is not None and x.arg >= 1: axis, xa, ia = len(idx.shape) + x.arg - 1, x.arg, None
   else: axis, xa, ia = idx.arg, None, idx.arg
   return multi([uop(Ops.GATHER, u.dtype, (local(x, xa, i), local(idx, ia, i)), u.arg) for i in range(len(x.src))], axis)

@@ -68,8 +68,8 @@ def test_every_rule_file_needs_at_most_two_helper_lines_per_rule_line():
 
 # files over the limit, each with a cap it may not pass and why (each is a debt: issue 24 turns multi's helpers into rules)
 ALLOWED_RATIO = {
-  "rules/multi.rules": (7.5, "each op's per-device lowering (the split axis followed through reshape, the all-reduce's copies) is a helper "
-                             "called by one dispatch rule per op; narrower rules need axis arithmetic the language lacks"),
+  "rules/multi.rules": (3.2, "per-shard ops, copies, constants and the movement ops' axis bookkeeping are rules (7.1 -> 3.1); the layout "
+                             "moves (gather, a piece, concat), the all-reduce's copies and a reshape's axis arithmetic stay helpers"),
 }
 
 def test_ctx_classes_are_counted():

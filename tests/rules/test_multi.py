@@ -11,6 +11,7 @@ from runtime.uop import uop
 from tensor import Tensor
 from tensor.engine.multi import lower
 from tensor.engine.state import ENGINE
+from tensor.engine.storage import device_node
 from tensor.multi import MultiDeviceError
 
 D2 = ("CPU", "CPU:1")
@@ -23,7 +24,8 @@ def graphs() -> list[Tensor]:
   t = Tensor(np.zeros((4, 6), np.float32)).shard(D2, axis=0).realize()
   idx = Tensor(np.array([[0], [3]], dtype=np.int32)).shard(D2, axis=0)
   return [s + 1, (s * r).sum(0), s.sum(1), s.reshape(2, 2, 6).permute(2, 0, 1).flip(1), s[:, :3].pad(((1, 1), (0, 0))),
-          s[2:], s.to("CPU:1"), s.contiguous().detach(), s.reshape(4, 1, 6).expand(4, 2, 6), x.conv2d(w), t.assign(s * 2), r[idx]]
+          s[2:], s.to("CPU:1"), s.contiguous().detach(), s.reshape(4, 1, 6).expand(4, 2, 6), x.conv2d(w), t.assign(s * 2), r[idx],
+          s.pad(((0, 0), (1, 1))).flip(1), s.to(("CPU:2", "CPU:3")), Tensor(uop(Ops.COPY, s.dtype, (s.uop, device_node(D2))))]
 
 def test_every_rule_fires_and_no_multi_is_left_below_the_roots():
   with firing() as counts:

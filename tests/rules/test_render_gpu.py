@@ -8,11 +8,14 @@ from tests.rules.fires import assert_every_rule_fires, firing, graphs, kernel_as
 
 # rules no test graph reaches, and why
 UNREACHABLE = {
+  # a vector store one work-item of a group makes: a GROUP with an UPCAST output, which does not lower yet (an UNROLL is left
+  # for the renderer, on main before vectors too: docs/devices.md "Not yet")
+  "st@(STORE x v) if v.dtype.count > 1": "GROUP with UPCAST does not lower yet",
   # float_compute.rules computes every half op in float32: no ALU, MULACC or math function of half type is left to render
   "u@(MULACC:float16": "half arithmetic is float32 after float_compute", "u@(EXP2|LOG2|SIN|SQRT|TRUNC a:float16)": "as above",
   "u@(MOD:float16": "as above", "u@(IDIV:float16": "as above", "u@(POW:float16": "as above",
   "u@(ALU - CMPLT - CMPNE - CMPEQ:float16": "as above",
-  # a private array of halves: a SPLIT of a half reduction, which the GPU targets' heuristic (no vector caps) does not pick
+  # a private array of halves: a SPLIT of a half reduction, which the GPU targets' heuristic does not pick
   "u@(DEFINE_LOCAL [i]) if u.dtype.base is dtypes.float16": "no half SPLIT on the GPU targets",
   # the frontend divides floats by _float_divmod (tensor/tensor.py): no float IDIV reaches a kernel
   "u@(IDIV:floats a b) if ctx.lang": "no float IDIV from the frontend",
