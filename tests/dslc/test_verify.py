@@ -43,15 +43,15 @@ def test_proved_and_counterexamples(tmp_path):
   assert x < 0 and x % 2 and exec_alu(Ops.SHR, d, [x, 1]) == int(m.group(3)) and exec_alu(Ops.IDIV, d, [x, 2]) == int(m.group(4))
 
 def test_unsupported_says_why(tmp_path):
-  out = outcomes(tmp_path, """from rules.symbolic_helpers import add_term
+  out = outcomes(tmp_path, """from rules.symbolic_helpers import fold_divmod
 ruleset t
-(ADD s@(ADD) y:ints) -> add_term(s, y)
+u@(IDIV x:ints c@(CONST)) -> fold_divmod(u, x, c.arg)
 (ADD x:ints y) if x.dtype.count > 1 -> x
 (EXP2 (LOG2 x:floats)) -> x
 ruleset c(ctx: dict)
 (NEG x) if ctx.get(x) is not None -> x
 """)
-  assert out[3] == ("unsupported", "helper add_term has no SMT meaning (for int8)"), out[3]
+  assert out[3] == ("unsupported", "helper fold_divmod has no SMT meaning (for int8)"), out[3]
   assert out[4][0] == "unsupported" and "no scalar node" in out[4][1]
   # exp2 and log2 have no SMT meaning: whatever z3 finds, exec_alu's exp2(log2(x)) is not x on every float
   assert out[5][0] in ("counterexample", "unsupported"), out[5]
