@@ -62,7 +62,7 @@ def check_instance(inst: Instance, rlimit: int, replay) -> Verdict:
   r = s.check()
   if r == z3.unsat: return Verdict("proved")
   if r == z3.unknown:
-    if decided_cases(inst.pre(), [*inst.pre(), z3.Not(goal)], rlimit): return Verdict("proved")
+    if smt.int_mode() and decided_cases(inst.pre(), [*inst.pre(), z3.Not(goal)], rlimit): return Verdict("proved")
     return Verdict("timeout", s.reason_unknown())
   return replay(inst, s.model(), None)
 
@@ -115,8 +115,8 @@ def decided_cases(pre: list, query: list, rlimit: int, rounds: int = 2) -> bool:
     if not subs: break
     q = [z3.simplify(z3.substitute(f, *subs)) for f in q]
   # first without the captures' dtype ranges (fewer facts: unsat without them is unsat with them; z3 then does not enumerate
-  # the small ranges of 8-bit values), then with them; asked only where the plain query ran out: a second chance's budget
-  for facts, limit in (([f for f in q if not _is_range(f)], rlimit), (q, rlimit * 2)):
+  # the small ranges of 8-bit values), then with them; asked only where the plain query in an integer encoding ran out
+  for facts, limit in (([f for f in q if not _is_range(f)], rlimit), (q, rlimit)):
     s = solver(limit)
     s.add(*facts)
     if s.check() == z3.unsat: return True
