@@ -160,13 +160,14 @@ def check(rule: Rule, fn: str, tolerance: float, d: DType, rule_fn: Callable, sc
 
 CHUNK = 1 << 20  # float32 inputs a step: ~40 arrays of 8 MB while the result is evaluated
 
-def check_all32(out: UOp, var: UOp, fn: str, tolerance: float, scalar_eval: Callable, progress: bool = True) -> tuple[str, str]:
+def check_all32(out: UOp, var: UOp, fn: str, tolerance: float, scalar_eval: Callable, progress: bool = True,
+                span: tuple[int, int] = (0, 1 << 32)) -> tuple[str, str]:
   """An approximate float32 rule on all 2^32 bit patterns of its input, CHUNK at a time, as check() does 16-bit inputs: the
   worst error in ulps over all of them, against REFERENCES[fn] in float64; the numpy evaluation compared with exec_alu's on
   a sample of each 256th chunk."""
   d, t0 = dtypes.float32, time.perf_counter()
   worst, worst_x, worst_got, worst_ref = -1.0, 0.0, 0.0, 0.0
-  for start in range(0, 1 << 32, CHUNK):
+  for start in range(span[0], span[1], CHUNK):  # span: the bit patterns checked, all of them unless a test asks for fewer
     with np.errstate(invalid="ignore"):  # a signaling nan's bits, widened, are a quiet nan
       xs = np.arange(start, start + CHUNK, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
     try: got = evaluate(out, var, xs)
@@ -189,7 +190,8 @@ def check_all32(out: UOp, var: UOp, fn: str, tolerance: float, scalar_eval: Call
     return "counterexample", (f"x = {worst_x!r}:float32: the result {worst_got!r} is {worst:.3f} ulp from {fn}(x) = {worst_ref!r}, "
                               f"over the {tolerance} ulp stated")
   how = "correctly rounded" if worst == 0 else f"within {worst:.3f} ulp (stated: {tolerance})"
-  return "proved", f"{fn} of all {1 << 32:,} values of float32 {how} ({secs:.0f} s)"
+  which = f"all {1 << 32:,}" if span == (0, 1 << 32) else f"{span[1] - span[0]:,}"
+  return "proved", f"{fn} of {which} values of float32 {how} ({secs:.0f} s)"
 
 def scalar(out: UOp, env: dict) -> Any:
   from dslc.verify_replay import evaluate as exec_evaluate
