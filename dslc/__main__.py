@@ -149,6 +149,8 @@ def add_verify_arguments(p) -> None:
   p.add_argument("--rlimit", type=int, default=None, help="z3's resource limit per query: past it, a timeout")
   p.add_argument("--json", metavar="OUT", help="also write the outcomes as JSON")
   p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="rules verified at once, in processes (default: one per CPU)")
+  p.add_argument("--all-float32", action="store_true",
+                 help="check approximate float32 rules on all 2^32 inputs (minutes of CPU a rule; otherwise they are unsupported)")
 
 def cmd_verify(args) -> int:
   try: from dslc import verify
@@ -157,6 +159,7 @@ def cmd_verify(args) -> int:
     print("dslc verify needs z3: pip install z3-solver (or pip install -e '.[verify]')", file=sys.stderr)
     return 2
   if args.rlimit is None: args.rlimit = verify.RLIMIT
+  if args.all_float32: os.environ["DSLC_VERIFY_ALL32"] = "1"  # read where the check runs (a -j worker process too)
   return verify.run(args)
 
 def main(argv: list[str] | None = None) -> int:

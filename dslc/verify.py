@@ -61,8 +61,94 @@ def check_instance(inst: Instance, rlimit: int, replay) -> Verdict:
   s.add(z3.Not(goal))
   r = s.check()
   if r == z3.unsat: return Verdict("proved")
-  if r == z3.unknown: return Verdict("timeout", s.reason_unknown())
+  if r == z3.unknown:
+    query = [*inst.pre(), z3.Not(goal)]
+    if smt.int_mode() and decided_cases(inst.pre(), query, rlimit): return Verdict("proved")
+    if split_cases(query, rlimit): return Verdict("proved")
+    return Verdict("timeout", s.reason_unknown())
   return replay(inst, s.model(), None)
+
+# ---- a query with its case tests decided ----
+
+TEST_RLIMIT = 20_000  # per case test: what the facts imply is found fast, or not worth the wait
+_CMP = (z3.Z3_OP_EQ, z3.Z3_OP_DISTINCT, z3.Z3_OP_LE, z3.Z3_OP_GE, z3.Z3_OP_LT, z3.Z3_OP_GT)
+
+def case_tests(fs: list) -> list:
+  """The comparisons of ints a query branches on: in an If's condition or an Implies' premise (C's `x // 0 == 0`, a
+  divisor's sign, INT_MIN // -1, whether a sum fits its dtype), not those that state a fact."""
+  out: dict[int, z3.ExprRef] = {}
+  seen: set = set()
+  def go(e, test: bool) -> None:
+    if (e.get_id(), test) in seen or not z3.is_app(e): return
+    seen.add((e.get_id(), test))
+    k = e.decl().kind()
+    if test and k in _CMP and not z3.is_bool(e.arg(0)):
+      out[e.get_id()] = e
+      return
+    if k == z3.Z3_OP_ITE:
+      go(e.arg(0), True); go(e.arg(1), test); go(e.arg(2), test)
+    elif k == z3.Z3_OP_IMPLIES:
+      go(e.arg(0), True); go(e.arg(1), test)
+    else:
+      for ch in e.children(): go(ch, test and k in (z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT))
+  for f in fs: go(f, False)
+  return list(out.values())
+
+def decided_cases(pre: list, query: list, rlimit: int, rounds: int = 2) -> bool:
+  """The query is unsatisfiable, shown by deciding its case tests first: each test the facts `pre` imply true (or false)
+  is replaced by that value everywhere, and what is left simplified (a guard's `c.arg > 0` makes `c == 0 ? x : x % c`
+  plain `x % c`, which z3's arithmetic then reasons about). Sound for proofs only: every model of the query gives each test
+  the value `pre` implies, so it is a model of the rewritten query too; unsat there is unsat here. A model of the rewritten
+  query proves nothing (a fact that was itself a test may be gone), so only unsat counts."""
+  q = list(query)
+  check = solver(TEST_RLIMIT)
+  check.add(*pre)
+  for _ in range(rounds):
+    subs = []
+    for t in case_tests(q):
+      for value in (True, False):
+        check.push()
+        check.add(z3.Not(t) if value else t)
+        implied = check.check() == z3.unsat
+        check.pop()
+        if implied:
+          subs.append((t, z3.BoolVal(value)))
+          break
+    if not subs: break
+    q = [z3.simplify(z3.substitute(f, *subs)) for f in q]
+  # first without the captures' dtype ranges (fewer facts: unsat without them is unsat with them; z3 then does not enumerate
+  # the small ranges of 8-bit values), then with them; asked only where the plain query in an integer encoding ran out
+  for facts, limit in (([f for f in q if not _is_range(f)], rlimit), (q, rlimit)):
+    s = solver(limit)
+    s.add(*facts)
+    if s.check() == z3.unsat: return True
+  return False
+
+def split_cases(query: list, rlimit: int, most: int = 2) -> bool:
+  """The query is unsatisfiable in each case of its free boolean choices (a WHERE's condition the pattern leaves open:
+  `c ? t >> k : f >> k`), up to `most` of them: each case has them replaced by True or False and simplified, and needs a
+  quarter of the budget. Sound and complete for these: a model gives each choice one value, so it is a model of that case."""
+  conds: dict[int, z3.ExprRef] = {}
+  def go(e, seen: set) -> None:
+    if e.get_id() in seen or not z3.is_app(e): return
+    seen.add(e.get_id())
+    c = e.arg(0) if e.decl().kind() == z3.Z3_OP_ITE else None
+    if c is not None and z3.is_const(c) and c.decl().kind() == z3.Z3_OP_UNINTERPRETED: conds[c.get_id()] = c
+    for ch in e.children(): go(ch, seen)
+  seen: set = set()
+  for f in query: go(f, seen)
+  if not conds or len(conds) > most: return False
+  cs = list(conds.values())
+  for values in itertools.product((True, False), repeat=len(cs)):
+    s = solver(max(rlimit // 4, 1))
+    s.add(*[z3.simplify(z3.substitute(f, *[(c, z3.BoolVal(v)) for c, v in zip(cs, values)])) for f in query])
+    if s.check() != z3.unsat: return False
+  return True
+
+def _is_range(f: z3.ExprRef) -> bool:
+  """`lo <= v <= hi` of a variable and two numbers: a capture's dtype range in the "int" encoding (smt.in_range)."""
+  return z3.is_and(f) and f.num_args() == 2 and all(z3.is_app(a) and a.decl().kind() in (z3.Z3_OP_GE, z3.Z3_OP_LE) and z3.is_const(a.arg(0))
+                                                     and z3.is_int_value(a.arg(1)) for a in f.children())
 
 def satisfiable(inst: Instance, rlimit: int) -> bool:
   s = solver(rlimit)

@@ -10,6 +10,7 @@ from runtime.dtype import DType, dtypes
 from runtime.ops import ARITY, GroupOp, Ops
 from dslc import smt
 from dslc.smt import PInt, Unsupported
+from dslc.verify_contracts import CONTRACTS
 from dslc.verify_nodes import MEANINGS, Helper, Maybe, Opaque, OpOf, SNode, Sym, and_, is_sym, py_bool
 
 SAFE_BUILTINS = {n: getattr(builtins, n) for n in ("len", "isinstance", "tuple", "list", "range", "zip", "enumerate", "reversed", "sorted",
@@ -287,7 +288,7 @@ def membership(sym: Sym, item: Any, container: Any) -> Any:
 
 def call(sym: Sym, fn: Any, args: list, text: str) -> Any:
   if isinstance(fn, Helper):
-    meaning = MEANINGS.get(fn.qualname)
+    meaning = MEANINGS.get(fn.qualname) or CONTRACTS.get(fn.qualname)
     if meaning is None: raise Unsupported(f"helper {fn.qualname.rsplit('.', 1)[-1]} has no SMT meaning")
     return meaning(sym, *args)
   if isinstance(fn, tuple) and len(fn) == 2 and isinstance(fn[0], SNode):

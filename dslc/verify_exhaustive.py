@@ -5,7 +5,7 @@ result's dtype. The rule's result is evaluated on all inputs at once with numpy,
 evaluated with exec_alu itself too, and any difference is reported rather than trusted.
 """
 from __future__ import annotations
-import math, re
+import math, os, re, sys, time
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
@@ -70,10 +70,10 @@ def _int_np(d: DType):
 def _eval(u: UOp, s: list, n: int) -> np.ndarray:
   d, op = u.dtype, u.op
   if d.count != 1: raise Unevaluable(f"a vector {d}")
-  if op is Ops.CONST:
-    if dtypes.is_float(d): return np.full(n, float(u.arg))
-    if d is dtypes.bool: return np.full(n, bool(u.arg))
-    return np.full(n, u.arg, dtype=_int_np(d))
+  if op is Ops.CONST:  # one value broadcast (no copy): ufuncs read it as n of them
+    if dtypes.is_float(d): return np.broadcast_to(np.float64(u.arg), n)
+    if d is dtypes.bool: return np.broadcast_to(np.bool_(u.arg), n)
+    return np.broadcast_to(np.array(u.arg, dtype=_int_np(d)), n)
   if op is Ops.CAST:
     src = u.src[0].dtype
     if dtypes.is_float(d):
@@ -130,12 +130,16 @@ def ulps(got: np.ndarray, ref: np.ndarray, d: DType) -> np.ndarray:
 def check(rule: Rule, fn: str, tolerance: float, d: DType, rule_fn: Callable, scalar_eval: Callable) -> tuple[str, str]:
   """(status, detail) of an approximate rule on every value of its input of dtype d, against REFERENCES[fn]."""
   if fn not in REFERENCES: return "unsupported", f"no reference function {fn!r} (one of {', '.join(REFERENCES)})"
-  if d.itemsize * 8 > 16: return "unsupported", f"{dname(d)} has {2 ** (8 * d.itemsize):,} values: too many to check them all"
+  wide = d.itemsize * 8 > 16
+  if wide and (d is not dtypes.float32 or os.environ.get("DSLC_VERIFY_ALL32") != "1"):
+    return "unsupported", f"{dname(d)} has {2 ** (8 * d.itemsize):,} values: too many to check them all" + \
+      (" (`--all-float32` checks them: minutes of CPU)" if d is dtypes.float32 else "")
   var = uop(Ops.DEFINE_VAR, d, (), ("x", -math.inf, math.inf))
   node = next((uop(op, d, (var,)) for op in rule.pattern.ops or ()), None)
   if node is None: return "unsupported", "an approximate rule whose pattern is not one op of one variable"
   out = rule_fn(node, None)
   if out is None: return "unsupported", f"the rule does not fire on ({node.op.name}:{d.name} x)"
+  if wide: return check_all32(out, var, fn, tolerance, scalar_eval)
   xs = all_values(d)
   try: got = evaluate(out, var, xs)
   except Unevaluable as e: return "unsupported", f"the result has {e}, which the exhaustive check does not evaluate"
@@ -153,6 +157,41 @@ def check(rule: Rule, fn: str, tolerance: float, d: DType, rule_fn: Callable, sc
                               f"over the {tolerance} ulp stated")
   how = "correctly rounded" if err[worst] == 0 else f"within {err[worst]:.3f} ulp (stated: {tolerance})"
   return "proved", f"{fn} of all {len(xs):,} values of {dname(d)} {how}"
+
+CHUNK = 1 << 20  # float32 inputs a step: ~40 arrays of 8 MB while the result is evaluated
+
+def check_all32(out: UOp, var: UOp, fn: str, tolerance: float, scalar_eval: Callable, progress: bool = True,
+                span: tuple[int, int] = (0, 1 << 32)) -> tuple[str, str]:
+  """An approximate float32 rule on all 2^32 bit patterns of its input, CHUNK at a time, as check() does 16-bit inputs: the
+  worst error in ulps over all of them, against REFERENCES[fn] in float64; the numpy evaluation compared with exec_alu's on
+  a sample of each 256th chunk."""
+  d, t0 = dtypes.float32, time.perf_counter()
+  worst, worst_x, worst_got, worst_ref = -1.0, 0.0, 0.0, 0.0
+  for start in range(span[0], span[1], CHUNK):  # span: the bit patterns checked, all of them unless a test asks for fewer
+    with np.errstate(invalid="ignore"):  # a signaling nan's bits, widened, are a quiet nan
+      xs = np.arange(start, start + CHUNK, dtype=np.uint64).astype(np.uint32).view(np.float32).astype(np.float64)
+    try: got = evaluate(out, var, xs)
+    except Unevaluable as e: return "unsupported", f"the result has {e}, which the exhaustive check does not evaluate"
+    if (start // CHUNK) % 256 == 0:
+      for i in list(range(0, CHUNK, 65537)) + [int(j) for j in np.flatnonzero(~np.isfinite(xs))[:4]]:
+        want = scalar_eval(out, {"x": float(xs[i])})
+        if not (math.isnan(want) and math.isnan(got[i]) or math.copysign(1, want) == math.copysign(1, got[i]) and want == got[i]):
+          return "unsupported", (f"the exhaustive evaluator gives {got[i]!r} where exec_alu gives {want!r} (x = {xs[i]!r}): "
+                                 "a bug in dslc/verify_exhaustive.py")
+    with np.errstate(all="ignore"): ref = REFERENCES[fn](xs)
+    err = ulps(got, ref, d)
+    i = int(np.argmax(err))
+    if progress and (start // CHUNK) % 256 == 255:
+      print(f"  {fn} float32: {(start + CHUNK) / (1 << 32):.0%} of the inputs, {time.perf_counter() - t0:.0f} s, worst so far "
+            f"{max(worst, float(err[i])):.3f} ulp", file=sys.stderr, flush=True)
+    if err[i] > worst: worst, worst_x, worst_got, worst_ref = float(err[i]), float(xs[i]), float(got[i]), float(ref[i])
+  secs = time.perf_counter() - t0
+  if worst > tolerance:
+    return "counterexample", (f"x = {worst_x!r}:float32: the result {worst_got!r} is {worst:.3f} ulp from {fn}(x) = {worst_ref!r}, "
+                              f"over the {tolerance} ulp stated")
+  how = "correctly rounded" if worst == 0 else f"within {worst:.3f} ulp (stated: {tolerance})"
+  which = f"all {1 << 32:,}" if span == (0, 1 << 32) else f"{span[1] - span[0]:,}"
+  return "proved", f"{fn} of {which} values of float32 {how} ({secs:.0f} s)"
 
 def scalar(out: UOp, env: dict) -> Any:
   from dslc.verify_replay import evaluate as exec_evaluate

@@ -43,15 +43,15 @@ def test_proved_and_counterexamples(tmp_path):
   assert x < 0 and x % 2 and exec_alu(Ops.SHR, d, [x, 1]) == int(m.group(3)) and exec_alu(Ops.IDIV, d, [x, 2]) == int(m.group(4))
 
 def test_unsupported_says_why(tmp_path):
-  out = outcomes(tmp_path, """from rules.symbolic_helpers import add_term
+  out = outcomes(tmp_path, """from rules.symbolic_helpers import fold_divmod
 ruleset t
-(ADD s@(ADD) y:ints) -> add_term(s, y)
+u@(IDIV x:ints c@(CONST)) -> fold_divmod(u, x, c.arg)
 (ADD x:ints y) if x.dtype.count > 1 -> x
 (EXP2 (LOG2 x:floats)) -> x
 ruleset c(ctx: dict)
 (NEG x) if ctx.get(x) is not None -> x
 """)
-  assert out[3] == ("unsupported", "helper add_term has no SMT meaning (for int8)"), out[3]
+  assert out[3] == ("unsupported", "helper fold_divmod has no SMT meaning (for int8)"), out[3]
   assert out[4][0] == "unsupported" and "no scalar node" in out[4][1]
   # exp2 and log2 have no SMT meaning: whatever z3 finds, exec_alu's exp2(log2(x)) is not x on every float
   assert out[5][0] in ("counterexample", "unsupported"), out[5]
@@ -101,3 +101,25 @@ ruleset t
   x, d, c = int(m[1]), getattr(dtypes, m[2]), int(m[3])
   assert c == dtypes.min(d) and exec_alu(Ops.IDIV, d, [x, c]) == int(m[4])
   assert exec_alu(Ops.MUL, d, [exec_alu(Ops.IDIV, d, [x, exec_alu(Ops.NEG, d, [c])]), -1]) == int(m[5]) != int(m[4])
+
+def test_float32_exhaustive_check(monkeypatch):
+  """An approximate float32 rule: unsupported unless asked (2^32 inputs), checked chunk by chunk with --all-float32; here
+  one chunk, the one holding exp2's worst input (found so: 1.227 ulp at x = -0.49871447682380676), against two bounds."""
+  import math
+  import numpy as np
+  from runtime.uop import uop
+  from dslc import verify, verify_exhaustive as E
+  path = os.path.join(ROOT, "rules", "decompositions.rules")
+  monkeypatch.delenv("DSLC_VERIFY_ALL32", raising=False)
+  out = {o.rule.span.line: o for o in verify_file(path, "rules/decompositions.rules")}
+  exp2 = next(o for o in out.values() if "EXP2 x:float32)" in o.rule.text)
+  assert exp2.status == "unsupported" and "--all-float32" in exp2.detail, exp2.detail
+  _, _, replay = verify._load(path, "rules/decompositions.rules")
+  var = uop(Ops.DEFINE_VAR, dtypes.float32, (), ("x", -math.inf, math.inf))
+  result = replay.rules_by_line[exp2.rule.span.line](uop(Ops.EXP2, dtypes.float32, (var,)), None)
+  bits = int(np.float32(-0.49871447682380676).view(np.uint32))
+  span = (bits & ~(E.CHUNK - 1), (bits & ~(E.CHUNK - 1)) + E.CHUNK)
+  status, detail = E.check_all32(result, var, "exp2", 1.22, E.scalar, progress=False, span=span)
+  assert status == "counterexample" and "x = -0.49871447682380676:float32" in detail and "1.227 ulp" in detail, detail
+  status, detail = E.check_all32(result, var, "exp2", 1.23, E.scalar, progress=False, span=span)
+  assert status == "proved" and "within 1.227 ulp" in detail, detail
