@@ -15,7 +15,7 @@ from runtime.dtype import DType, dtypes
 from tensor.file_bytes import _FileBytes, _lazy_tensor
 from tensor.tensor import Tensor
 
-__all__ = ["gguf_load", "GGUFError", "GGML_TYPES"]
+__all__ = ["gguf_load", "gguf_load_blocks", "dequantize", "is_quantized", "GGUFError", "GGML_TYPES"]
 
 class GGUFError(ValueError):
   """A GGUF file that breaks the format (or uses a tensor type we can't read). The message names the file and the fault."""
@@ -137,26 +137,33 @@ def _f16(b: Tensor) -> Tensor: return _u16(b).bitcast(dtypes.float16).cast(dtype
 
 def _nibbles(q: Tensor) -> Tensor:
   """(..., k) bytes -> (..., 2, k) int32: the low 4 bits of each, then the high 4 (ggml's order within a group)."""
-  q = q.cast(dtypes.int32).unsqueeze(-2)
-  return Tensor.cat(q & 15, q >> 4, dim=-2)
+  return _bits(q, 4)
 
 def _bits(q: Tensor, width: int) -> Tensor:
-  """(..., k) bytes -> (..., 8 // width, k) int32: fields of `width` bits from the lowest up."""
-  q = q.cast(dtypes.int32).unsqueeze(-2)
-  return Tensor.cat(*[(q >> s) & ((1 << width) - 1) for s in range(0, 8, width)], dim=-2)
+  """(..., k) bytes -> (..., 8 // width, k) int32: fields of `width` bits from the lowest up. One shift by an arange over
+  an expanded axis, not a concatenation: a kernel reading element i then computes one field, not all of them."""
+  n = 8 // width
+  q = q.cast(dtypes.int32).unsqueeze(-2).expand(*q.shape[:-1], n, q.shape[-1])
+  shifts = (Tensor.arange(n, dtype=dtypes.int32, device=q.device) * width).reshape(n, 1)
+  return (q >> shifts) & ((1 << width) - 1)
 
-def _q4_0(b: Tensor) -> Tensor:  # (n, 18): d, 16 bytes of 32 nibbles
-  return _f16(b[:, 0:2]).unsqueeze(-1) * (_nibbles(b[:, 2:]).flatten(1) - 8).float()
+# Each quantized type as groups: value[g, i] = scale[g] * q[g, i] - minus[g] (minus None: 0), q small integers in
+# float32. dequantize multiplies them out; a matmul can instead sum q * x within a group and scale once per group
+# (tensor/llm/quant.py), reading only the blocks. (n, bsize) bytes -> q (n, groups, size), scale and minus (n, groups).
+Groups = tuple[Tensor, Tensor, "Tensor | None"]
 
-def _q4_1(b: Tensor) -> Tensor:  # (n, 20): d, m, 32 nibbles
-  return _f16(b[:, 0:2]).unsqueeze(-1) * _nibbles(b[:, 4:]).flatten(1).float() + _f16(b[:, 2:4]).unsqueeze(-1)
+def _g_q4_0(b: Tensor) -> Groups:  # (n, 18): d, 16 bytes of 32 nibbles
+  return (_nibbles(b[:, 2:]).flatten(1) - 8).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
-def _q5_0(b: Tensor) -> Tensor:  # (n, 22): d, 32 high bits (element i: bit i), 32 nibbles
+def _g_q4_1(b: Tensor) -> Groups:  # (n, 20): d, m, 32 nibbles (value d * q + m)
+  return _nibbles(b[:, 4:]).flatten(1).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), -_f16(b[:, 2:4]).unsqueeze(1)
+
+def _g_q5_0(b: Tensor) -> Groups:  # (n, 22): d, 32 high bits (element i: bit i), 32 nibbles
   high = _bits(b[:, 2:6], 1).transpose(-1, -2).flatten(1)    # (n, 32): byte j's bit k is element 8j + k
-  return _f16(b[:, 0:2]).unsqueeze(-1) * ((_nibbles(b[:, 6:]).flatten(1) | (high << 4)) - 16).float()
+  return ((_nibbles(b[:, 6:]).flatten(1) | (high << 4)) - 16).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
-def _q8_0(b: Tensor) -> Tensor:  # (n, 34): d, 32 int8
-  return b[:, 2:].bitcast(dtypes.int8).float() * _f16(b[:, 0:2]).unsqueeze(-1)
+def _g_q8_0(b: Tensor) -> Groups:  # (n, 34): d, 32 int8
+  return b[:, 2:].bitcast(dtypes.int8).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
 def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
   """Q4_K/Q5_K's 12 bytes of 8 6-bit scales and 8 6-bit mins -> (n, 8) each, as float."""
@@ -166,28 +173,34 @@ def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
   mn = Tensor.cat(m & 63, (md >> 4) | ((m >> 2) & 48), dim=1)
   return sc.float(), mn.float()
 
-def _q4_k(b: Tensor) -> Tensor:  # (n, 144): d, dmin, 12 bytes of scales, 128 bytes of 256 nibbles
+def _g_q4_k(b: Tensor) -> Groups:  # (n, 144): d, dmin, 12 bytes of scales, 128 bytes of 256 nibbles; 8 groups of 32
   sc, mn = _k_scales(b[:, 4:16])
-  d, dm = (_f16(b[:, 0:2]).unsqueeze(-1) * sc).unsqueeze(-1), (_f16(b[:, 2:4]).unsqueeze(-1) * mn).unsqueeze(-1)   # (n, 8, 1)
   q = _nibbles(b[:, 16:].reshape(-1, 4, 32)).reshape(-1, 8, 32).float()
-  return (d * q - dm).flatten(1)
+  return q, _f16(b[:, 0:2]).unsqueeze(-1) * sc, _f16(b[:, 2:4]).unsqueeze(-1) * mn
 
-def _q5_k(b: Tensor) -> Tensor:  # (n, 176): d, dmin, scales, 32 bytes of high bits, 128 bytes of nibbles
+def _g_q5_k(b: Tensor) -> Groups:  # (n, 176): d, dmin, scales, 32 bytes of high bits, 128 bytes of nibbles
   sc, mn = _k_scales(b[:, 4:16])
-  d, dm = (_f16(b[:, 0:2]).unsqueeze(-1) * sc).unsqueeze(-1), (_f16(b[:, 2:4]).unsqueeze(-1) * mn).unsqueeze(-1)
   low = _nibbles(b[:, 48:].reshape(-1, 4, 32)).reshape(-1, 8, 32)
   high = _bits(b[:, 16:48], 1)                                   # (n, 8, 32): group g's high bit is bit g
-  return (d * (low | (high << 4)).float() - dm).flatten(1)
+  return (low | (high << 4)).float(), _f16(b[:, 0:2]).unsqueeze(-1) * sc, _f16(b[:, 2:4]).unsqueeze(-1) * mn
 
-def _q6_k(b: Tensor) -> Tensor:  # (n, 210): 128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, d
+def _g_q6_k(b: Tensor) -> Groups:  # (n, 210): 128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, d; 16 groups of 16
   low = _nibbles(b[:, 0:128].reshape(-1, 2, 64)).reshape(-1, 8, 32)
   high = _bits(b[:, 128:192].reshape(-1, 2, 32), 2).reshape(-1, 8, 32)
   q = ((low | (high << 4)) - 32).reshape(-1, 16, 16).float()
-  d = (_f16(b[:, 208:210]).unsqueeze(-1) * b[:, 192:208].bitcast(dtypes.int8).float()).unsqueeze(-1)   # (n, 16, 1)
-  return (d * q).flatten(1)
+  return q, _f16(b[:, 208:210]).unsqueeze(-1) * b[:, 192:208].bitcast(dtypes.int8).float(), None
 
-DEQUANTIZE: dict[str, Callable[[Tensor], Tensor]] = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q8_0": _q8_0, "Q4_K": _q4_k,
-                                                     "Q5_K": _q5_k, "Q6_K": _q6_k}
+GROUPS: dict[str, Callable[[Tensor], Groups]] = {"Q4_0": _g_q4_0, "Q4_1": _g_q4_1, "Q5_0": _g_q5_0, "Q8_0": _g_q8_0, "Q4_K": _g_q4_k,
+                                                 "Q5_K": _g_q5_k, "Q6_K": _g_q6_k}
+
+def quant_groups(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Groups:
+  """A quantized tensor's raw bytes as groups along its last axis: q (*shape[:-1], groups, size), scale and minus
+  (*shape[:-1], groups); its values are scale[..., None] * q - minus[..., None], flattened over the last two axes."""
+  name, _, bsize = GGML_TYPES[ggml_type]
+  q, scale, minus = GROUPS[name](raw.reshape(-1, bsize))
+  lead, G = shape[:-1], q.shape[-1]
+  ng = shape[-1] // G
+  return q.reshape(*lead, ng, G), scale.reshape(*lead, ng), None if minus is None else minus.reshape(*lead, ng)
 
 def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
   """The raw bytes of a tensor of a ggml type (a uint8 tensor) as values of `shape`: float32 for quantized types."""
@@ -198,13 +211,21 @@ def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
       w = raw.reshape(-1, 4).cast(dtypes.uint32)
       return (w[:, 0] | (w[:, 1] << 8) | (w[:, 2] << 16) | (w[:, 3] << 24)).bitcast(dtypes.float32).reshape(shape)
     return _u16(raw.reshape(-1, 2)).bitcast(dt).reshape(shape)
-  return DEQUANTIZE[name](raw.reshape(-1, bsize)).reshape(shape)
+  q, scale, minus = GROUPS[name](raw.reshape(-1, bsize))
+  w = scale.unsqueeze(-1) * q
+  return (w if minus is None else w - minus.unsqueeze(-1)).reshape(shape)
 
 def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors by name) of a GGUF file, checked whole first (GGUFError on any fault). The file stays open; each
   tensor's bytes are read on first use and dequantized by kernels on `device` (quantized types give float32; F32, F16
   and BF16 keep their type). A tensor's shape is numpy's order (ggml lists sizes innermost first)."""
   if isinstance(fn, Tensor): return _load_from_tensor(fn, device)
+  meta, blocks = gguf_load_blocks(fn, device)
+  return meta, {name: dequantize(raw, t, shape) for name, (raw, t, shape) in blocks.items()}
+
+def gguf_load_blocks(fn: str | os.PathLike, device: str | None = None) -> tuple[dict[str, Any], dict[str, tuple[Tensor, int, tuple[int, ...]]]]:
+  """(metadata, {name: (its raw bytes as a 1-D uint8 tensor, its ggml type id, its shape)}): gguf_load before dequantizing,
+  for a reader that keeps quantized weights as blocks (tensor.llm: `dequantize(raw, type, shape)` inside each matmul)."""
   if not os.path.exists(fn): raise FileNotFoundError(f"{fn}: no such GGUF file")
   f = open(fn, "rb")
   try: meta, table = _read_header(fn, os.fstat(f.fileno()).st_size, lambda pos, n: os.pread(f.fileno(), n, pos))
@@ -212,8 +233,9 @@ def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tupl
     f.close()
     raise
   src = _FileBytes(fn, f, GGUFError, "gguf_load")
-  out = {name: dequantize(_lazy_tensor(src, begin, begin + n, dtypes.uint8, (n,), device, name), t, shape) for name, shape, t, begin, n in table}
-  return meta, out
+  return meta, {name: (_lazy_tensor(src, begin, begin + n, dtypes.uint8, (n,), device, name), t, shape) for name, shape, t, begin, n in table}
+
+def is_quantized(ggml_type: int) -> bool: return GGML_TYPES[ggml_type][0] not in _PLAIN
 
 def _load_from_tensor(t: Tensor, device: str | None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """A GGUF file's bytes already in a uint8 tensor (tinygrad's gguf_load(Tensor) form): the header is parsed from its host copy."""

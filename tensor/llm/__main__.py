@@ -1,33 +1,20 @@
 """python -m tensor.llm --model FILE.gguf: chat in the terminal with a GGUF model, streaming its tokens; --prompt TEXT
-completes one text and exits; --benchmark N prints prefill and decode tokens/s. A missing or malformed file, or an
+completes one text and exits; --benchmark N prints prefill and decode tokens/s; --serve [PORT] serves an OpenAI-compatible
+API (tensor/llm/serve.py) on 127.0.0.1 (--host to change). A missing or malformed file, or an
 unsupported architecture, is one line on stderr (exit status 1)."""
 from __future__ import annotations
-import argparse, sys, time
+import argparse, os, sys, time
 from tensor.llm.model import Transformer, UnsupportedModelError
+from tensor.llm.chat import chat_ids, stream_text
 from tensor.llm.tokenizer import Tokenizer
 from tensor.gguf import GGUFError
 
 def _stream(model: Transformer, tok: Tokenizer, ids: list[int], n: int, temperature: float, top_k: int, top_p: float) -> list[int]:
-  """Generates up to n tokens after ids, printing the text as it grows (a UTF-8 character split over tokens waits)."""
+  """Generates up to n tokens after ids, printing the text as it grows."""
   out: list[int] = []
-  shown = ""
-  stop = {t for t in (tok.eos, tok.special.get("<end_of_turn>"), tok.special.get("<|eot_id|>"), tok.special.get("<|im_end|>")) if t is not None}
-  for t in model.generate(ids, n, temperature, top_k, top_p, stop=stop):
-    if t in stop: break
-    out.append(t)
-    text = tok.decode(out)
-    if not text.endswith("\ufffd"):
-      print(text[len(shown):], end="", flush=True)
-      shown = text
+  for piece, out, _ in stream_text(model, tok, ids, n, temperature, top_k, top_p): print(piece, end="", flush=True)
   print(flush=True)
   return out
-
-def _chat_prompt(tok: Tokenizer, arch: str, history: list[tuple[str, str]]) -> list[int]:
-  """The turns in the model's chat format (gemma's turns, or ChatML for the others)."""
-  if arch.startswith("gemma"):
-    text = "".join(f"<start_of_turn>{role}\n{msg}<end_of_turn>\n" for role, msg in history) + "<start_of_turn>model\n"
-  else: text = "".join(f"<|im_start|>{role}\n{msg}<|im_end|>\n" for role, msg in history) + "<|im_start|>assistant\n"
-  return tok.encode(text)
 
 def main(argv: list[str] | None = None) -> int:
   ap = argparse.ArgumentParser(prog="python -m tensor.llm", description=__doc__.split("\n")[0])
@@ -39,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
   ap.add_argument("--top-k", type=int, default=0)
   ap.add_argument("--top-p", type=float, default=1.0)
   ap.add_argument("--benchmark", type=int, metavar="N", help="print prefill and decode tokens/s for N new tokens")
+  ap.add_argument("--serve", type=int, nargs="?", const=8000, metavar="PORT", help="serve /v1/chat/completions and /v1/models (port 8000; 0: any)")
+  ap.add_argument("--host", default="127.0.0.1", help="the address --serve listens on")
   args = ap.parse_args(argv)
   try:
     model = Transformer.from_gguf(args.model, max_context=args.max_context)
@@ -63,6 +52,19 @@ def main(argv: list[str] | None = None) -> int:
     steady = sorted(times[3:] or times)[len(times[3:] or times) // 2]
     print(f"prefill {prefill:.1f} tokens/s ({len(ids)} tokens, first run: compiles included); decode {1 / steady:.2f} tokens/s (median)")
     return 0
+  if args.serve is not None:
+    from tensor.llm.serve import make_server
+    name = str(model.meta.get("general.name") or os.path.splitext(os.path.basename(args.model))[0])
+    try: server = make_server(model, tok, name, args.host, args.serve, verbose=True)
+    except OSError as e:
+      print(f"error: can't listen on {args.host}:{args.serve}: {e.strerror}", file=sys.stderr)
+      return 1
+    host, port = server.server_address[:2]
+    print(f"serving {name!r} on http://{host}:{port}/v1 (POST /v1/chat/completions, GET /v1/models); Ctrl-C stops", flush=True)
+    try: server.serve_forever()
+    except KeyboardInterrupt: pass
+    finally: server.server_close()
+    return 0
   if args.prompt is not None:
     print(args.prompt, end="", flush=True)
     _stream(model, tok, tok.encode(args.prompt), args.max_new, args.temperature, args.top_k, args.top_p)
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except EOFError: return 0
     if not line.strip(): continue
     history.append(("user", line))
-    out = _stream(model, tok, _chat_prompt(tok, model.cfg.arch, history), args.max_new, args.temperature, args.top_k, args.top_p)
-    history.append(("model", tok.decode(out)))
+    out = _stream(model, tok, chat_ids(tok, model.cfg.arch, history), args.max_new, args.temperature, args.top_k, args.top_p)
+    history.append(("assistant", tok.decode(out)))
 
 if __name__ == "__main__": sys.exit(main())

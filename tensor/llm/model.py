@@ -9,10 +9,11 @@ the position is the bound Variable `start_pos`, the KV cache is written at [star
 from __future__ import annotations
 import math, os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Union
 from runtime.uop import UOp
 from tensor import Tensor, TinyJit, Variable, dtypes
-from tensor.gguf import GGUFError, gguf_load
+from tensor.gguf import GGUFError, dequantize, gguf_load_blocks, is_quantized
+from tensor.llm.quant import QuantizedWeight
 
 __all__ = ["Transformer", "ModelConfig", "UnsupportedModelError", "sample"]
 
@@ -20,6 +21,7 @@ class UnsupportedModelError(ValueError):
   """A GGUF file of an architecture (or with a feature) this module does not run; the message names it."""
 
 ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
+PREFILL_CHUNK = 32   # prompt tokens per step of the captured prefill (the last chunk is padded to it)
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -43,7 +45,7 @@ class ModelConfig:
   gemma: bool                   # embeddings scaled by sqrt(dim), GeGLU, norms after attention and the feed-forward
 
   @staticmethod
-  def from_metadata(meta: dict[str, Any], max_context: int | None, tensors: dict[str, Tensor]) -> ModelConfig:
+  def from_metadata(meta: dict[str, Any], max_context: int | None, tensors: dict[str, Any]) -> ModelConfig:
     arch = meta.get("general.architecture")
     if arch not in ARCHS: raise UnsupportedModelError(f"architecture {arch!r} is not supported (supported: {', '.join(ARCHS)})")
     def get(key: str, default: Any = None) -> Any:
@@ -70,6 +72,12 @@ class ModelConfig:
 
 # ---- pieces ----
 
+Weight = Union[Tensor, QuantizedWeight]
+
+def linear(x: Tensor, w: Weight) -> Tensor:
+  """x @ w.T, w float32 or kept quantized (dequantized inside the matmul)."""
+  return w.matmul(x) if isinstance(w, QuantizedWeight) else x @ w.T
+
 def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
   return x * (x * x).mean(-1, keepdim=True).add(eps).rsqrt() * w   # gemma's 1 + w is in the file's weights (ggml stores it so)
 
@@ -92,13 +100,14 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
 
 class Block:
   """One decoder layer: attention with its KV cache (2, 1, n_kv_heads, max_context, head_dim), then the feed-forward."""
-  def __init__(self, cfg: ModelConfig, w: dict[str, Tensor], layer: int):
+  def __init__(self, cfg: ModelConfig, w: dict[str, Weight], layer: int):
     self.cfg, self.w, self.layer = cfg, w, layer
     self.sliding = cfg.is_sliding(layer)
-    self.cache = Tensor.zeros(2, 1, cfg.n_kv_heads, cfg.max_context, cfg.head_dim).contiguous().realize()
+    # room for a padded prefill chunk past the last position (its padding rows are written, never read)
+    self.cache = Tensor.zeros(2, 1, cfg.n_kv_heads, cfg.max_context + PREFILL_CHUNK, cfg.head_dim).contiguous().realize()
 
   def _lin(self, x: Tensor, name: str) -> Tensor:
-    y = x @ self.w[name + ".weight"].T
+    y = linear(x, self.w[name + ".weight"])
     return y + self.w[name + ".bias"] if name + ".bias" in self.w else y
 
   def attention(self, x: Tensor, sp: Any, rope: tuple[Tensor, Tensor]) -> Tensor:
@@ -139,9 +148,9 @@ class Block:
 
 class Transformer:
   """A decoder-only model: token ids -> next-token logits, with a KV cache per layer. `meta` is the file's metadata."""
-  def __init__(self, cfg: ModelConfig, weights: dict[str, Tensor], meta: dict[str, Any] | None = None):
+  def __init__(self, cfg: ModelConfig, weights: dict[str, Weight], meta: dict[str, Any] | None = None):
     self.cfg, self.meta = cfg, meta or {}
-    per_layer: list[dict[str, Tensor]] = [{} for _ in range(cfg.n_layers)]
+    per_layer: list[dict[str, Weight]] = [{} for _ in range(cfg.n_layers)]
     for name, t in weights.items():
       if name.startswith("blk."):
         _, n, rest = name.split(".", 2)
@@ -150,45 +159,59 @@ class Transformer:
     self.embedding = weights["token_embd.weight"]
     self.output = weights.get("output.weight", self.embedding)   # tied embeddings when the file has no output matrix
     self.output_norm = weights["output_norm.weight"]
-    self.rope = rope_table(cfg.head_dim, cfg.max_context, cfg.rope_base)
-    self.rope_local = rope_table(cfg.head_dim, cfg.max_context, cfg.rope_base_local) if cfg.rope_base_local != cfg.rope_base else self.rope
+    n = cfg.max_context + PREFILL_CHUNK
+    self.rope = rope_table(cfg.head_dim, n, cfg.rope_base)
+    self.rope_local = rope_table(cfg.head_dim, n, cfg.rope_base_local) if cfg.rope_base_local != cfg.rope_base else self.rope
     self.start_pos = Variable("start_pos", 0, cfg.max_context - 1)
-    self.decode_jit = TinyJit(self._decode)
+    self.last = Variable("last", 0, PREFILL_CHUNK - 1)   # the prefill chunk's last real token (the rest is padding)
+    self.decode_jit, self.prefill_jit = TinyJit(self._decode), TinyJit(self._prefill)
+    # the weights and caches are realized already: capture on the first call (a warm-up call would schedule it all twice)
+    self.decode_jit.cnt = self.prefill_jit.cnt = 1
 
   @staticmethod
-  def from_gguf(path: str | os.PathLike, max_context: int | None = None) -> Transformer:
-    """The model of a GGUF file, its weights dequantized to float32 and realized now. max_context: the KV cache's length
-    (at most the model's context_length)."""
-    meta, tensors = gguf_load(path)
-    cfg = ModelConfig.from_metadata(meta, max_context, tensors)
-    weights = {k: v.float().contiguous() for k, v in tensors.items() if k != "rope_freqs.weight"}
-    Tensor.realize(*weights.values())
+  def from_gguf(path: str | os.PathLike, max_context: int | None = None, quantized: bool = False) -> Transformer:
+    """The model of a GGUF file. max_context: the KV cache's length (at most the model's context_length). quantized:
+    quantized weights stay as their blocks in memory and each matmul (and the embedding's row lookup) dequantizes what it
+    reads, in the kernel; else every weight is dequantized to float32 now."""
+    meta, blocks = gguf_load_blocks(path)
+    weights: dict[str, Weight] = {}
+    for k, (raw, t, shape) in blocks.items():
+      if k == "rope_freqs.weight": continue
+      if quantized and is_quantized(t) and len(shape) == 2: weights[k] = QuantizedWeight(raw, t, shape)   # read into memory at first use
+      else: weights[k] = dequantize(raw, t, shape).float().contiguous()
+    cfg = ModelConfig.from_metadata(meta, max_context, weights)
+    Tensor.realize(*[w for w in weights.values() if isinstance(w, Tensor)])
     return Transformer(cfg, weights, meta)
 
-  def forward(self, tokens: Tensor, sp: Any) -> Tensor:
-    """tokens (1, T) int32 at positions [sp, sp + T) -> the logits (1, vocab) after the last one."""
-    x = self.embedding[tokens]                                           # (1, T, dim)
+  def forward(self, tokens: Tensor, sp: Any, last: Any = None) -> Tensor:
+    """tokens (1, T) int32 at positions [sp, sp + T) -> the logits (1, vocab) after the one at `last` (default T - 1)."""
+    emb = self.embedding.dequantized() if isinstance(self.embedding, QuantizedWeight) else self.embedding
+    x = emb[tokens]                                                      # (1, T, dim): only these rows are read
     if self.cfg.gemma: x = x * math.sqrt(self.cfg.dim)
     # each layer's output realized: its KV-cache write realizes k and v anyway, and the next layer then reads a buffer
     # instead of recomputing (and re-scheduling) every layer before it
     for b in self.blocks: x = b(x, sp, self.rope_local if b.sliding else self.rope).realize()
-    x = rms_norm(x[:, -1], self.output_norm, self.cfg.norm_eps)
-    return x @ self.output.T
+    x = x[:, -1] if last is None else x[:, last:last + 1].reshape(x.shape[0], x.shape[2])
+    x = rms_norm(x, self.output_norm, self.cfg.norm_eps)
+    return linear(x, self.output)
 
   def _decode(self, token: Tensor, sp: UOp) -> Tensor: return self.forward(token, sp).realize()
+  def _prefill(self, tokens: Tensor, sp: UOp, last: UOp) -> Tensor: return self.forward(tokens, sp, last).realize()
 
-  def logits(self, tokens: list[int], start_pos: int = 0, chunk: int = 32) -> Tensor:
-    """Feeds tokens at positions start_pos, ... (in chunks of `chunk`; one at a time through the captured decode step)
-    and returns the logits (1, vocab) after the last."""
+  def logits(self, tokens: list[int], start_pos: int = 0, chunk: int | None = None) -> Tensor:
+    """Feeds tokens at positions start_pos, ... and returns the logits (1, vocab) after the last. One token goes through
+    the captured decode step, more through the captured prefill step in chunks of PREFILL_CHUNK (the last padded), so
+    no prompt length compiles anew; `chunk` instead runs chunks of that many uncaptured (eagerly)."""
     if not tokens: raise ValueError("logits of no tokens")
     if start_pos + len(tokens) > self.cfg.max_context:
       raise ValueError(f"{start_pos + len(tokens)} tokens do not fit the context of {self.cfg.max_context} (from_gguf's max_context)")
     out, pos = None, start_pos
     while pos < start_pos + len(tokens):
-      part = tokens[pos - start_pos:pos - start_pos + chunk]
-      t = Tensor([part], dtype=dtypes.int32)
+      part = tokens[pos - start_pos:pos - start_pos + (chunk or PREFILL_CHUNK)]
       sp = self.start_pos.bind(pos)
-      out = self.decode_jit(t, sp) if len(part) == 1 else self.forward(t, sp).realize()
+      if chunk is not None: out = self.forward(Tensor([part], dtype=dtypes.int32), sp).realize()
+      elif len(part) == 1: out = self.decode_jit(Tensor([part], dtype=dtypes.int32), sp)
+      else: out = self.prefill_jit(Tensor([part + [0] * (PREFILL_CHUNK - len(part))], dtype=dtypes.int32), sp, self.last.bind(len(part) - 1))
       pos += len(part)
     assert out is not None
     return out

@@ -11,9 +11,10 @@ from tensor.llm.tokenizer import Tokenizer  # noqa: E402
 
 PROMPTS = ["The capital of France is", "def fibonacci(n):", "Once upon a time"]
 
-def test_greedy_tokens_match_transformers():
+@pytest.mark.parametrize("quantized", [False, True], ids=["float32", "quantized"])
+def test_greedy_tokens_match_transformers(quantized):
   path = g.assemble()
-  model = Transformer.from_gguf(path, max_context=64)
+  model = Transformer.from_gguf(path, max_context=64, quantized=quantized)
   tok = Tokenizer.from_gguf_metadata(model.meta)
   hf = transformers.AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path), dtype=torch.float32)
   for prompt in PROMPTS:

@@ -28,3 +28,17 @@ def test_prompt_benchmark_and_chat(tmp_path, capsys, monkeypatch):
 def test_module_runs():
   r = subprocess.run([sys.executable, "-m", "tensor.llm", "--model", "/nonexistent/x.gguf"], capture_output=True, text=True)
   assert r.returncode == 1 and r.stderr.strip() == "error: /nonexistent/x.gguf: no such file"
+
+def test_serve_flag(tmp_path):
+  # --serve 0: any free port, printed on the first line; the server answers until it is stopped
+  import json, re, urllib.request
+  write_model(tmp_path / "m.gguf", "gemma3", head_dim=32)
+  p = subprocess.Popen([sys.executable, "-m", "tensor.llm", "--model", str(tmp_path / "m.gguf"), "--serve", "0", "--max-context", "64"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  try:
+    line = p.stdout.readline()
+    url = re.search(r"http://127\.0\.0\.1:\d+/v1", line).group()
+    with urllib.request.urlopen(url + "/models", timeout=30) as r: assert json.loads(r.read())["data"][0]["id"] == "m"
+  finally:
+    p.terminate()
+    p.wait(timeout=30)

@@ -1,0 +1,39 @@
+"""tensor/llm/quant.py: a matmul over quantized blocks (each type's groups scaled once per group) equals x @ W.T for
+W dequantized by `gguf`'s numpy reference, to float32 rounding of the sums: |ours - exact| <= 1e-5 * sum_i |x_i w_oi|
+(the bound float32 accumulation of 512 terms in another order keeps, with margin); a tiny model's logits kept quantized
+equal those with its weights dequantized to float32 at load."""
+import sys, pathlib
+import numpy as np
+import pytest
+gguf = pytest.importorskip("gguf", reason="pip install gguf to run the quantized-matmul tests")
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from gguf.quants import dequantize  # noqa: E402
+from tensor import Tensor, dtypes  # noqa: E402
+from tensor.llm import Transformer  # noqa: E402
+from tensor.llm.quant import QuantizedWeight  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "nn"))
+from tiny import write_model  # noqa: E402
+from test_gguf import _random_blocks  # noqa: E402
+
+@pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K], ids=lambda q: q.name)
+def test_quantized_matmul_matches_dequantized(qtype):
+  raw = _random_blocks(qtype, 6, 512, 7 + int(qtype))
+  w = dequantize(raw, qtype).astype(np.float64)                                    # (6, 512)
+  x = np.random.default_rng(int(qtype)).standard_normal((3, 512)).astype(np.float32)
+  qw = QuantizedWeight(Tensor(raw.reshape(-1)).cast(dtypes.uint8).contiguous().realize(), int(qtype), (6, 512))
+  got = qw.matmul(Tensor(x)).numpy()
+  exact = x.astype(np.float64) @ w.T
+  bound = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(w).T)
+  assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+  np.testing.assert_array_equal(qw.dequantized().numpy(), w.astype(np.float32))
+
+def test_model_logits_quantized_equal_float32_load(tmp_path):
+  write_model(tmp_path / "m.gguf", "gemma3", head_dim=32, quant=Q.Q8_0)
+  ids = [1, 5, 300, 17, 42, 9]
+  out = {}
+  for quantized in (False, True):
+    m = Transformer.from_gguf(tmp_path / "m.gguf", max_context=64, quantized=quantized)
+    assert any(isinstance(w, QuantizedWeight) for w in m.blocks[0].w.values()) == quantized
+    out[quantized] = np.stack([m.logits(ids).numpy()[0], m.logits([7], len(ids)).numpy()[0]])
+  np.testing.assert_allclose(out[True], out[False], rtol=0, atol=1e-5 * np.abs(out[False]).max())
