@@ -571,6 +571,10 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool) | (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
   def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool) ^ (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
   def _bitop(self, op: Ops, x, reverse=False) -> Tensor:
+    if type(x) is int and op in _BITOPS and dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype):
+      # a bit mask written unsigned (x | 0xFFFFFFFF on int32) is its two's complement, as C and tinygrad read it
+      bits = 8 * self.dtype.itemsize
+      if dtypes.max(self.dtype) < x < 2 ** bits: x -= 2 ** bits
     a, b = self._operands(x, reverse)
     if dtypes.is_float(a.dtype):
       other = f"{x.dtype} {x.shape}" if isinstance(x, Tensor) else f"{type(x).__name__} {x!r}"

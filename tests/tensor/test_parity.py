@@ -215,7 +215,15 @@ GRADIENTS = [  # (name, ours, torch's, inputs): values and gradients at ties, ze
   ("gelu", lambda a: a.gelu(), lambda a: _F().gelu(a, approximate="tanh"), [0.0, 1.0, -1.0, 300.0, -300.0]),
   ("log1p", lambda a: a.log1p(), lambda a: a.log1p(), [0.0, 1e-9, 1.0, 100.0]),
   ("expm1", lambda a: a.expm1(), lambda a: a.expm1(), [0.0, 1e-9, 1.0, -100.0, 50.0]),
+  # outside the domain the value is nan and the gradient torch's formula: a number, or nan inside (-1, 1) for acosh
+  ("acosh", lambda a: a.acosh(), lambda a: a.acosh(), [-300.0, -2.0, -1.0, -0.5, 0.0, 1.5, 2.0, 300.0]),
+  ("atanh", lambda a: a.atanh(), lambda a: a.atanh(), [-300.0, -2.0, -0.5, -0.0, 0.5, 0.999, 2.0, 300.0]),
+  ("copysign", lambda a: a.copysign(_signs(a)), lambda a: a.copysign(_signs(a)), [-1.0, -0.0, 0.0, 2.0, -3.0, 4.0]),
 ]
+
+def _signs(a):  # a second operand of mixed signs, negative zeros and a nan, of a's kind
+  v = [1.0, -1.0, -0.0, float("nan"), 0.0, -2.0]
+  return Tensor(np.array(v, np.float32)) if isinstance(a, Tensor) else __import__("torch").tensor(v)
 
 @pytest.mark.parametrize("name,ours,theirs,values", GRADIENTS, ids=[g[0] for g in GRADIENTS])
 def test_values_and_gradients_as_torch(name, ours, theirs, values):
@@ -251,3 +259,40 @@ def test_more_zero_gradients_and_error_types():
   with pytest.raises(IndexError): Tensor(3.14).cat(Tensor(3.14))  # no dim to join along (tinygrad's IndexError)
   with pytest.raises(NotImplementedError): x.pad((3, 0), mode="typo")  # torch's error for an unknown mode
   with pytest.raises(ValueError): x.pad((3, 0), mode="typo")
+
+def test_exact_copysign_and_the_users_sigmoid_at_extremes():
+  torch = pytest.importorskip("torch")
+  v = [-1.0, -0.0, 0.0, 1.0, float("inf"), -float("inf"), float("nan")]
+  a, b = np.array([x for x in v for _ in v], np.float32), np.array(v * len(v), np.float32)
+  got = Tensor(a).copysign(Tensor(b)).numpy()
+  want = torch.copysign(torch.tensor(a), torch.tensor(b)).numpy()
+  np.testing.assert_array_equal(got, want)
+  assert (np.signbit(got) == np.signbit(want)).all()                    # signed zeros and infinities exact
+  def sigmoid(x): return x.exp() / (1 + x.exp())                        # tinygrad's test_sigmoid_alt_extreme: 0, not nan
+  for v in (300.0, -300.0):
+    x = Tensor([v])
+    assert sigmoid(x)[0].gradient(x)[0].item() == 0.0
+  x = Tensor([0.5, -3.0])
+  t = torch.tensor([0.5, -3.0], requires_grad=True)
+  (t.exp() / (1 + t.exp())).sum().backward()
+  np.testing.assert_allclose(sigmoid(x).sum().gradient(x)[0].numpy(), t.grad.numpy(), rtol=1e-5)
+  y = torch.tensor([1.0, 100.0], requires_grad=True)                    # a select not taken: 0, where torch's 0 * inf is nan
+  torch.where(y < 50, y.exp(), 0).sum().backward()
+  assert y.grad.isnan()[1]                                              # (docs/tensor.md: where we differ from torch)
+  X = Tensor([1.0, 100.0])
+  np.testing.assert_allclose((X < 50).where(X.exp(), 0).sum().gradient(X)[0].numpy(), [np.e, 0.0], rtol=1e-6)
+
+def test_int_masks_wrap_scatter_reduce_and_uint8_interpolate():
+  torch = pytest.importorskip("torch")
+  assert (Tensor([0], dtype="int") | 0xFFFFFFFF).item() == -1            # an unsigned mask on int32 is its two's complement
+  assert (Tensor([5], dtype="int") & 0xFFFFFFFE).item() == 4
+  assert (Tensor([3], dtype=dtypes.int16) ^ 0xFFFF).item() == ~3
+  with pytest.raises(OverflowError): Tensor([0], dtype="int") | 2 ** 32  # beyond the unsigned range: still an error
+  with pytest.raises(ValueError): Tensor([1, 2]).one_hot(-1)            # tinygrad's: omit num_classes to count them
+  assert Tensor([1, 2]).one_hot().tolist() == [[0, 1, 0], [0, 0, 1]]
+  rng = np.random.default_rng(0)
+  a = rng.uniform(-2, 2, (2, 3, 64, 64)).astype(np.float32)             # tinygrad's TestOpsUint8 image
+  want = torch.nn.functional.interpolate((10 * torch.tensor(a)).relu().type(torch.uint8), size=(10, 10), mode="bilinear")
+  got = Tensor.interpolate((10 * Tensor(a)).relu().cast("uint8"), size=(10, 10), mode="linear")
+  assert got.dtype is dtypes.uint8
+  np.testing.assert_array_equal(got.numpy(), want.numpy())
