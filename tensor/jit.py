@@ -85,6 +85,17 @@ class CapturedJit(Generic[ReturnType]):
     self.guards: list[tuple[UOp, str]] = []  # conditions on the Variables' values the kernels need (a shrink by a Variable)
     self._ops, self._mem = sum(s.ops for s in steps), sum(s.mem for s in steps)
     self._clear_inputs()
+    # the buffers the steps own (outputs, intermediates): an input that is one of them (last call's output fed back) is
+    # read and written by one replay, so it is copied first
+    self._owned = {id(b.base if b.base is not None else b) for s in steps for b in s.bufs if b is not None}
+
+  def _unalias(self, input_buffers: list[Buffer]) -> list[Buffer]:
+    out = list(input_buffers)
+    for k, b in enumerate(out):
+      if id(b.base if b.base is not None else b) in self._owned:
+        out[k] = Buffer(b.device, b.size, b.dtype)
+        copy(out[k], b)
+    return out
 
   def _clear_inputs(self) -> None:
     for j, i, _ in self.input_replace: self.steps[j].bufs[i] = None  # a replay must not keep the caller's buffers alive
@@ -97,6 +108,7 @@ class CapturedJit(Generic[ReturnType]):
 
   def __call__(self, input_buffers: list[Buffer], var_vals: dict[str, int], input_uops: list[UOp] | None = None) -> ReturnType:
     if self.guards: self._check_guards(var_vals)
+    if any(id(b.base if b.base is not None else b) in self._owned for b in input_buffers): input_buffers = self._unalias(input_buffers)
     with self.engine.lock:
       for r, k in self.ret_inputs:
         if input_uops is None: raise JitError("this capture returns one of its inputs: call it through TinyJit")
@@ -186,6 +198,11 @@ def _jit_inputs(args: tuple, kwargs: dict, engine: Engine) -> tuple[list[int | s
       names.append(n)
       tensors.append(a)
     elif isinstance(a, UOp) and a.op is Ops.BIND: var_vals[a.src[0].arg[0]] = a.src[1].arg
+    elif isinstance(a, (list, tuple, dict)):  # tensors in a container argument are inputs too (else a replay reads stale ones)
+      for k, x in (sorted(a.items(), key=lambda kv: str(kv[0])) if isinstance(a, dict) else enumerate(a)):
+        if isinstance(x, Tensor):
+          names.append(f"{n}[{k!r}]")
+          tensors.append(x)
   bases = [realized_buffer(t.uop) for t in tensors]
   if any(u is None for u in bases):
     pending = [t for t, u in zip(tensors, bases) if u is None]

@@ -22,6 +22,7 @@ from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_m
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
 from tensor.autograd import AutogradMixin, note_folded
+from tensor import helpers as _helpers  # noqa: F401  (registers Context(DEFAULT_FLOAT=, DEFAULT_INT=) with Tensor)
 from tensor.creation import CreationMixin
 from tensor.elementwise import ElementwiseMixin
 from tensor.functional import FunctionalMixin
@@ -762,7 +763,8 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
       raise ConstantOverflowError(f"an integer in the {type(data).__name__} does not fit int64 or uint64")
     raise ArgumentTypeError(f"can't make a tensor from a {type(data).__name__} of {arr.dtype}")
   if dtype is None:
-    if arr.dtype.kind == "f" or arr.size == 0: return arr.astype(np.float32)
+    if arr.dtype.kind == "f" or arr.size == 0:  # Python floats take the default float (Context(DEFAULT_FLOAT=) sets it)
+      return arr.astype(np.float32 if dtypes.default_float is dtypes.bfloat16 else dtypes.to_numpy(dtypes.default_float))
     if arr.dtype.kind in "iu":
       return arr.astype(dtypes.to_numpy(_int_dtype_for(int(arr.min()), int(arr.max()), f"an integer in the {type(data).__name__}")))
     return arr

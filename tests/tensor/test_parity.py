@@ -296,3 +296,27 @@ def test_int_masks_wrap_scatter_reduce_and_uint8_interpolate():
   got = Tensor.interpolate((10 * Tensor(a)).relu().cast("uint8"), size=(10, 10), mode="linear")
   assert got.dtype is dtypes.uint8
   np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+def test_jit_replays_read_tensors_in_containers_and_outputs_fed_back():
+  @TinyJit
+  def f(a, arr, d): return (a + arr[0] * d["w"]).realize()
+  for i in range(4):  # tensors in a list or dict argument are inputs: each replay reads this call's
+    got = f(Tensor([1, 1, 1]).realize(), [Tensor([i, i, i]).realize()], {"w": Tensor([2, 2, 2]).realize()})
+    assert got.tolist() == [1 + 2 * i] * 3
+  @TinyJit
+  def g(buf, frame):
+    new = buf[1:].cat(frame, dim=0)
+    return new.contiguous(), new[:1].contiguous()
+  buf, ref = Tensor([[0], [1], [2]]).contiguous().realize(), [0, 1, 2]
+  for i in range(5):  # last call's output is this call's input: a replay must not read what it is overwriting
+    buf, first = g(buf, Tensor([[10 + i]]).contiguous().realize())
+    ref = ref[1:] + [10 + i]
+    assert buf.numpy().ravel().tolist() == ref and first.item() == ref[0]
+
+def test_context_default_float_and_int():
+  with Context(DEFAULT_FLOAT=dtypes.half, DEFAULT_INT="int64"):  # tinygrad's switches: dtypes.default_float itself
+    assert dtypes.default_float is dtypes.half and Tensor([1.5]).dtype is dtypes.half and Tensor.randn(3).dtype is dtypes.half
+    assert (Tensor([1]) * 1.5).dtype is dtypes.half and Tensor([1]).dtype is dtypes.int64 and Tensor.arange(3).dtype is dtypes.int64
+    np.testing.assert_allclose(Tensor([1.5, 2.25]).numpy(), np.array([1.5, 2.25], np.float16))
+  assert dtypes.default_float is dtypes.float32 and Tensor([1.5]).dtype is dtypes.float32 and Tensor([1]).dtype is dtypes.int32
+  with pytest.raises(ValueError, match="DEFAULT_FLOAT must be a float dtype"), Context(DEFAULT_FLOAT="int8"): pass
