@@ -52,6 +52,7 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 
 # a failure's cause, from its message (first match wins): the per-cause table of `--causes SIDE`
 CAUSES: list[tuple[str, str]] = [
+  ("kernel count read from tinygrad's CapturedJit.linear (values checked first)", r"has no attribute 'linear'"),
   ("gradient: target not in the graph", r"is not in the graph of this|no tensor in the graph"),
   ("gradient: wrong value or nan at extremes", r"backward pass tensor \d+ failed|nan != 0.0"),
   ("optimizer Opt on a loop of 0 or 1", r"OptError"),

@@ -257,6 +257,21 @@ class _Recorder:
     self.seen.update(id(b) for b in bufs)
     self.steps.append((runner, list(bufs)))
 
+def _prune(rec: _Recorder, inputs: dict[int, int]) -> set[int]:
+  """Drops the steps that touch no input nor any buffer a kept step touched (their results, computed at the capture, are
+  the same at every replay); gives the buffers of the dropped steps, which memory planning must leave alone. Keeps all
+  when nothing reads an input."""
+  touched, kept, dropped = set(inputs), [], []
+  for runner, bufs in rec.steps:
+    if any(id(b) in touched for b in bufs):
+      kept.append((runner, bufs))
+      touched.update(id(b) for b in bufs)
+    else: dropped.append((runner, bufs))
+  if not kept: return set()
+  if DEBUG >= 1: print(f"JIT prune: {len(dropped)} of {len(rec.steps)} kernels read no input and run only at the capture")
+  rec.steps = kept
+  return {id(b) for _, bufs in dropped for b in bufs}
+
 def _held_buffers(engine: Engine) -> set[int]:
   """The buffers (and their bases) that live tensors hold: the caller may read them, so they are never shared."""
   held: set[int] = set()
@@ -301,10 +316,12 @@ class TinyJit(Generic[ReturnType]):
   """`@TinyJit` on a function or method: call 1 runs it, call 2 runs it and captures its kernels, calls 3+ replay them on
   the new Tensor arguments without running Python. JIT=0 always runs the function; JIT=2 replays kernel by kernel.
   `engine`: the engine whose kernels it captures and whose lock a replay holds (the frontend's, ENGINE, by default; a
-  function realizing with an engine of its own captures with TinyJit(f, engine=that engine))."""
-  def __init__(self, fxn: Callable[..., ReturnType] | None, captured: CapturedJit | None = None, engine: Engine | None = None):
+  function realizing with an engine of its own captures with TinyJit(f, engine=that engine)). `prune=True` (tinygrad's):
+  the kernels that read no input (nor what such a kernel wrote) run once, at the capture, and not at each replay."""
+  def __init__(self, fxn: Callable[..., ReturnType] | None, captured: CapturedJit | None = None, engine: Engine | None = None,
+               prune: bool = False):
     if fxn is None and captured is None: raise JitError("TinyJit needs a function to capture (or a CapturedJit to replay)")
-    self.fxn, self.captured = fxn, captured
+    self.fxn, self.captured, self.prune = fxn, captured, prune
     self.engine = engine if engine is not None else captured.engine if captured is not None else ENGINE
     if self.engine.storage is not ENGINE.storage:
       raise JitError("TinyJit with an engine on another storage: the tensors' buffers are ENGINE's; use Engine(storage=ENGINE.storage)")
@@ -334,7 +351,7 @@ class TinyJit(Generic[ReturnType]):
         raise JitError(f"@TinyJit on the method {getattr(self.fxn, '__qualname__', '?')}: a {type(obj).__name__} can't be weakly referenced "
                        f"(__slots__ without '__weakref__'), so its captures can't be kept apart per instance; add '__weakref__' to "
                        f"its __slots__, or make a TinyJit per instance in __init__") from None
-      entry = table[key] = (ref, TinyJit(self.fxn, engine=self.engine))
+      entry = table[key] = (ref, TinyJit(self.fxn, engine=self.engine, prune=self.prune))
     return _BoundJit(entry[1], obj)
 
   def __call__(self, *args, **kwargs) -> ReturnType:
@@ -377,6 +394,7 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG >= 1: print(f"JIT captured {len(rec.steps)} kernels with {len(input_buffers)} inputs")
     inputs = {id(b): k for k, b in enumerate(input_buffers)}
     held = _held_buffers(engine)
+    if self.prune: held |= _prune(rec, inputs)
     plannable = {k: b for k, b in rec.made.items() if k not in inputs and k not in held}
     placed = _plan(rec.steps, plannable)
     steps, input_replace = [], []

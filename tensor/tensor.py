@@ -258,7 +258,8 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def detach(self) -> Tensor: return Tensor(uop(Ops.DETACH, self.dtype, (self.uop,)))
   def assign(self, x: Tensor | Any) -> Tensor:
     """Write x into this tensor's storage (its shape and dtype must match); returns self, now holding x's values."""
-    x = x if isinstance(x, Tensor) else self.full_like(x)
+    if not isinstance(x, Tensor):  # a number fills; an array or a list is a tensor of self's dtype (torch weights: w.assign(t.numpy()))
+      x = Tensor(x, self.device, self.dtype) if isinstance(x, (np.ndarray, list, tuple)) else self.full_like(x)
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
@@ -268,6 +269,10 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         write_through(self, chain, x)
         return self
       if self.uop.device.__class__ is tuple and not multi.stored(self.uop): self.realize()  # shards to write into (tensor/multi.py)
+      elif self.uop.device.__class__ is not tuple and all(d.__class__ is int for d in self.shape):
+        # a lazy tensor (a layer's Tensor.uniform weight) takes the new value whole: storage of its own to write into,
+        # as load_state_dict gives it (tensors that read its old graph keep reading that)
+        self.uop = Tensor.empty(*self.shape, dtype=self.dtype, device=self.device).uop
     self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 
@@ -753,6 +758,7 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
   if isinstance(data, np.ndarray): return data  # an array converts as numpy's astype does
   if isinstance(data, (bytes, bytearray, memoryview)): return np.frombuffer(bytes(data), dtype=np.uint8)
   if isinstance(data, np.generic): return _to_numpy(np.array(data), dtype)
+  if data is None: data = []  # Tensor(None) is an empty tensor, as tinygrad
   if not isinstance(data, (list, tuple)): raise ArgumentTypeError(f"can't make a Tensor from {type(data).__name__}")
   try:
     with np.errstate(all="ignore"): arr = np.array(data)

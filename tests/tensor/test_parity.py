@@ -320,3 +320,55 @@ def test_context_default_float_and_int():
     np.testing.assert_allclose(Tensor([1.5, 2.25]).numpy(), np.array([1.5, 2.25], np.float16))
   assert dtypes.default_float is dtypes.float32 and Tensor([1.5]).dtype is dtypes.float32 and Tensor([1]).dtype is dtypes.int32
   with pytest.raises(ValueError, match="DEFAULT_FLOAT must be a float dtype"), Context(DEFAULT_FLOAT="int8"): pass
+
+def test_jit_prune_runs_input_free_kernels_once():
+  weights = Tensor.rand(16).realize()
+  f = TinyJit(lambda x: (weights * 2).contiguous() + x, prune=True)
+  for _ in range(4):
+    a = Tensor.rand(16).realize()
+    np.testing.assert_allclose(f(a).numpy(), weights.numpy() * 2 + a.numpy(), rtol=1e-6)
+  assert len(f.captured.steps) == 1  # weights * 2 ran at the capture only; its buffer is kept out of memory planning
+  n = 1 << 10
+  g = TinyJit(lambda buf, new: buf[n // 2:].cat(new), prune=True)
+  buf = Tensor.zeros(n, dtype="int32").contiguous().realize()
+  for i in range(5):  # its output fed back as its input (tinygrad's test_intra_kernel_output_input_aliasing)
+    buf = g(buf, Tensor(np.full(n // 2, i + 1, np.int32)))
+    assert (buf[:n // 2].numpy() == i).all() and (buf[n // 2:].numpy() == i + 1).all()
+
+def test_assign_from_arrays_into_lazy_tensors_and_empty_from_none():
+  torch = pytest.importorskip("torch")
+  from tensor.nn import LSTMCell
+  layer, ref = LSTMCell(8, 4), torch.nn.LSTMCell(8, 4)
+  with torch.no_grad():
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):  # lazy uniform weights take a numpy array whole
+      getattr(layer, name).assign(getattr(ref, name).numpy())
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    (h, c), (th, tc) = layer(Tensor(x)), ref(torch.tensor(x))
+  np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-6)
+  np.testing.assert_allclose(c.numpy(), tc.numpy(), atol=1e-6)
+  t = Tensor.ones(4) + 1
+  old = t * 1                                                          # a lazy reader of t's old value keeps it
+  t.assign([5.0, 6.0, 7.0, 8.0])
+  t += 1
+  assert t.tolist() == [6, 7, 8, 9] and old.tolist() == [2, 2, 2, 2]
+  assert Tensor(None).shape == (0,) and Tensor(None).numpy().size == 0  # tinygrad's empty tensor
+
+def test_backward_accumulates_in_place_and_takes_a_gradient_of_ones_axes():
+  x = Tensor([3.0])
+  (x * 2)[0].backward()
+  first = x.grad
+  (x * 3)[0].backward()
+  (x * x)[0].backward()
+  assert x.grad is first and x.grad.tolist() == [2 + 3 + 6]                # torch's grad.add_, tinygrad's assign
+  y = Tensor([1.0, 2.0, 3.0])
+  assert (y * y).sum().gradient(y, gradient=Tensor([3.0]))[0].tolist() == [6, 12, 18]  # (1,) for a scalar loss
+  with pytest.raises(GradientError, match="they must be the same"): (y * y).sum().gradient(y, gradient=Tensor([3.0, 1.0]))
+
+def test_state_dict_extras_and_shape_arguments_as_tinygrad():
+  from tensor.nn import BatchNorm
+  from tensor.nn.state import load_state_dict
+  layer = BatchNorm(1, track_running_stats=False)                      # a checkpoint's counter the layer does not keep
+  load_state_dict(layer, {"weight": Tensor.ones(1), "bias": Tensor.ones(1), "num_batches_tracked": Tensor.ones(1)})
+  for f in (Tensor.zeros, Tensor.rand, Tensor.empty):
+    for bad in (((2, 2), 2, 2), ((2, 2), (2, 2)), ((128, 128), 0.0, 0.01)):
+      with pytest.raises(ValueError, match="not a tuple among sizes"): f(*bad)
