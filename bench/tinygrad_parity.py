@@ -44,6 +44,7 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
                                                        "TestZeroShapeTensor.test_clone_deviceless_const*",
                                                        "TestZeroShapeTensor.test_clone_with_shrink*",
                                                        "TestZeroShapeTensor.test_numpy_deviceless_const")},
+  ("test/backend/test_tensor.py", "TestTinygrad.test_randperm"): _RNG + ": the permutation tinygrad's generator gives for a seed",
   ("test/backend/test_tensor.py", "TestTinygrad.test_const_backward_pass_optimizer"): "reads Tensor.is_param, newer tinygrad's optimizer marker",
   **{("test/unit/test_gradient.py", t): _UOP for t in ("TestTensorGradient.test_implicit_broadcast_*", "TestMultiOutputGradient.*")},
   ("test/unit/test_attention.py", "*"): "tests tinygrad.llm.model (its model library: rope, SSM blocks, pairwise_topk), not the Tensor API",
@@ -51,6 +52,7 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 
 # a failure's cause, from its message (first match wins): the per-cause table of `--causes SIDE`
 CAUSES: list[tuple[str, str]] = [
+  ("kernel count read from tinygrad's CapturedJit.linear (values checked first)", r"has no attribute 'linear'"),
   ("gradient: target not in the graph", r"is not in the graph of this|no tensor in the graph"),
   ("gradient: wrong value or nan at extremes", r"backward pass tensor \d+ failed|nan != 0.0"),
   ("optimizer Opt on a loop of 0 or 1", r"OptError"),

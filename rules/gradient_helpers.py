@@ -18,6 +18,11 @@ def full_like(x: UOp, value) -> UOp:
   c = uop(Ops.RESHAPE, x.dtype, (c,), (1,) * len(shape))
   return c if all(d == 1 for d in shape) else uop(Ops.EXPAND, x.dtype, (c,), shape)
 
+def is_const(x: UOp) -> bool:
+  """Whether x is a constant as full_like builds it (CONST, reshaped and expanded): it needs no gradient."""
+  while x.op in (Ops.RESHAPE, Ops.EXPAND): x = x.src[0]
+  return x.op is Ops.CONST
+
 def expanded_axes(x: UOp, u: UOp) -> tuple:
   """The axes an EXPAND from x to u broadcast (where their sizes differ): its gradient sums over them."""
   return tuple(i for i, (a, b) in enumerate(zip(x.shape, u.shape)) if a != b)

@@ -170,6 +170,8 @@ class AutogradMixin:
                             "loss.backward(gradient) or loss.gradient(x, gradient=...); or reduce it first (loss.sum())")
       return T(1.0, device=self.device, dtype=self.dtype).uop
     if not isinstance(gradient, T): raise TypeError(f"gradient must be a Tensor, not {type(gradient).__name__}")
+    if gradient.shape != self.shape and [d for d in gradient.shape if d != 1] == [d for d in self.shape if d != 1]:
+      gradient = gradient.reshape(self.shape)  # the same values up to axes of 1 (a (1,) gradient for a scalar loss, as tinygrad)
     if gradient.shape != self.shape:
       raise GradientError(f"gradient of shape {gradient.shape} for a tensor of shape {self.shape}: they must be the same")
     if gradient.device != self.device:
@@ -199,7 +201,9 @@ class AutogradMixin:
     grads = dict(zip(owner, self.gradient(*owner.values(), gradient=gradient, materialize_grads=True)))
     for t in need:
       g = grads[t.uop]
-      t.grad = g if t.grad is None else t.grad + g
+      # accumulated in place (torch's and tinygrad's): an optimizer or a user holding t.grad sees the sum
+      if t.grad is None: t.grad = g
+      else: t.grad.assign(t.grad + g)
     return self
 
 __all__ = ["AutogradMixin", "GradientError", "compute_gradients", "note_folded", "TRAINING"]

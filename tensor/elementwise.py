@@ -75,6 +75,11 @@ def _erf64(x: Tensor) -> Tensor:
   r = small.where(series, tail)
   return x.signbit().where(-r, r)
 
+def _nan_with_gradient(x: Tensor, d: Tensor) -> Tensor:
+  """nan (the value outside a function's domain) whose gradient is d (a formula in x): torch gives acosh and atanh
+  their derivative's formula everywhere, a number where the value is nan (acosh'(-300) = 1/sqrt(300^2 - 1))."""
+  return (x - x.detach()) * d.detach() + math.nan
+
 class ElementwiseMixin:
   """Tensor's elementwise math (numpy's and torch's names)."""
   __slots__ = ()
@@ -138,12 +143,17 @@ class ElementwiseMixin:
     return x.signbit().where(-r, r).cast(out)
   def acosh(self: Tensor) -> Tensor:
     x, out = _wide(self)
-    big = x > 2.0**28
-    t = big.where(0, x - 1)                                       # x - 1 is exact near 1
-    return big.where(x.log() + math.log(2), _log1p64(t + (t * (t + 2)).sqrt())).cast(out)
+    inside = x >= 1
+    x_in = inside.where(x, 2)                                     # the series only sees its domain (finite gradients)
+    big = x_in > 2.0**28
+    t = big.where(0, x_in - 1)                                    # x - 1 is exact near 1
+    r = big.where(x_in.log() + math.log(2), _log1p64(t + (t * (t + 2)).sqrt()))
+    return inside.where(r, _nan_with_gradient(x, 1 / (x * x - 1).sqrt())).cast(out)
   def atanh(self: Tensor) -> Tensor:
     x, out = _wide(self)
-    return (0.5 * _log1p64(2 * x / (1 - x))).cast(out)
+    inside = x.abs() <= 1
+    x_in = inside.where(x, 0)
+    return inside.where(0.5 * _log1p64(2 * x_in / (1 - x_in)), _nan_with_gradient(x, 1 / (1 - x * x))).cast(out)
   def erf(self: Tensor) -> Tensor:
     x, out = _wide(self)
     return _erf64(x).cast(out)
@@ -192,7 +202,12 @@ class ElementwiseMixin:
     a, b = a._float(), b._float()
     u = _UINT[a.dtype.itemsize]
     sign = 1 << (8 * a.dtype.itemsize - 1)
-    return ((a.bitcast(u) & (sign - 1)) | (b.bitcast(u) & sign)).bitcast(a.dtype)
+    bits = ((a.bitcast(u) & (sign - 1)) | (b.bitcast(u) & sign)).bitcast(a.dtype)
+    # the bits carry no gradient: torch's is g * result / self (+-1), 0 where self is 0; added as a zero that is exact
+    # where self is finite and nonzero (elsewhere the bits alone: their gradient is 0)
+    flip = (a.signbit() != b.signbit()).detach().where(-1.0, 1.0).cast(a.dtype)
+    plain = a.isfinite() & a.ne(0)
+    return plain.where(bits.detach() + (a - a.detach()) * flip, bits)
   def fmod(self: Tensor, other) -> Tensor:
     """C's fmod: the remainder of division toward zero, with the dividend's sign; ints: x fmod 0 is 0 (as numpy)."""
     a, b = self._operands(other)

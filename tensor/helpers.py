@@ -1,15 +1,35 @@
 """Helpers for user scripts, with the names tinygrad's `tinygrad.helpers` gives them: timing a block (`Timing`), downloading a
 file once into a cache (`fetch`), walking a dotted path into a model (`get_child`), a progress bar (`tqdm`, `trange`), and
-the environment flags (`getenv`, `DEBUG`, `Context`, `TRAINING`: `Context(TRAINING=1)` is `Tensor.train()`) and `colored`.
+the environment flags (`getenv`, `DEBUG`, `Context`, `TRAINING`: `Context(TRAINING=1)` is `Tensor.train()`; `DEFAULT_FLOAT`,
+`DEFAULT_INT`: `Context(DEFAULT_FLOAT=dtypes.half)` sets `dtypes.default_float`) and `colored`.
 Frontend layer: needs no Tensor.
 """
 from __future__ import annotations
 import contextlib, gzip, hashlib, os, pathlib, sys, tempfile, time, urllib.error, urllib.request
 from typing import Any, Callable, Generic, Iterable, Iterator, TextIO, TypeVar
 from runtime.helpers import DEBUG, Context, ContextVar, GlobalCounters, colored, getenv, prod
+from runtime.dtype import DType, dtypes
 from tensor.autograd import TRAINING
+from tensor.errors import ArgumentValueError, to_dtype
 
 T = TypeVar("T")
+
+class _DefaultDType(ContextVar):
+  """`Context(DEFAULT_FLOAT=dtypes.half)` (tinygrad's): the dtype that Python floats (or ints) and float results take,
+  `dtypes.default_float` itself, so the two can't disagree. A DType or its name."""
+  def __init__(self, key: str, attr: str, kind: str):
+    self.attr, self.kind = attr, kind
+    super().__init__(key, getattr(dtypes, attr).name)
+  @property  # type: ignore[override]
+  def value(self) -> DType: return getattr(dtypes, self.attr)
+  @value.setter
+  def value(self, v) -> None:
+    dt = to_dtype(v.lower() if isinstance(v, str) else v)
+    if not (dtypes.is_float(dt) if self.kind == "float" else dtypes.is_int(dt)):
+      raise ArgumentValueError(f"{self.key} must be a {self.kind} dtype, got {dt}")
+    setattr(dtypes, self.attr, dt)
+
+DEFAULT_FLOAT, DEFAULT_INT = _DefaultDType("DEFAULT_FLOAT", "default_float", "float"), _DefaultDType("DEFAULT_INT", "default_int", "int")
 
 class Timing(contextlib.ContextDecorator):
   """Prints how long a block took: `with Timing("load "): ...` prints `load  12.34 ms` (`on_exit(ns)` adds a suffix)."""
@@ -131,4 +151,4 @@ def trange(*args: int, **kwargs) -> tqdm[int]:
   return tqdm(range(*args), **kwargs)
 
 __all__ = ["Timing", "FetchError", "downloads_dir", "fetch", "get_child", "tqdm", "trange", "getenv", "DEBUG", "Context", "ContextVar",
-           "GlobalCounters", "colored", "prod", "TRAINING"]
+           "GlobalCounters", "colored", "prod", "TRAINING", "DEFAULT_FLOAT", "DEFAULT_INT"]

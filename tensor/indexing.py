@@ -408,9 +408,13 @@ class IndexingMixin:
 
   def scatter(self: Tensor, dim: int, index: Tensor, src: Tensor | float, reduce: str | None = None) -> Tensor:
     """A copy of self with src written at index along dim (torch's scatter; reduce "add" or "multiply" combines with
-    the old value instead). Of several writes to one place without reduce, the last one wins."""
+    the old value instead; only with a number as src, as tinygrad: for a Tensor src it is scatter_reduce, where torch
+    deprecates it). Of several writes to one place without reduce, the last one wins."""
     if reduce is not None:
       if reduce not in ("add", "multiply"): raise ArgumentValueError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+      if isinstance(src, IndexingMixin):
+        raise ArgumentTypeError(f"scatter(reduce={reduce!r}) takes a number as src, got a Tensor of shape {src.shape}: "
+                                f"use scatter_reduce(dim, index, src, {_REDUCE[reduce]!r})")
       return self.scatter_reduce(dim, index, src, _REDUCE[reduce], include_self=True)
     return _scatter(self, dim, index, src, None, True)
 

@@ -85,6 +85,17 @@ class CapturedJit(Generic[ReturnType]):
     self.guards: list[tuple[UOp, str]] = []  # conditions on the Variables' values the kernels need (a shrink by a Variable)
     self._ops, self._mem = sum(s.ops for s in steps), sum(s.mem for s in steps)
     self._clear_inputs()
+    # the buffers the steps own (outputs, intermediates): an input that is one of them (last call's output fed back) is
+    # read and written by one replay, so it is copied first
+    self._owned = {id(b.base if b.base is not None else b) for s in steps for b in s.bufs if b is not None}
+
+  def _unalias(self, input_buffers: list[Buffer]) -> list[Buffer]:
+    out = list(input_buffers)
+    for k, b in enumerate(out):
+      if id(b.base if b.base is not None else b) in self._owned:
+        out[k] = Buffer(b.device, b.size, b.dtype)
+        copy(out[k], b)
+    return out
 
   def _clear_inputs(self) -> None:
     for j, i, _ in self.input_replace: self.steps[j].bufs[i] = None  # a replay must not keep the caller's buffers alive
@@ -97,6 +108,7 @@ class CapturedJit(Generic[ReturnType]):
 
   def __call__(self, input_buffers: list[Buffer], var_vals: dict[str, int], input_uops: list[UOp] | None = None) -> ReturnType:
     if self.guards: self._check_guards(var_vals)
+    if any(id(b.base if b.base is not None else b) in self._owned for b in input_buffers): input_buffers = self._unalias(input_buffers)
     with self.engine.lock:
       for r, k in self.ret_inputs:
         if input_uops is None: raise JitError("this capture returns one of its inputs: call it through TinyJit")
@@ -186,6 +198,11 @@ def _jit_inputs(args: tuple, kwargs: dict, engine: Engine) -> tuple[list[int | s
       names.append(n)
       tensors.append(a)
     elif isinstance(a, UOp) and a.op is Ops.BIND: var_vals[a.src[0].arg[0]] = a.src[1].arg
+    elif isinstance(a, (list, tuple, dict)):  # tensors in a container argument are inputs too (else a replay reads stale ones)
+      for k, x in (sorted(a.items(), key=lambda kv: str(kv[0])) if isinstance(a, dict) else enumerate(a)):
+        if isinstance(x, Tensor):
+          names.append(f"{n}[{k!r}]")
+          tensors.append(x)
   bases = [realized_buffer(t.uop) for t in tensors]
   if any(u is None for u in bases):
     pending = [t for t, u in zip(tensors, bases) if u is None]
@@ -240,6 +257,21 @@ class _Recorder:
     self.seen.update(id(b) for b in bufs)
     self.steps.append((runner, list(bufs)))
 
+def _prune(rec: _Recorder, inputs: dict[int, int]) -> set[int]:
+  """Drops the steps that touch no input nor any buffer a kept step touched (their results, computed at the capture, are
+  the same at every replay); gives the buffers of the dropped steps, which memory planning must leave alone. Keeps all
+  when nothing reads an input."""
+  touched, kept, dropped = set(inputs), [], []
+  for runner, bufs in rec.steps:
+    if any(id(b) in touched for b in bufs):
+      kept.append((runner, bufs))
+      touched.update(id(b) for b in bufs)
+    else: dropped.append((runner, bufs))
+  if not kept: return set()
+  if DEBUG >= 1: print(f"JIT prune: {len(dropped)} of {len(rec.steps)} kernels read no input and run only at the capture")
+  rec.steps = kept
+  return {id(b) for _, bufs in dropped for b in bufs}
+
 def _held_buffers(engine: Engine) -> set[int]:
   """The buffers (and their bases) that live tensors hold: the caller may read them, so they are never shared."""
   held: set[int] = set()
@@ -284,10 +316,12 @@ class TinyJit(Generic[ReturnType]):
   """`@TinyJit` on a function or method: call 1 runs it, call 2 runs it and captures its kernels, calls 3+ replay them on
   the new Tensor arguments without running Python. JIT=0 always runs the function; JIT=2 replays kernel by kernel.
   `engine`: the engine whose kernels it captures and whose lock a replay holds (the frontend's, ENGINE, by default; a
-  function realizing with an engine of its own captures with TinyJit(f, engine=that engine))."""
-  def __init__(self, fxn: Callable[..., ReturnType] | None, captured: CapturedJit | None = None, engine: Engine | None = None):
+  function realizing with an engine of its own captures with TinyJit(f, engine=that engine)). `prune=True` (tinygrad's):
+  the kernels that read no input (nor what such a kernel wrote) run once, at the capture, and not at each replay."""
+  def __init__(self, fxn: Callable[..., ReturnType] | None, captured: CapturedJit | None = None, engine: Engine | None = None,
+               prune: bool = False):
     if fxn is None and captured is None: raise JitError("TinyJit needs a function to capture (or a CapturedJit to replay)")
-    self.fxn, self.captured = fxn, captured
+    self.fxn, self.captured, self.prune = fxn, captured, prune
     self.engine = engine if engine is not None else captured.engine if captured is not None else ENGINE
     if self.engine.storage is not ENGINE.storage:
       raise JitError("TinyJit with an engine on another storage: the tensors' buffers are ENGINE's; use Engine(storage=ENGINE.storage)")
@@ -317,7 +351,7 @@ class TinyJit(Generic[ReturnType]):
         raise JitError(f"@TinyJit on the method {getattr(self.fxn, '__qualname__', '?')}: a {type(obj).__name__} can't be weakly referenced "
                        f"(__slots__ without '__weakref__'), so its captures can't be kept apart per instance; add '__weakref__' to "
                        f"its __slots__, or make a TinyJit per instance in __init__") from None
-      entry = table[key] = (ref, TinyJit(self.fxn, engine=self.engine))
+      entry = table[key] = (ref, TinyJit(self.fxn, engine=self.engine, prune=self.prune))
     return _BoundJit(entry[1], obj)
 
   def __call__(self, *args, **kwargs) -> ReturnType:
@@ -360,6 +394,7 @@ class TinyJit(Generic[ReturnType]):
     if DEBUG >= 1: print(f"JIT captured {len(rec.steps)} kernels with {len(input_buffers)} inputs")
     inputs = {id(b): k for k, b in enumerate(input_buffers)}
     held = _held_buffers(engine)
+    if self.prune: held |= _prune(rec, inputs)
     plannable = {k: b for k, b in rec.made.items() if k not in inputs and k not in held}
     placed = _plan(rec.steps, plannable)
     steps, input_replace = [], []

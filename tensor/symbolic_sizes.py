@@ -46,6 +46,8 @@ def size_arg(s: Any, what: str, given: Any = _NONE) -> Any:
 
 def shape_arg(args: Sequence, what: str = "shape") -> tuple:
   """A shape given as sizes or one tuple/list of sizes: each an int >= 0 or a symbolic size (>= 0 for every value)."""
+  if len(args) > 1 and any(isinstance(a, (tuple, list)) for a in args):  # f((2, 2), 2): ValueError, as tinygrad's argfix
+    raise ArgumentValueError(f"{what} {tuple(args)!r}: give the sizes, or one tuple of them, not a tuple among sizes")
   given = flat_args(args)
   shape = tuple(s if s.__class__ is int else size_arg(s, what, given) for s in given)
   for s in shape:

@@ -22,6 +22,7 @@ from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_m
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
 from tensor.autograd import AutogradMixin, note_folded
+from tensor import helpers as _helpers  # noqa: F401  (registers Context(DEFAULT_FLOAT=, DEFAULT_INT=) with Tensor)
 from tensor.creation import CreationMixin
 from tensor.elementwise import ElementwiseMixin
 from tensor.functional import FunctionalMixin
@@ -270,7 +271,8 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def detach(self) -> Tensor: return Tensor(uop(Ops.DETACH, self.dtype, (self.uop,)))
   def assign(self, x: Tensor | Any) -> Tensor:
     """Write x into this tensor's storage (its shape and dtype must match); returns self, now holding x's values."""
-    x = x if isinstance(x, Tensor) else self.full_like(x)
+    if not isinstance(x, Tensor):  # a number fills; an array or a list is a tensor of self's dtype (torch weights: w.assign(t.numpy()))
+      x = Tensor(x, self.device, self.dtype) if isinstance(x, (np.ndarray, list, tuple)) else self.full_like(x)
     if x.shape != self.shape: raise ShapeError(f"assign of shape {x.shape} into a tensor of shape {self.shape}")
     if x.dtype is not self.dtype: raise DTypeError(f"assign of dtype {x.dtype} into a tensor of dtype {self.dtype}")
     if x.device != self.device: raise DeviceMismatchError(f"assign from {x.device} into a tensor on {self.device}")
@@ -280,6 +282,10 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         write_through(self, chain, x)
         return self
       if self.uop.device.__class__ is tuple and not multi.stored(self.uop): self.realize()  # shards to write into (tensor/multi.py)
+      elif self.uop.device.__class__ is not tuple and all(d.__class__ is int for d in self.shape):
+        # a lazy tensor (a layer's Tensor.uniform weight) takes the new value whole: storage of its own to write into,
+        # as load_state_dict gives it (tensors that read its old graph keep reading that)
+        self.uop = Tensor.empty(*self.shape, dtype=self.dtype, device=self.device).uop
     self.uop, self._trace = uop(Ops.ASSIGN, self.dtype, (self.uop, x.uop)), None
     return self
 
@@ -584,6 +590,10 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool) | (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
   def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool) ^ (x.cast(dtypes.bool) if isinstance(x, Tensor) else bool(x))
   def _bitop(self, op: Ops, x, reverse=False) -> Tensor:
+    if type(x) is int and op in _BITOPS and dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype):
+      # a bit mask written unsigned (x | 0xFFFFFFFF on int32) is its two's complement, as C and tinygrad read it
+      bits = 8 * self.dtype.itemsize
+      if dtypes.max(self.dtype) < x < 2 ** bits: x -= 2 ** bits
     a, b = self._operands(x, reverse)
     if dtypes.is_float(a.dtype):
       other = f"{x.dtype} {x.shape}" if isinstance(x, Tensor) else f"{type(x).__name__} {x!r}"
@@ -761,6 +771,7 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
   if isinstance(data, np.ndarray): return data  # an array converts as numpy's astype does
   if isinstance(data, (bytes, bytearray, memoryview)): return np.frombuffer(bytes(data), dtype=np.uint8)
   if isinstance(data, np.generic): return _to_numpy(np.array(data), dtype)
+  if data is None: data = []  # Tensor(None) is an empty tensor, as tinygrad
   if not isinstance(data, (list, tuple)): raise ArgumentTypeError(f"can't make a Tensor from {type(data).__name__}")
   try:
     with np.errstate(all="ignore"): arr = np.array(data)
@@ -771,7 +782,8 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
       raise ConstantOverflowError(f"an integer in the {type(data).__name__} does not fit int64 or uint64")
     raise ArgumentTypeError(f"can't make a tensor from a {type(data).__name__} of {arr.dtype}")
   if dtype is None:
-    if arr.dtype.kind == "f" or arr.size == 0: return arr.astype(np.float32)
+    if arr.dtype.kind == "f" or arr.size == 0:  # Python floats take the default float (Context(DEFAULT_FLOAT=) sets it)
+      return arr.astype(np.float32 if dtypes.default_float is dtypes.bfloat16 else dtypes.to_numpy(dtypes.default_float))
     if arr.dtype.kind in "iu":
       return arr.astype(dtypes.to_numpy(_int_dtype_for(int(arr.min()), int(arr.max()), f"an integer in the {type(data).__name__}")))
     return arr

@@ -8,17 +8,17 @@ if TYPE_CHECKING: from tensor.tensor import Tensor
 
 class LookupMixin:
   __slots__ = ()
-  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
-    """(..., num_classes) of 0 and 1 (default int dtype) with a 1 at each value of self, as torch's F.one_hot. With
-    num_classes=-1 the count is max + 1, which reads the values (a realize). Values outside [0, num_classes) give
-    all-zero rows when num_classes is given."""
+  def one_hot(self: Tensor, num_classes: int | None = None) -> Tensor:
+    """(..., num_classes) of 0 and 1 (default int dtype) with a 1 at each value of self, as torch's F.one_hot. Without
+    num_classes the count is max + 1, which reads the values (a realize); a negative num_classes (torch's -1 too) is
+    refused, as tinygrad. Values outside [0, num_classes) give all-zero rows when num_classes is given."""
     if not dtypes.is_int(self.dtype): raise type_error(f"one_hot needs an integer tensor, got {self.dtype} (shape {self.shape})")
-    num_classes = as_int(num_classes, "one_hot: num_classes")
-    if num_classes == -1:
+    if num_classes is None:
       if self.numel() == 0: raise value_error("one_hot: can't infer num_classes from an empty tensor")
       num_classes = int(self.max().item()) + 1
       if int(self.min().item()) < 0: raise value_error("one_hot: class values must not be negative")
-    if num_classes < 0: raise value_error(f"one_hot: num_classes={num_classes} must be -1 or at least 0")
+    num_classes = as_int(num_classes, "one_hot: num_classes")
+    if num_classes < 0: raise value_error(f"one_hot: num_classes={num_classes} must be at least 0 (omit it to count the classes)")
     classes = type(self).arange(num_classes, dtype=self.dtype, device=self.device)
     return (self.unsqueeze(-1) == classes).cast(dtypes.default_int)
 

@@ -110,7 +110,7 @@ class ResampleMixin:
     """Resize the last len(size) axes (any leading axes are batch) to `size`, or by `scale_factor` (the new size is
     floor(size * factor), and the factor itself maps positions, as torch). Modes: "nearest", "nearest-exact",
     "linear" (any number of axes), "bilinear" (2), "trilinear" (3); align_corners for the linear ones.
-    Linear modes give floats; nearest keeps the dtype."""
+    Float inputs keep their float type, ints (uint8 images) come back rounded in their dtype, as tinygrad's."""
     if mode not in ("nearest", "nearest-exact", *LINEAR): raise value_error(f"interpolate: mode={mode!r} must be one of nearest, "
                                                                              "nearest-exact, linear, bilinear, trilinear")
     if align_corners and mode not in LINEAR: raise value_error(f"interpolate: align_corners only goes with the linear modes, not {mode!r}")
@@ -138,10 +138,16 @@ class ResampleMixin:
       axis = x.ndim - 1 - j
       n_in, n_out, scale = spatial[-1 - j], sizes[-1 - j], scales[-1 - j]
       src = _source(mode, n_in, n_out, bool(align_corners), scale, ftype)
+      if len(src) == 4 and dtypes.is_int(self.dtype):  # integer images: 7-bit fixed-point weights, as tinygrad's uint8 lerp
+        lam = np.floor(src[3] * 128 + 0.5) / 128
+        src = (src[0], src[1], (1 - lam).astype(ftype), lam.astype(ftype))
       if np.array_equal(src[0], np.arange(n_in)) and (len(src) == 1 or not src[3].any()): continue  # this axis keeps its values
       # a linear axis read by the next one at two shifted places: computing it once beats fusing it (4x faster at 2x up)
       if done and mode in LINEAR: x = x.contiguous()
       last = x if axis == x.ndim - 1 else x.transpose(axis, -1)
       y = resample(last, [(src[0], None)] if len(src) == 1 else [(src[0], src[2]), (src[1], src[3])])
+      # an integer image is rounded half up after each axis's pass and comes back in its dtype (torch's and tinygrad's
+      # uint8 kernels round per pass too; torch's weights have more bits, so a few values differ from its by 1)
+      if x.dtype is not self.dtype and dtypes.is_int(self.dtype): y = (y + 0.5).floor()
       x, done = (y if axis == x.ndim - 1 else y.transpose(axis, -1)), True
-    return x
+    return x.cast(self.dtype) if dtypes.is_int(self.dtype) else x

@@ -11,6 +11,7 @@ import json, math, os, pathlib, re, stat, struct, tempfile, time
 from typing import Any
 import numpy as np
 from runtime.dtype import DType, dtypes
+from runtime.helpers import DEBUG
 from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.parameters import get_parameters, get_state_dict
@@ -38,17 +39,19 @@ def _is_buffer(t: Tensor) -> bool: return realized_buffer(t.uop) is not None
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, consume: bool = False, realize: bool = True) -> list[Tensor]:
   """Copy state_dict's tensors into model's (matched by name); returns the model's tensors that were loaded.
 
-  strict: every key of the model must be in state_dict and nothing else may be (ValueError listing the keys otherwise).
-  A shape or dtype that differs is a ValueError naming the key (shapes () and (1,) count as the same). A tensor already
-  in memory keeps its storage (optimizers and captured JITs holding it see the new values); a lazy one is replaced.
+  strict: every key of the model must be in state_dict (ValueError listing the missing keys otherwise). Keys of
+  state_dict the model does not have are skipped, as tinygrad (a torch checkpoint's `num_batches_tracked` for a
+  BatchNorm without running stats); DEBUG=1 lists them. A shape or dtype that differs is a ValueError naming the key
+  (shapes () and (1,) count as the same). A tensor already in memory keeps its storage (optimizers and captured JITs
+  holding it see the new values); a lazy one is replaced.
   consume: delete each loaded key from state_dict, so its memory can go as soon as it is copied.
   """
   own = get_state_dict(model)
   missing, unexpected = sorted(own.keys() - state_dict.keys()), sorted(state_dict.keys() - own.keys())
-  if strict and (missing or unexpected):
-    raise ValueError("load_state_dict: " + "; ".join(
-      ([f"missing keys (in the model, not in the state dict): {missing}"] if missing else []) +
-      ([f"unexpected keys (in the state dict, not in the model): {unexpected}"] if unexpected else [])))
+  if strict and missing:
+    raise ValueError(f"load_state_dict: missing keys (in the model, not in the state dict): {missing}"
+                     + (f"; and unused keys (in the state dict, not in the model): {unexpected}" if unexpected else ""))
+  if unexpected and DEBUG >= 1: print(f"load_state_dict: unused keys in the state dict (not in the model): {unexpected}")
   loaded: list[Tensor] = []
   for k, v in own.items():
     if k not in state_dict: continue
@@ -56,7 +59,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     if not isinstance(new, Tensor): raise ValueError(f"load_state_dict: state_dict[{k!r}] is a {type(new).__name__}, not a Tensor")
     if new.shape != v.shape:
       if {new.shape, v.shape} != {(), (1,)}:
-        raise ValueError(f"load_state_dict: shape mismatch for {k!r}: the model has {v.shape}, the state dict {new.shape}")
+        raise ValueError(f"load_state_dict: Shape mismatch in layer `{k}`: Expected shape {v.shape}, but found {new.shape} in state dict.")
       new = new.reshape(v.shape)
     if new.dtype is not v.dtype:
       raise ValueError(f"load_state_dict: dtype mismatch for {k!r}: the model has {v.dtype.name}, the state dict {new.dtype.name}")

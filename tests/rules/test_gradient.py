@@ -31,7 +31,7 @@ def examples() -> list[tuple[Tensor, bool]]:
   x, y = T(np.full((2, 3), 1.5), dtypes.float32), T(np.full((2, 3), 0.5), dtypes.float32)
   i, j = T(np.full((2, 3), 6), dtypes.int32), T(np.full((2, 3), 2), dtypes.int32)
   u = T(np.full((2, 3), 6), dtypes.uint64)
-  out = [x + y, x - y, x * y, -x, x / y, raw(Ops.MULACC, x, y, x), x.maximum(y), raw(Ops.MOD, x, y), raw(Ops.IDIV, x, y),
+  out = [x + y, x - y, x * y, -x, x / y, x / (x + 1), raw(Ops.MULACC, x, y, x), x.maximum(y), raw(Ops.MOD, x, y), raw(Ops.IDIV, x, y),
          raw(Ops.TRUNC, x), x.exp2(), x.log2(), x.sin(), x.sqrt(), x.reciprocal(), x ** y, (x < y).where(x, y),
          x.cast(dtypes.float64), raw(Ops.CONTIGUOUS_BACKWARD, x), x.contiguous(), x.to("CPU"),
          Tensor.empty(2, 3, device=DEV).assign(x * 2), x.reshape(3, 2), x.reshape(2, 1, 3).expand(2, 4, 3), raw(Ops.EXPAND, x, arg=(2, 3)),
@@ -238,3 +238,11 @@ def test_ops_without_a_derivative_give_no_gradient():
   # a step function's derivative is 0 where it is defined: floor, trunc and round pass zeros on
   g, = (x.floor() + x.round()).sum().gradient(x)
   assert g.tolist() == [0.0, 0.0, 0.0]
+
+def test_ratio_with_its_own_numerator_and_exp_at_overflow():
+  """x/(x+c) gives its whole derivative c/(x+c)^2 to the numerator: finite differences agree, and at x = inf it is 0."""
+  x = T([0.5, 3.0, -0.25])
+  got = (x / (x + 2)).sum().gradient(x)[0].numpy()
+  np.testing.assert_allclose(got, 2 / (np.array([0.5, 3.0, -0.25]) + 2) ** 2, rtol=1e-12)
+  e = T([800.0])                                        # exp(800) is inf in float64: a zero upstream gradient stays 0
+  assert (e.exp() / (1 + e.exp())).sum().gradient(e)[0].item() == 0.0

@@ -66,8 +66,8 @@ def test_dtypes_and_values(device):
   assert out.dtype is dtypes.int32
   np.testing.assert_array_equal(out.numpy(), R.interpolate(xi, (5, 7), "nearest").astype(np.int32))
   lin = Tensor(xi, device=device).interpolate((5, 7), mode="bilinear")
-  assert lin.dtype is dtypes.float32
-  R.close(lin, R.interpolate(xi, (5, 7), "linear"))
+  assert lin.dtype is dtypes.int32  # ints come back in their dtype, rounded after each axis (tinygrad's, torch's uint8)
+  assert np.abs(lin.numpy() - R.interpolate(xi, (5, 7), "linear")).max() <= 1
   # an inf stays where its weight reaches: its neighbours two positions away are untouched
   xf = np.array([[[0.0, 1.0, np.inf, 3.0, 4.0, 5.0]]], np.float32)
   got = Tensor(xf, device=device).interpolate((12,), mode="linear").numpy()

@@ -215,7 +215,15 @@ GRADIENTS = [  # (name, ours, torch's, inputs): values and gradients at ties, ze
   ("gelu", lambda a: a.gelu(), lambda a: _F().gelu(a, approximate="tanh"), [0.0, 1.0, -1.0, 300.0, -300.0]),
   ("log1p", lambda a: a.log1p(), lambda a: a.log1p(), [0.0, 1e-9, 1.0, 100.0]),
   ("expm1", lambda a: a.expm1(), lambda a: a.expm1(), [0.0, 1e-9, 1.0, -100.0, 50.0]),
+  # outside the domain the value is nan and the gradient torch's formula: a number, or nan inside (-1, 1) for acosh
+  ("acosh", lambda a: a.acosh(), lambda a: a.acosh(), [-300.0, -2.0, -1.0, -0.5, 0.0, 1.5, 2.0, 300.0]),
+  ("atanh", lambda a: a.atanh(), lambda a: a.atanh(), [-300.0, -2.0, -0.5, -0.0, 0.5, 0.999, 2.0, 300.0]),
+  ("copysign", lambda a: a.copysign(_signs(a)), lambda a: a.copysign(_signs(a)), [-1.0, -0.0, 0.0, 2.0, -3.0, 4.0]),
 ]
+
+def _signs(a):  # a second operand of mixed signs, negative zeros and a nan, of a's kind
+  v = [1.0, -1.0, -0.0, float("nan"), 0.0, -2.0]
+  return Tensor(np.array(v, np.float32)) if isinstance(a, Tensor) else __import__("torch").tensor(v)
 
 @pytest.mark.parametrize("name,ours,theirs,values", GRADIENTS, ids=[g[0] for g in GRADIENTS])
 def test_values_and_gradients_as_torch(name, ours, theirs, values):
@@ -251,3 +259,116 @@ def test_more_zero_gradients_and_error_types():
   with pytest.raises(IndexError): Tensor(3.14).cat(Tensor(3.14))  # no dim to join along (tinygrad's IndexError)
   with pytest.raises(NotImplementedError): x.pad((3, 0), mode="typo")  # torch's error for an unknown mode
   with pytest.raises(ValueError): x.pad((3, 0), mode="typo")
+
+def test_exact_copysign_and_the_users_sigmoid_at_extremes():
+  torch = pytest.importorskip("torch")
+  v = [-1.0, -0.0, 0.0, 1.0, float("inf"), -float("inf"), float("nan")]
+  a, b = np.array([x for x in v for _ in v], np.float32), np.array(v * len(v), np.float32)
+  got = Tensor(a).copysign(Tensor(b)).numpy()
+  want = torch.copysign(torch.tensor(a), torch.tensor(b)).numpy()
+  np.testing.assert_array_equal(got, want)
+  assert (np.signbit(got) == np.signbit(want)).all()                    # signed zeros and infinities exact
+  def sigmoid(x): return x.exp() / (1 + x.exp())                        # tinygrad's test_sigmoid_alt_extreme: 0, not nan
+  for v in (300.0, -300.0):
+    x = Tensor([v])
+    assert sigmoid(x)[0].gradient(x)[0].item() == 0.0
+  x = Tensor([0.5, -3.0])
+  t = torch.tensor([0.5, -3.0], requires_grad=True)
+  (t.exp() / (1 + t.exp())).sum().backward()
+  np.testing.assert_allclose(sigmoid(x).sum().gradient(x)[0].numpy(), t.grad.numpy(), rtol=1e-5)
+  y = torch.tensor([1.0, 100.0], requires_grad=True)                    # a select not taken: 0, where torch's 0 * inf is nan
+  torch.where(y < 50, y.exp(), 0).sum().backward()
+  assert y.grad.isnan()[1]                                              # (docs/tensor.md: where we differ from torch)
+  X = Tensor([1.0, 100.0])
+  np.testing.assert_allclose((X < 50).where(X.exp(), 0).sum().gradient(X)[0].numpy(), [np.e, 0.0], rtol=1e-6)
+
+def test_int_masks_wrap_scatter_reduce_and_uint8_interpolate():
+  torch = pytest.importorskip("torch")
+  assert (Tensor([0], dtype="int") | 0xFFFFFFFF).item() == -1            # an unsigned mask on int32 is its two's complement
+  assert (Tensor([5], dtype="int") & 0xFFFFFFFE).item() == 4
+  assert (Tensor([3], dtype=dtypes.int16) ^ 0xFFFF).item() == ~3
+  with pytest.raises(OverflowError): Tensor([0], dtype="int") | 2 ** 32  # beyond the unsigned range: still an error
+  with pytest.raises(ValueError): Tensor([1, 2]).one_hot(-1)            # tinygrad's: omit num_classes to count them
+  assert Tensor([1, 2]).one_hot().tolist() == [[0, 1, 0], [0, 0, 1]]
+  rng = np.random.default_rng(0)
+  a = rng.uniform(-2, 2, (2, 3, 64, 64)).astype(np.float32)             # tinygrad's TestOpsUint8 image
+  want = torch.nn.functional.interpolate((10 * torch.tensor(a)).relu().type(torch.uint8), size=(10, 10), mode="bilinear")
+  got = Tensor.interpolate((10 * Tensor(a)).relu().cast("uint8"), size=(10, 10), mode="linear")
+  assert got.dtype is dtypes.uint8
+  np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+def test_jit_replays_read_tensors_in_containers_and_outputs_fed_back():
+  @TinyJit
+  def f(a, arr, d): return (a + arr[0] * d["w"]).realize()
+  for i in range(4):  # tensors in a list or dict argument are inputs: each replay reads this call's
+    got = f(Tensor([1, 1, 1]).realize(), [Tensor([i, i, i]).realize()], {"w": Tensor([2, 2, 2]).realize()})
+    assert got.tolist() == [1 + 2 * i] * 3
+  @TinyJit
+  def g(buf, frame):
+    new = buf[1:].cat(frame, dim=0)
+    return new.contiguous(), new[:1].contiguous()
+  buf, ref = Tensor([[0], [1], [2]]).contiguous().realize(), [0, 1, 2]
+  for i in range(5):  # last call's output is this call's input: a replay must not read what it is overwriting
+    buf, first = g(buf, Tensor([[10 + i]]).contiguous().realize())
+    ref = ref[1:] + [10 + i]
+    assert buf.numpy().ravel().tolist() == ref and first.item() == ref[0]
+
+def test_context_default_float_and_int():
+  with Context(DEFAULT_FLOAT=dtypes.half, DEFAULT_INT="int64"):  # tinygrad's switches: dtypes.default_float itself
+    assert dtypes.default_float is dtypes.half and Tensor([1.5]).dtype is dtypes.half and Tensor.randn(3).dtype is dtypes.half
+    assert (Tensor([1]) * 1.5).dtype is dtypes.half and Tensor([1]).dtype is dtypes.int64 and Tensor.arange(3).dtype is dtypes.int64
+    np.testing.assert_allclose(Tensor([1.5, 2.25]).numpy(), np.array([1.5, 2.25], np.float16))
+  assert dtypes.default_float is dtypes.float32 and Tensor([1.5]).dtype is dtypes.float32 and Tensor([1]).dtype is dtypes.int32
+  with pytest.raises(ValueError, match="DEFAULT_FLOAT must be a float dtype"), Context(DEFAULT_FLOAT="int8"): pass
+
+def test_jit_prune_runs_input_free_kernels_once():
+  weights = Tensor.rand(16).realize()
+  f = TinyJit(lambda x: (weights * 2).contiguous() + x, prune=True)
+  for _ in range(4):
+    a = Tensor.rand(16).realize()
+    np.testing.assert_allclose(f(a).numpy(), weights.numpy() * 2 + a.numpy(), rtol=1e-6)
+  assert len(f.captured.steps) == 1  # weights * 2 ran at the capture only; its buffer is kept out of memory planning
+  n = 1 << 10
+  g = TinyJit(lambda buf, new: buf[n // 2:].cat(new), prune=True)
+  buf = Tensor.zeros(n, dtype="int32").contiguous().realize()
+  for i in range(5):  # its output fed back as its input (tinygrad's test_intra_kernel_output_input_aliasing)
+    buf = g(buf, Tensor(np.full(n // 2, i + 1, np.int32)))
+    assert (buf[:n // 2].numpy() == i).all() and (buf[n // 2:].numpy() == i + 1).all()
+
+def test_assign_from_arrays_into_lazy_tensors_and_empty_from_none():
+  torch = pytest.importorskip("torch")
+  from tensor.nn import LSTMCell
+  layer, ref = LSTMCell(8, 4), torch.nn.LSTMCell(8, 4)
+  with torch.no_grad():
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):  # lazy uniform weights take a numpy array whole
+      getattr(layer, name).assign(getattr(ref, name).numpy())
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    (h, c), (th, tc) = layer(Tensor(x)), ref(torch.tensor(x))
+  np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-6)
+  np.testing.assert_allclose(c.numpy(), tc.numpy(), atol=1e-6)
+  t = Tensor.ones(4) + 1
+  old = t * 1                                                          # a lazy reader of t's old value keeps it
+  t.assign([5.0, 6.0, 7.0, 8.0])
+  t += 1
+  assert t.tolist() == [6, 7, 8, 9] and old.tolist() == [2, 2, 2, 2]
+  assert Tensor(None).shape == (0,) and Tensor(None).numpy().size == 0  # tinygrad's empty tensor
+
+def test_backward_accumulates_in_place_and_takes_a_gradient_of_ones_axes():
+  x = Tensor([3.0])
+  (x * 2)[0].backward()
+  first = x.grad
+  (x * 3)[0].backward()
+  (x * x)[0].backward()
+  assert x.grad is first and x.grad.tolist() == [2 + 3 + 6]                # torch's grad.add_, tinygrad's assign
+  y = Tensor([1.0, 2.0, 3.0])
+  assert (y * y).sum().gradient(y, gradient=Tensor([3.0]))[0].tolist() == [6, 12, 18]  # (1,) for a scalar loss
+  with pytest.raises(GradientError, match="they must be the same"): (y * y).sum().gradient(y, gradient=Tensor([3.0, 1.0]))
+
+def test_state_dict_extras_and_shape_arguments_as_tinygrad():
+  from tensor.nn import BatchNorm
+  from tensor.nn.state import load_state_dict
+  layer = BatchNorm(1, track_running_stats=False)                      # a checkpoint's counter the layer does not keep
+  load_state_dict(layer, {"weight": Tensor.ones(1), "bias": Tensor.ones(1), "num_batches_tracked": Tensor.ones(1)})
+  for f in (Tensor.zeros, Tensor.rand, Tensor.empty):
+    for bad in (((2, 2), 2, 2), ((2, 2), (2, 2)), ((128, 128), 0.0, 0.01)):
+      with pytest.raises(ValueError, match="not a tuple among sizes"): f(*bad)
