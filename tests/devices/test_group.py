@@ -60,7 +60,9 @@ def test_a_softmax_grouped_by_an_opt_list_shares_its_row_of_stores():
 def test_group_needs_a_target_with_group_memory():
   ast = kernel_ast(Tensor.empty(4096, device="CPU").sum())
   with pytest.raises(OptError, match="work-group memory"): program(ast, target_for("CPU"), opts=[Opt("GROUP", 0, 64)])
-  with pytest.raises(OptError, match="shorter"): program(ast, target_for("CL"), opts=[Opt("GROUP", 0, 4096)])
+  with pytest.raises(OptError, match="at most 256 work-items"): program(ast, target_for("CL"), opts=[Opt("GROUP", 0, 4096)])
+  small = kernel_ast(Tensor.empty(128, device="CPU").sum())
+  with pytest.raises(OptError, match="shorter"): program(small, target_for("CL"), opts=[Opt("GROUP", 0, 128)])
   assert grouped(Tensor.empty(4096, device="CPU").sum(), "CPU") == []
 
 def test_beam_tries_groups_on_gpu_targets_only():
