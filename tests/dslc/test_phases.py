@@ -14,7 +14,8 @@ PHASES = [
   {"check"},
   {"emit_result", "emit"},
   {"compile", "upat", "explain", "stats", "coverage", "lsp", "lexer", "__main__", "__init__",
-   "smt", "verify", "verify_eval", "verify_exhaustive", "verify_nodes", "verify_contracts", "verify_pattern", "verify_replay", "verify_results"},  # drivers and tools
+   "smt", "verify", "verify_eval", "verify_exhaustive", "verify_nodes", "verify_contracts", "verify_pattern", "verify_replay",
+   "verify_results"},  # drivers and tools
 ]
 PHASE = {m: i for i, ms in enumerate(PHASES) for m in ms}
 
