@@ -23,6 +23,11 @@ class OptContext:
     self.rng, self.index, self.outer, self.inner, self.uid, self.amount = rng, index, outer, inner, uid, amount
     self.loops = tuple(r for r in (outer, inner) if r is not None)
     self.ids = ids or {}  # SWAP: loop -> its new id (loops nest by id, tensor/codegen/linearize.py)
+    # UPCAST: its lanes, and each GROUP array of partials that gets a partial per lane -> its longer replacement
+    self.lane: UOp | None = None
+    self.widen: dict[UOp, UOp] = {}
+
+  def wide(self, buf: UOp) -> UOp: return self.widen[buf]
 
 class Stash(NamedTuple):
   """A STASH being applied: the kernel's value at the output loop's index (`value`), what replaces it (`load`: the output

@@ -85,6 +85,7 @@ def ctype(d: DType, unsigned: bool = False) -> str:
 
 def mask_type(d: DType) -> DType:
   """The int vector a comparison of d's vectors gives (GCC: -1 where true, 0 where false), of the same lane width."""
+  if d.scalar is dtypes.bool: return dtypes.int32.vec(d.count)  # bool vectors are 32-bit masks (vector_typedefs)
   return {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[d.scalar.itemsize].vec(d.count)
 
 def vector_typedefs(d: DType) -> list[str]:

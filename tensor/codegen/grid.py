@@ -19,6 +19,13 @@ def _shared_store(u: UOp) -> bool:
   if b.op is Ops.AFTER: b = b.src[0]
   return b.op is Ops.DEFINE_LOCAL and b.dtype.addrspace == "shared"
 
+def _partial_of(u: UOp, r: UOp) -> bool:
+  """A store of loop r's partial into a shared array: at index r, or r * lanes (+ lane) where an UPCAST gave the partials
+  lanes (rules/opt.rules' upcast)."""
+  if not _shared_store(u): return False
+  i = u.src[0].src[1]
+  return i is r or (i.op is Ops.MUL and i.src[0] is r and i.src[1].op is Ops.CONST)
+
 def _spans(uops: list[UOp], lo: int, hi: int) -> list[tuple[int, int]]:
   """The (RANGE, its END) positions of the loops directly inside uops[lo:hi]."""
   out, depth, start = [], 0, 0
@@ -50,7 +57,7 @@ def grid_loops(uops: list[UOp]) -> dict[UOp, int]:
     if any(u.op in (Ops.STORE, Ops.ASSIGN) for u in outside) or r.src[0].op is not Ops.CONST: break
     inner = uops[s + 1:e]
     declared_outside = set(uops[:s])
-    if any(_shared_store(x) and x.src[0].src[1] is r for x in inner): break  # a GROUP loop: group_loops' to place
+    if any(_partial_of(x, r) for x in inner): break  # a GROUP loop: group_loops' to place
     if not all(r in x.src[0].toposort() for x in inner if x.op is Ops.STORE and not _shared_store(x)): break
     if any(x.src[0] in declared_outside for x in inner if x.op is Ops.ASSIGN): break
     chosen.append(r)
@@ -80,7 +87,7 @@ def group_loops(uops: list[UOp], lo: int, hi: int) -> list[UOp]:
   reads back a global buffer it writes (another work-item's store is not seen without a global barrier). Any GROUP loop
   elsewhere stays a loop (its array then private to the work-item: the same result)."""
   spans = _spans(uops, lo, hi)
-  group = [uops[s] for s, e in spans if any(_shared_store(x) and x.src[0].src[1] is uops[s] for x in uops[s + 1:e])]
+  group = [uops[s] for s, e in spans if any(_partial_of(x, uops[s]) for x in uops[s + 1:e])]
   if not group or len({r.src[0].arg if r.src[0].op is Ops.CONST else None for r in group} - {None}) != 1: return []
   if any(r.src[0].op is not Ops.CONST for r in group): return []
   inside = [x for s, e in spans if uops[s] in group for x in uops[s + 1:e]]

@@ -72,7 +72,7 @@ def linearize(sink: UOp) -> list[UOp]:
       loop_of(p[:-1]).items.append(lp)
     return loops[p]
   for u in topo:
-    if u in path and u.op is not Ops.END: loop_of(path[u]).items.append(u)
+    if u in path and u.op is not Ops.END and not _effects(u): loop_of(path[u]).items.append(u)
   # what each loop (with everything inside it) needs from outside, and what is inside it
   inside: dict[int, set[UOp]] = {}
   def contents(lp: _Loop) -> set[UOp]:
@@ -114,6 +114,15 @@ def linearize(sink: UOp) -> list[UOp]:
   emit(loops[()])
   return out
 
+def _effects(u: UOp) -> bool:
+  """A bundle of stores (UNROLL:void: a store of lanes split per lane or per vector, rules/expand.rules and vectorize.rules)
+  that an END closes: no code of its own, its stores are the items."""
+  return u.op is Ops.UNROLL and u.dtype is dtypes.void
+
 def _deps(u: UOp):
-  # an END stands for the loops it closes: depending on it is depending on the update inside them
-  return [s.src[0] if s.op is Ops.END else s for s in u.src]
+  # an END stands for the loops it closes: depending on it is depending on the update inside them (each of its stores)
+  out = []
+  for s in u.src:
+    t = s.src[0] if s.op is Ops.END else s
+    out.extend(t.src if _effects(t) else (t,))
+  return out

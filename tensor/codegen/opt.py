@@ -103,7 +103,18 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
   uid = new_id()
   lane = lanes(r.dtype, uid, amount)
   ctx = OptContext(r, lane if outer is None else _scaled(outer, amount, lane), outer, None, uid, amount)
+  if kind == "UPCAST": ctx.lane, ctx.widen = lane, _widened_partials(sink, r, amount)
   return graph_rewrite(sink, rules.upcast if kind == "UPCAST" else rules.unroll, ctx, name=kind), Opt(kind, axis, amount)
+
+def _widened_partials(sink: UOp, r: UOp, amount: int) -> dict[UOp, UOp]:
+  """A GROUP's array of partials in group memory whose partials depend on output loop r, which an UPCAST makes `amount`
+  lanes: the array, and one `amount` times as long (a partial per lane, rules/opt.rules' upcast indexes it)."""
+  out = {}
+  for u in sink.toposort():
+    if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and (buf := u.src[0].src[0]).op is Ops.DEFINE_LOCAL and buf.dtype.addrspace == "shared" \
+        and r in u.src[1].toposort():
+      out[buf] = buf.replace(dtype=buf.dtype.base.ptr(buf.dtype.size * amount, "shared"))
+  return out
 
 def _split(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UOp:
   """SPLIT of reduction loop r (n iterations) into opt.amount partials: every reduction over r must be of scalars and inside
@@ -129,6 +140,9 @@ def _group(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UO
   if opt.amount == n: raise OptError(f"{opt}: the amount must be shorter than the loop's {n} iterations")
   if any(q.dtype.count != 1 or q.dtype.itemsize < 4 for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:]):
     raise OptError(f"{opt}: GROUP takes reductions of scalars of 32 bits or more")
+  if any(u.op is Ops.UNROLL for q in sink.toposort() if q.op is Ops.REDUCE and r in q.src[1:] for u in q.toposort()):
+    # the shared array would need a partial per lane: an UPCAST after the GROUP gives it that (rules/opt.rules' upcast)
+    raise OptError(f"{opt}: GROUP of a reduction that already has lanes (an UPCAST or UNROLL before it): put the GROUP first")
   part = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), opt.amount),), new_id())
   inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // opt.amount),), r.arg)
   ctx = Split(r, _scaled(inner, opt.amount, part), part, inner, opt.amount, new_id, "shared")

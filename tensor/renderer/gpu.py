@@ -116,13 +116,17 @@ class GPURenderer(Renderer):
 def CLRenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CL, group_max or MAX_GROUP)
 def CUDARenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CUDA, group_max or MAX_GROUP)
 
+def _buffer_of(store: UOp) -> UOp:
+  b = store.src[0].src[0]
+  return b.src[0] if b.op is Ops.AFTER else b
+
 def _single_stores(uops: list[UOp], grid: dict[UOp, int]) -> list[UOp]:
   """The global stores of a kernel with a GROUP outside every loop its work-items share: one work-item makes each."""
   shared, out = 0, []
   for u in uops:
     if u.op is Ops.RANGE and grid.get(u) == SHARED_DIM: shared += 1
     elif u.op is Ops.END and grid.get(u.src[0]) == SHARED_DIM: shared -= 1
-    elif u.op is Ops.STORE and not shared: out.append(u)
+    elif u.op is Ops.STORE and not shared and _buffer_of(u).op is Ops.DEFINE_GLOBAL: out.append(u)  # each work-item's partials: its own
   return out
 
 def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None, most: int = MAX_GROUP) -> str:
@@ -138,7 +142,9 @@ def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] |
   params, body = render_body(ctx, uops, rewrite, value, {}, set())
   dims = max([0, *grid.values()]) + 1
   sizes = [1] * dims
-  for r, dim in grid.items(): sizes[max(dim, 0)] = r.src[0].arg
+  # (a loop whose iterations the group's work-items share strides by the group's size: not a dimension of its own)
+  for r, dim in grid.items():
+    if dim != SHARED_DIM: sizes[max(dim, 0)] = r.src[0].arg
   # a GROUP's loop: dimension 0 is one group of its size (the work-item's index in it is its global index there)
   local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() else local_sizes(sizes, min(lang.max_local, most))
   launch = f"// launch global={','.join(map(str, sizes))} local={','.join(map(str, local))}"

@@ -52,10 +52,45 @@ def test_a_softmax_grouped_by_an_opt_list_shares_its_row_of_stores():
   ast = kernel_ast(Tensor.empty(3, 1000, device="CPU").softmax(-1))
   p = program(ast, target_for("CL"), opts=[Opt("GROUP", 2, 8), Opt("GROUP", 3, 8)])
   assert "+= 8)" in p.src and p.src.count("barrier(") == 2
+  assert p.src.startswith("// launch global=8,3 local=8,1")  # a group of 8 per row (the shared loop is no dimension)
   out, inp = Buffer("CL", x.size, dtypes.float32), Buffer("CL", x.size, dtypes.float32, x.ravel())
   Device["CL"].program(p.src, p.name)([out.ensure_allocated(), inp])
   e = np.exp(x - x.max(-1, keepdims=True))
   np.testing.assert_allclose(out.numpy().reshape(3, 1000), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+def _run_cl(t: Tensor, x: np.ndarray, opts: list) -> np.ndarray:
+  from runtime.device import Buffer, Device
+  from runtime.dtype import dtypes
+  p = program(kernel_ast(t), target_for("CL"), opts=opts)
+  group = next(o.amount for o in opts if o.op == "GROUP")
+  assert p.src.split("\n")[0].split(" local=")[1].split(",")[0] == str(group)  # one group of the GROUP's size
+  out, inp = Buffer("CL", t.numel(), dtypes.float32), Buffer("CL", x.size, dtypes.float32, x.ravel())
+  Device["CL"].program(p.src, p.name)([out.ensure_allocated(), inp])
+  return out.numpy().reshape(t.shape)
+
+GROUP_UPCASTS = [((4, 4096), "sum", [Opt("GROUP", 1, 64), Opt("UPCAST", 0, 4)]),
+                 ((8, 4096), "max", [Opt("GROUP", 1, 256), Opt("UPCAST", 0, 4)]),
+                 ((8, 2048), "sum", [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 2), Opt("UNROLL", 1, 4)]),
+                 ((6, 1000), "softmax", [Opt("GROUP", 2, 8), Opt("GROUP", 3, 8), Opt("UPCAST", 0, 3)])]
+
+@needs_cl
+@pytest.mark.parametrize("shape, op, opts", GROUP_UPCASTS)
+def test_a_group_with_upcast_outputs_keeps_a_partial_per_lane(shape, op, opts):
+  """An UPCAST of the outputs after a GROUP: each work-item's partials are vectors, the shared array holds one
+  per lane (lane-minor) and every work-item stores its own (vstore into group memory, unguarded); numpy's results."""
+  x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+  t = Tensor.empty(*shape, device="CPU")
+  got = _run_cl(getattr(t, op)(1) if op != "softmax" else t.softmax(-1), x, opts)
+  if op == "softmax":
+    e = np.exp(x - x.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+  else: want = getattr(x, op)(1)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+def test_group_with_upcast_sizes_the_shared_array_by_lanes():
+  p = program(kernel_ast(Tensor.empty(4, 4096, device="CPU").sum(1)), target_for("CL"), opts=[Opt("GROUP", 1, 64), Opt("UPCAST", 0, 4)])
+  assert "__local float local" in p.src and "[256];" in p.src and p.src.startswith("// launch global=64 local=64")
+  assert "vstore4(acc1, 0, (local" in p.src and "if (get_local_id(0) == 0) vstore4(acc1" not in p.src
 
 def test_group_needs_a_target_with_group_memory():
   ast = kernel_ast(Tensor.empty(4096, device="CPU").sum())
@@ -63,6 +98,8 @@ def test_group_needs_a_target_with_group_memory():
   with pytest.raises(OptError, match="at most 256 work-items"): program(ast, target_for("CL"), opts=[Opt("GROUP", 0, 4096)])
   small = kernel_ast(Tensor.empty(128, device="CPU").sum())
   with pytest.raises(OptError, match="shorter"): program(small, target_for("CL"), opts=[Opt("GROUP", 0, 128)])
+  rows = kernel_ast(Tensor.empty(8, 4096, device="CPU").sum(1))
+  with pytest.raises(OptError, match="put the GROUP first"): program(rows, target_for("CL"), opts=[Opt("UPCAST", 0, 2), Opt("GROUP", 1, 32)])
   assert grouped(Tensor.empty(4096, device="CPU").sum(), "CPU") == []
 
 def test_beam_tries_groups_on_gpu_targets_only():
@@ -77,4 +114,9 @@ def test_nvrtc_compiles_the_cuda_form():
   for t in (Tensor.empty(1 << 20, device="CPU").sum(), Tensor.empty(5, 4096, device="CPU").max(1)):
     p = program(kernel_ast(t), target_for("CUDA"))
     assert "__shared__ float local" in p.src and "__syncthreads();" in p.src and "if (((int)threadIdx.x) == 0)" in p.src
+    ops_cuda.compile_cuda(p.src, "sm_80", p.name)
+  for shape, op, opts in GROUP_UPCASTS:
+    t = Tensor.empty(*shape, device="CPU")
+    p = program(kernel_ast(getattr(t, op)(1) if op != "softmax" else t.softmax(-1)), target_for("CUDA"), opts=opts)
+    assert "__shared__ float local" in p.src and "__syncthreads();" in p.src
     ops_cuda.compile_cuda(p.src, "sm_80", p.name)

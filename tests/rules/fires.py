@@ -92,6 +92,14 @@ def given_opts() -> list[tuple]:
   bf = Tensor(rng.standard_normal(1 << 12).astype(np.float32), dtype=dtypes.bfloat16).realize()
   return [(bf.max(), [Opt("SPLIT", 0, 16)]), (a.pad(((1, 1), (0, 0))) + 1, [Opt("UPCAST", 1, 16)])]
 
+def given_gpu_opts() -> list[tuple]:
+  """The same for a GPU-style target (rendered, not run: no OpenCL device needed): a GROUP whose rows an UPCAST then makes
+  lanes, by 4 (a vector of partials per work-item) and by 3 (a store per lane, ended together)."""
+  from tensor import Tensor
+  from tensor.codegen.opt import Opt
+  t = Tensor.empty(12, 1024)
+  return [(t.sum(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 4)]), (t.max(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 3)])]
+
 def kernel_asts(ts: list) -> list:
   """The kernel ASTs of these tensors' graphs as realize compiles them (constants of a second kind as parameters, bound
   Variables as arguments: rules/kernelize.rules' parametrize)."""
@@ -148,4 +156,5 @@ def lowering() -> dict[str, int]:
           with Context(THREADS=2): program(ast, cpu, "k", opts)
         except (NotImplementedError, SpecError): pass
     for t, opts in given_opts(): program(kernel_asts([t])[-1], cpu, "k", opts)
+    for t, opts in given_gpu_opts(): program(kernel_asts([t])[-1], target_for("CL"), "k", opts)
   return counts

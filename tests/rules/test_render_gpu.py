@@ -4,13 +4,10 @@ runs these kernels in tests/devices/test_cl.py, NVRTC compiles the CUDA ones in 
 import functools
 from runtime.helpers import Context
 from tensor.codegen import program, target_for
-from tests.rules.fires import assert_every_rule_fires, firing, graphs, kernel_asts, rules_of
+from tests.rules.fires import assert_every_rule_fires, firing, given_gpu_opts, graphs, kernel_asts, rules_of
 
 # rules no test graph reaches, and why
 UNREACHABLE = {
-  # a vector store one work-item of a group makes: a GROUP with an UPCAST output, which does not lower yet (an UNROLL is left
-  # for the renderer, on main before vectors too: docs/devices.md "Not yet")
-  "st@(STORE x v) if v.dtype.count > 1": "GROUP with UPCAST does not lower yet",
   # float_compute.rules computes every half op in float32: no ALU, MULACC or math function of half type is left to render
   "u@(MULACC:float16": "half arithmetic is float32 after float_compute", "u@(EXP2|LOG2|SIN|SQRT|TRUNC a:float16)": "as above",
   "u@(MOD:float16": "as above", "u@(IDIV:float16": "as above", "u@(POW:float16": "as above",
@@ -37,13 +34,14 @@ def extra() -> list:
           (h + 1).bitcast(dtypes.int16), words.bitcast(dtypes.float16) + 1, (words.bitcast(dtypes.bfloat16) + 1).bitcast(dtypes.uint16)]
 
 def grouped() -> list:
-  """Grouped reductions (GROUP): sums of 2048 halves and bfloat16s (a guarded store of each), and softmax's max and sum
-  grouped by an Opt list (its row of stores shared by the group's work-items)."""
+  """Grouped reductions (GROUP): sums of 2048 halves and bfloat16s (a guarded store of each), softmax's max and sum
+  grouped by an Opt list (its row of stores shared by the group's work-items), and GROUPs with UPCAST rows."""
   from runtime.dtype import dtypes
   from tensor import Tensor
   from tensor.codegen.opt import Opt
   sums = [(ast, None) for ast in kernel_asts([Tensor.empty(2048, dtype=d).sum() for d in (dtypes.float16, dtypes.bfloat16)])]
-  return sums + [(kernel_asts([Tensor.empty(3, 64).softmax(-1)])[-1], [Opt("GROUP", 2, 8), Opt("GROUP", 3, 8)])]
+  return sums + [(kernel_asts([Tensor.empty(3, 64).softmax(-1)])[-1], [Opt("GROUP", 2, 8), Opt("GROUP", 3, 8)])] + \
+    [(kernel_asts([t])[-1], opts) for t, opts in given_gpu_opts()]  # a GROUP with UPCAST rows: the vector one work-item stores
 
 @functools.cache
 def sources() -> tuple[dict, dict]:

@@ -5,7 +5,7 @@ each stage's rule set rejects what that stage must not hold."""
 import contextlib
 import numpy as np
 import pytest
-from fires import assert_every_rule_fires, firing, given_opts, graphs, kernel_asts, rules_of
+from fires import assert_every_rule_fires, firing, given_gpu_opts, given_opts, graphs, kernel_asts, rules_of
 from dslc.compile import compile_rules
 from runtime.dtype import dtypes
 from runtime.helpers import Context
@@ -14,7 +14,7 @@ from runtime.provenance import forget, track_rules
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
 from tensor import Tensor, Variable
-from tensor.codegen import spec
+from tensor.codegen import spec, target_for
 
 @contextlib.contextmanager
 def rules_tracked():
@@ -46,6 +46,7 @@ def test_every_rule_fires(spec2):
     for ast in kernel_asts(ts):
       lower_kernel(ast)
       lower_kernel(ast, opt=False)
+    for t, opts in given_gpu_opts(): lower_kernel(kernel_asts([t])[-1], target_for("CL"), opts)  # partials with lanes
   assert_every_rule_fires(rules_of("rules/spec.rules"), counts, UNREACHABLE)
 
 # rules of the spec no graph of the pipeline makes today (the spec allows them: a pass may make them)

@@ -119,7 +119,7 @@ def test_small_random_graphs_cpu_against_python():
 
 DTYPES = [dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32]
 BINARY = ["add", "sub", "mul", "floordiv", "mod", "maximum", "lt", "eq", "where"]
-UNARY = ["neg", "exp2", "sqrt", "sin", "trunc", "sum", "max", "cast"]
+UNARY = ["neg", "exp2", "sqrt", "sin", "trunc", "sum", "max", "min", "cast"]
 
 def values(draw, dtype, n: int) -> np.ndarray:
   if dtype is dtypes.bool: return np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
@@ -139,16 +139,17 @@ def apply(t: Tensor, other: Tensor, op: str) -> Tensor:
   if op == "where": return (t < other).where(t, other)
   if op == "neg": return -t
   if op in ("exp2", "sqrt", "sin", "trunc"): return getattr(t, op)() if op != "trunc" or dtypes.is_float(t.dtype) else t
-  if op in ("sum", "max"): return getattr(t, op)(0)
+  if op in ("sum", "max", "min"): return getattr(t, op)(0)
   if op == "cast": return t.cast(dtypes.float32 if not dtypes.is_float(t.dtype) else dtypes.int32)
   return getattr(t, op)(other)
 
 def test_every_dtype_cpu_and_python_agree_bit_for_bit():
   def check(data):
     dtype = data.draw(st.sampled_from(DTYPES))
-    n = data.draw(st.sampled_from([1, 3, 4, 5, 16, 17]))
+    n = data.draw(st.sampled_from([1, 3, 4, 5, 16, 17, 64, 100]))  # 64+: reductions become vectors of 16 lanes
     a, b = values(data.draw, dtype, n), values(data.draw, dtype, n)
     steps = data.draw(st.lists(st.sampled_from(BINARY + UNARY), min_size=1, max_size=3))
+    steps += data.draw(st.sampled_from([[], [], ["max"], ["min"], ["sum"]]))  # often ending in a reduction (of bools after lt/eq)
     outs = {}
     for dev in ("CPU", "PYTHON"):
       x, y = Tensor(a, device=dev, dtype=dtype), Tensor(b, device=dev, dtype=dtype)

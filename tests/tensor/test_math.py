@@ -97,6 +97,20 @@ def test_reduce_dtype(device):
   check(Tensor([True, True, False], device=device).sum(dtype=dtypes.bool), np.array(True), dtypes.bool)
   with pytest.raises(TypeError, match="float"): t.mean(dtype=dtypes.int32)
 
+# ---- any/all: the max of bool masks ----
+@pytest.mark.parametrize("device", DEVICES)
+def test_any_all_of_masks_at_vector_sizes(device):
+  """A vector of bools is a mask of -1 and 0: their max must be an OR (a signed max picked false, at 64+ elements)."""
+  for dt in (np.float32, np.float16, np.int32):
+    xs = [np.zeros(n, dt) for n in (7, 64, 1000)]
+    for x in xs: x[len(x) - 3] = 1
+    ts = [Tensor(x, device=device) for x in xs]
+    got = Tensor.stack(*[r for t in ts for r in ((t > 0).any(), (t > 0).all(), (t < 0).any(), (t >= 0).all())]).tolist()
+    assert got == [True, False, False, True] * len(xs), (dt, got)
+  x = np.zeros(1000, np.float16)
+  x[500] = np.inf
+  assert Tensor(x, device=device).isinf().any().item()
+
 # ---- div(rounding_mode=) ----
 @pytest.mark.parametrize("device", DEVICES)
 def test_div_rounding_modes(device):
