@@ -1,5 +1,6 @@
-"""Suite-wide hooks: SPEC=1 unless the environment says otherwise. With RULECOVERAGE=FILE (.ci/run sets it) every test process adds the rules that fired into FILE as its
-session ends, and the run's summary says how many rules never fired; `python -m dslc coverage --from FILE` lists them."""
+"""Suite-wide hooks: SPEC=1 unless the environment says otherwise. With RULECOVERAGE=FILE (.ci/run sets it) every test
+process adds the rules that fired into FILE as its session ends, and the run's summary says how many rules never fired;
+`python -m dslc coverage --from FILE` lists them."""
 import os
 # the suite runs under SPEC=1: every graph is checked against the IR's spec (rules/spec.rules) at each stage boundary, and
 # a node no rule allows fails the test that made it, naming the rule that made the node (SPEC=0 in the environment: off)
