@@ -175,6 +175,13 @@ class CapturedJit(Generic[ReturnType]):
     nat.keep = [b for _, b in fixed]  # type: ignore[attr-defined]  # the pointers stay valid while the replay lives
     return nat
 
+  @property
+  def linear(self) -> UOp:
+    """The calls a replay makes, in order, as tinygrad's `CapturedJit.linear` shows them (its tests count them): a SINK of
+    one KERNEL node per kernel and one COPY node per copy, each over a CUSTOM node naming the program."""
+    return UOp(Ops.SINK, dtypes.void, tuple(UOp(Ops.COPY if s.fn is None else Ops.KERNEL, dtypes.void, (UOp(Ops.CUSTOM, dtypes.void, (), s.name),),
+                                                s.name) for s in self.steps))
+
   def __reduce__(self): return _load_captured, (_dump_captured(self),)
 
 def _rebind(tensors: list, var_vals: dict[str, int]) -> None:
