@@ -461,3 +461,11 @@ def test_from_blob_reads_and_writes_the_callers_memory():
   gc.collect()
   Tensor.ones(6).contiguous().realize()  # the borrowed memory is not reused for another buffer
   np.testing.assert_array_equal(a, np.full(6, 14, np.float32))
+
+def test_jit_refuses_a_returned_number_which_a_replay_would_freeze():
+  f = TinyJit(lambda x, n: ((x * 2).realize(), n * 10))
+  f(Tensor([0.0]), 0)
+  with pytest.raises(JitError, match="returned a int"): f(Tensor([1.0]), 1)  # the capture: a replay would give 10 forever
+  g = TinyJit(lambda x: {"y": [(x * 2).realize(), None]})
+  for i in range(4): assert g(Tensor([float(i)]))["y"][0].tolist() == [2.0 * i]
+  assert issubclass(JitError, RuntimeError)  # a nested TinyJit is a RuntimeError in tinygrad too
