@@ -449,6 +449,11 @@ def test_clone_copies_the_gradient():
   assert Tensor.ones(3).clone().grad is None
 
 def test_from_blob_reads_and_writes_the_callers_memory():
+  import array
+  x = memoryview(bytearray(16)).cast("I")  # tinygrad's test_tensor_from_blob
+  t = Tensor.from_blob(helpers.mv_address(x), (4,), dtype=dtypes.uint32, device="CPU")
+  x[:] = array.array("I", [0, 1, 2, 3])
+  assert (t + 1).tolist() == [1, 2, 3, 4]
   a = np.arange(6, dtype=np.float32)
   t = Tensor.from_blob(a.ctypes.data, (2, 3), dtype=dtypes.float32, device="CPU")
   np.testing.assert_array_equal((t + 1).numpy(), a.reshape(2, 3) + 1)
