@@ -5,7 +5,8 @@ Loaded as a pytest plugin by bench/tinygrad_parity.py (`-p bench.tinygrad_alias`
 - RENAMES: a tinygrad name that ours spells differently (`_to_np_dtype` is `dtypes.to_numpy`).
 - ENVIRONMENT: the few names tinygrad's tests read only to pick which hardware or backend they run on (`DEV.renderer`,
   `IMAGE`, `isinstance(renderer, PTXRenderer)`), answered as what this machine is: a CPU with a C renderer, no images, no
-  other renderer. No feature is behind them.
+  other renderer. No feature is behind them. `Ops` is ours, with tinygrad's members that ours lacks (CUSTOM_FUNCTION, the
+  graph and HCQ batches) answering as ops no node is.
 - Any other tinygrad name has no counterpart: it imports as a placeholder that raises `NoCounterpart` when a test uses it,
   so only the tests that use it fail, with the name in the message.
 
@@ -77,11 +78,34 @@ class _DeviceView:
     from runtime.device import Device
     return getattr(Device, name)
 
+class _AbsentOp:
+  """A member of tinygrad's Ops that ours has no counterpart of (CUSTOM_FUNCTION: graph and HCQ batches): no node is one."""
+  def __init__(self, name: str): self.name = name
+  def __repr__(self) -> str: return f"Ops.{self.name} (no such op here)"
+
+class _OpsMeta(type):
+  """tinygrad's `Ops` over ours: the same members, isinstance and iteration; a name ours lacks is an _AbsentOp, so a test
+  asking `op is Ops.CUSTOM_FUNCTION` gets False (no op of that kind runs here) instead of an AttributeError."""
+  def __getattr__(cls, name: str) -> Any:
+    from runtime.ops import Ops
+    if name.startswith("_"): raise AttributeError(name)
+    if hasattr(Ops, name): return getattr(Ops, name)
+    return cls._absent.setdefault(name, _AbsentOp(name))
+  def __iter__(cls): from runtime.ops import Ops; return iter(Ops)  # noqa: E702
+  def __len__(cls): from runtime.ops import Ops; return len(Ops)  # noqa: E702
+  def __getitem__(cls, name: str): from runtime.ops import Ops; return Ops[name]  # noqa: E702
+  def __instancecheck__(cls, x: Any) -> bool: from runtime.ops import Ops; return isinstance(x, Ops)  # noqa: E702
+
+class _OpsView(metaclass=_OpsMeta):
+  _absent: dict[str, _AbsentOp] = {}
+
 def _environment() -> dict[tuple[str, str], Any]:
   from runtime.device import Device
   dev = types.SimpleNamespace(device=Device.DEFAULT, renderer="C", interface="", arch="")
   view = _DeviceView()
-  return {("tinygrad.helpers", "DEV"): dev, ("tinygrad.helpers", "IMAGE"): 0, ("tinygrad", "Device"): view, ("tinygrad.device", "Device"): view,
+  ops = {(m, "Ops"): _OpsView for m in ("tinygrad", "tinygrad.uop", "tinygrad.uop.ops")}
+  return {("tinygrad.helpers", "DEV"): dev, **ops, ("tinygrad.helpers", "IMAGE"): 0, ("tinygrad", "Device"): view,
+          ("tinygrad.device", "Device"): view,
           **{(m, n): _NotThisBackend for m, n in [("tinygrad.renderer.nir", "NIRRenderer"), ("tinygrad.renderer.ptx", "PTXRenderer"),
                                                    ("tinygrad.renderer.isa.x86", "X86Renderer")]}}
 

@@ -39,6 +39,14 @@ def bound(u: UOp) -> int:
   try: return int(u.vmax)
   except (TypeError, ValueError): return dtypes.max(u.dtype)
 
+def below(i: UOp, d) -> bool:
+  """Whether index i is surely below size d (an int, or a Variable's expression: then i must be a loop over d itself, or
+  stay below the least value d takes)."""
+  if d.__class__ is int: return bound(i) < d
+  if i.op is Ops.RANGE and (i.src[0] is d or (i.src[0].op is Ops.CAST and i.src[0].src[0] is d)): return True
+  try: return bound(i) < int(d.vmin)
+  except (TypeError, ValueError): return False
+
 def flat_index(terms, dt: DType) -> UOp:
   """The sum of index * stride over (index, stride) pairs (a stride is an int or an index node), nested as i0*s0 + (i1*s1 +
   (... + 0)): the form whose terms the symbolic rules combine best (a sum nested the other way can keep a div/mod apart)."""

@@ -8,7 +8,7 @@ allocator's handle: host memory (a numpy array) on CPU and PYTHON, device memory
 `numpy()`, `copyin` and transfers (`copy`).
 """
 from __future__ import annotations
-import importlib, os, sys, warnings
+import ctypes, importlib, os, sys, warnings
 from typing import Any, Callable
 import numpy as np
 from runtime.dtype import DType, dtypes
@@ -61,6 +61,13 @@ class HostAllocator(Allocator):
 
 HOST = HostAllocator()
 
+class _Borrowed(Allocator):
+  """The allocator of memory someone else owns (Buffer.borrow): nothing to allocate, and never freed or pooled here."""
+  host = False  # so Buffer.__del__ hands it to free(), which leaves it alone, instead of pooling it for reuse
+  def free(self, handle: Any, nbytes: int) -> None: pass
+
+_BORROWED = _Borrowed()
+
 class Buffer:
   """`size` elements of `dtype` on `device`, allocated on first use by the device's allocator. `_buf` is its handle;
   on a host device `_array` is the same memory as a numpy array of the dtype and `_ptr` its address (kernels read them).
@@ -76,6 +83,19 @@ class Buffer:
     self._ptr = 0
     self._allocator: Allocator | None = None
     if initial is not None: self.copyin(initial)
+
+  @staticmethod
+  def borrow(device: str, address: int, size: int, dtype: DType) -> Buffer:
+    """`size` elements of `dtype` at `address`, memory the caller owns and keeps alive (tinygrad's from_blob): kernels read
+    and write it in place; it is never freed or reused here. Host devices only."""
+    if not Device.allocator(device).host:
+      raise DeviceError(f"a buffer at a host address on {device}, which computes in its own memory: use a host device (CPU)")
+    nbytes = size * dtype.itemsize
+    owner = Buffer(device, nbytes, dtypes.uint8)
+    owner._buf = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address)) if nbytes else np.empty(0, np.uint8)
+    owner._allocator = _BORROWED
+    GlobalCounters.mem_used += nbytes  # counted out again when the owner goes
+    return Buffer(device, size, dtype, base=owner)
 
   @property
   def allocator(self) -> Allocator:

@@ -451,7 +451,9 @@ def sint_add(*terms: Any) -> Any:
   one node (shapes compare by identity)."""
   if all(t.__class__ is int for t in terms): return sum(terms)
   e: Any = 0
-  for t in terms:
+  # the expressions in one order (ints last), so j + i + 0 and i + 0 + j are one node: a cat by two Variables pads each
+  # piece to the same sum from its own side
+  for t in sorted(terms, key=lambda t: (t.__class__ is int, "" if t.__class__ is int else t.render())):
     if not (t.__class__ is int and t == 0): e = t if e.__class__ is int and e == 0 else e + t
   if e.__class__ is not UOp: return e
   e = e.simplify()

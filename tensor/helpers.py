@@ -1,11 +1,12 @@
 """Helpers for user scripts, with the names tinygrad's `tinygrad.helpers` gives them: timing a block (`Timing`), downloading a
-file once into a cache (`fetch`), walking a dotted path into a model (`get_child`), a progress bar (`tqdm`, `trange`), and
-the environment flags (`getenv`, `DEBUG`, `Context`, `TRAINING`: `Context(TRAINING=1)` is `Tensor.train()`; `DEFAULT_FLOAT`,
-`DEFAULT_INT`: `Context(DEFAULT_FLOAT=dtypes.half)` sets `dtypes.default_float`) and `colored`.
+file once into a cache (`fetch`), walking a dotted path into a model (`get_child`), a temporary file's path (`temp`), a
+memoryview's address (`mv_address`), a progress bar (`tqdm`, `trange`), and the environment flags (`getenv`, `DEBUG`,
+`Context`, `TRAINING`: `Context(TRAINING=1)` is `Tensor.train()`; `DEFAULT_FLOAT`, `DEFAULT_INT`:
+`Context(DEFAULT_FLOAT=dtypes.half)` sets `dtypes.default_float`) and `colored`.
 Frontend layer: needs no Tensor.
 """
 from __future__ import annotations
-import contextlib, gzip, hashlib, os, pathlib, sys, tempfile, time, urllib.error, urllib.request
+import contextlib, ctypes, getpass, gzip, hashlib, os, pathlib, sys, tempfile, time, urllib.error, urllib.request
 from typing import Any, Callable, Generic, Iterable, Iterator, TextIO, TypeVar
 from runtime.helpers import DEBUG, Context, ContextVar, GlobalCounters, colored, getenv, prod
 from runtime.dtype import DType, dtypes
@@ -72,6 +73,15 @@ def fetch(url: str, name: str | os.PathLike | None = None, subdir: str | None = 
   with tempfile.NamedTemporaryFile(dir=fp.parent, delete=False) as f: f.write(data)
   os.replace(f.name, fp)
   return fp
+
+def temp(name: str, append_user: bool = False) -> str:
+  """The path of `name` in the system's temporary folder (tinygrad's `temp`), with `.USER` appended when asked (so users of
+  one machine don't share the file)."""
+  return (pathlib.Path(tempfile.gettempdir()) / (f"{name}.{getpass.getuser()}" if append_user else name)).as_posix()
+
+def mv_address(mv: memoryview) -> int:
+  """The address of a writable memoryview's memory (tinygrad's), for `Tensor.from_blob`."""
+  return ctypes.addressof(ctypes.c_char.from_buffer(mv))
 
 def get_child(obj: Any, key: str) -> Any:
   """obj.a.b[0].c for key "a.b.0.c": attributes, dict keys and list indices, as a state dict names them."""

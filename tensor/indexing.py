@@ -288,6 +288,12 @@ def view_chain(t: Tensor) -> list | None:
   chain, bottom = _chain(t.uop)
   if not chain: return None
   if _in_memory(bottom): return chain
+  if bottom.op is Ops.ASSIGN and _in_memory(bottom.src[0]):  # a view of a pending in-place write (t[1] += 2; t[1] -= 1)
+    for h in [h for h in ENGINE.storage.live_holders() if h.uop is bottom] or [type(t)(bottom)]: h.realize()
+    u = bottom.src[0]  # the write's own storage, which holds the new values once realized: the view reads it
+    for c in reversed(chain): u = c.replace(src=(u,))
+    t.uop = u
+    return _chain(u)[0]
   live = [h for h in ENGINE.storage.live_holders() if h is not t]
   for u in [bottom, *(c.src[0] for c in reversed(chain))]:  # deepest first
     if (holders := [h for h in live if h.uop is u]):

@@ -175,6 +175,13 @@ class CapturedJit(Generic[ReturnType]):
     nat.keep = [b for _, b in fixed]  # type: ignore[attr-defined]  # the pointers stay valid while the replay lives
     return nat
 
+  @property
+  def linear(self) -> UOp:
+    """The calls a replay makes, in order, as tinygrad's `CapturedJit.linear` shows them (its tests count them): a SINK of
+    one KERNEL node per kernel and one COPY node per copy, each over a CUSTOM node naming the program."""
+    return UOp(Ops.SINK, dtypes.void, tuple(UOp(Ops.COPY if s.fn is None else Ops.KERNEL, dtypes.void, (UOp(Ops.CUSTOM, dtypes.void, (), s.name),),
+                                                s.name) for s in self.steps))
+
   def __reduce__(self): return _load_captured, (_dump_captured(self),)
 
 def _rebind(tensors: list, var_vals: dict[str, int]) -> None:
@@ -299,6 +306,16 @@ def _plan(steps: list[tuple[Any, list[Buffer]]], plannable: dict[int, Buffer]) -
 
 def _returned_tensors(ret: Any) -> list[Tensor]: return get_parameters(ret)
 
+def _check_returned(ret: Any) -> None:
+  """A replay returns the capture's value and runs no Python, so a number or other object in it would stay the capture's
+  (`return y, n * 10` gives call 2's n * 10 forever): only tensors, None and tuples, lists and dicts of them (tinygrad's)."""
+  if ret is None or isinstance(ret, Tensor): return
+  if isinstance(ret, (tuple, list, dict)):
+    for item in (ret.values() if isinstance(ret, dict) else ret): _check_returned(item)
+    return
+  raise JitError(f"TinyJit's function returned a {type(ret).__name__}: a replay would return the captured call's value, "
+                 "not the new one. Return only tensors (Tensor(value) for a number), None, and tuples, lists or dicts of them")
+
 def _realize_returned(ret: Any) -> None:
   if (params := _returned_tensors(ret)): params[0].realize(*params[1:])
 
@@ -388,6 +405,7 @@ class TinyJit(Generic[ReturnType]):
       ret = self.fxn(*args, **kwargs)  # type: ignore[misc]
       _realize_returned(ret)
     finally: engine.capturing.clear()
+    _check_returned(ret)
     if not rec.steps:
       raise JitError(f"TinyJit captured no kernels from {getattr(self.fxn, '__name__', 'the function')}: it realized nothing. "
                      "Return realized tensors (x.realize()) or realize what it computes inside it")

@@ -39,7 +39,7 @@ def _cat(pieces: list[Tensor], axis: int) -> Tensor:
   """Pieces of equal shapes but for `axis`, joined along it: each padded to the full length and selected where it lies
   (a select, not a sum of padded pieces: adding zeros would turn -0.0 into 0.0). More than CAT_FANIN pieces are joined as
   a tree: groups of CAT_FANIN made contiguous, then the groups joined, so the work per element grows with log(pieces)."""
-  pieces = [p for p in pieces if p.shape[axis]] or pieces[:1]
+  pieces = [p for p in pieces if not (p.shape[axis].__class__ is int and p.shape[axis] == 0)] or pieces[:1]  # a Variable's size stays
   if len(pieces) == 1: return pieces[0]
   if len(pieces) > CAT_FANIN:
     groups = [_cat(pieces[i:i + CAT_FANIN], axis).contiguous() for i in range(0, len(pieces), CAT_FANIN)]

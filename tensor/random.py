@@ -108,6 +108,13 @@ def _fan_in(shape: tuple[int, ...], op: str) -> int:
   if not shape: raise ArgumentValueError(f"{op} needs a shape of at least one dimension")
   return math.prod(shape[1:])
 
+def _uniform(cls: Any, shape: tuple, dt: DType, device: str | None) -> Any:
+  """Uniform in [0, 1) of shape and float dtype dt, lazy: what rand returns and randn, uniform, normal and dropout build on
+  (not through cls.rand, so a subclass's or a test's rand doesn't change them: tinygrad's randn doesn't call rand either)."""
+  t = cls.zeros(shape, dtype=dt, device=device)  # the device and, for an empty shape, the result
+  if t.numel() == 0: return t
+  return _unit(cls, t.numel(), dt, t.device).reshape(shape)
+
 class RandomMixin:
   """Tensor's random creation methods (tinygrad's and torch's names and defaults): classmethods, so cls is the Tensor class."""
   __slots__ = ()
@@ -123,17 +130,15 @@ class RandomMixin:
     shape, dt = shape_arg(shape), _float_dtype(dtype, "rand")
     if isinstance(device, (tuple, list)):
       raise ArgumentValueError(f"rand on several devices {tuple(device)}: make it on one and .shard() it (or rand_like a tensor on them)")
-    t = cls.zeros(shape, dtype=dt, device=device)  # the device and, for an empty shape, the result
-    if t.numel() == 0: return cls(t.uop, **kwargs)
-    out = _unit(cls, t.numel(), dt, t.device).reshape(shape)
-    return cls((out.contiguous() if contiguous else out).uop, **kwargs)
+    out = _uniform(cls, shape, dt, device)
+    return cls((out.contiguous() if contiguous and out.numel() else out).uop, **kwargs)
 
   @classmethod
   def randn(cls, *shape, device: str | None = None, dtype: DType | None = None, **kwargs) -> Tensor:
     """Standard normal (mean 0, std 1), by Box-Muller on two uniforms, computed in float32 (float64 for float64)."""
     shape, dt = shape_arg(shape), _float_dtype(dtype, "randn")
     wide = dtypes.float64 if dt is dtypes.float64 else dtypes.float32
-    u = cls.rand((2,) + shape, device=device, dtype=wide, contiguous=False)
+    u = _uniform(cls, (2,) + shape, wide, device)
     radius = ((1 - u[0]).log() * -2).sqrt()               # 1 - u is in (0, 1]: the log is finite
     return cls((radius * (u[1] * (2 * math.pi)).cos()).cast(dt).contiguous().uop, **kwargs)
 
@@ -162,7 +167,7 @@ class RandomMixin:
     """Uniform in [low, high)."""
     lo, hi = _finite(low, "uniform low"), _finite(high, "uniform high")
     dt = _float_dtype(dtype, "uniform")
-    u = cls.rand(*shape_arg(shape), device=device, dtype=dtypes.float64 if dt is dtypes.float64 else dtypes.float32, contiguous=False)
+    u = _uniform(cls, shape_arg(shape), dtypes.float64 if dt is dtypes.float64 else dtypes.float32, device)
     return cls((u * (hi - lo) + lo).cast(dt).contiguous().uop, **kwargs)
 
   @classmethod
@@ -241,5 +246,5 @@ class RandomMixin:
     if not 0 <= p <= 1: raise ArgumentValueError(f"dropout p must be in [0, 1], got {p}")
     if not self.training or p == 0: return self
     if p == 1: return self.zeros_like()
-    keep = self._made_like(None, lambda d: self.rand(*self.shape, device=d, contiguous=False)) >= p
+    keep = self._made_like(None, lambda d: _uniform(type(self), self.shape, dtypes.default_float, d)) >= p
     return keep.where(self, 0) * (1 / (1 - p))

@@ -158,6 +158,16 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     u = _storage.new_buffer(dt, n, dev)
     return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
   @staticmethod
+  def from_blob(ptr: int, shape: tuple[int, ...], dtype: DType | None = None, device: str | None = None, **kw) -> Tensor:
+    """A tensor over memory at host address `ptr` that the caller owns and keeps alive as long as the tensor (tinygrad's):
+    nothing is copied, kernels read the memory as it is when they run, and it is never freed here. Host devices (CPU)."""
+    shape = symbolic_sizes.shape_arg(shape, "from_blob shape")
+    if any(d.__class__ is not int for d in shape): raise ArgumentTypeError(f"from_blob shape {shape}: sizes must be ints")
+    if not isinstance(ptr, int) or isinstance(ptr, bool): raise ArgumentTypeError(f"from_blob takes an address (int), got {type(ptr).__name__}")
+    dt, dev = to_dtype(dtype or dtypes.default_float), Device.canonicalize(device)
+    u = buffer_uop(Buffer.borrow(dev, ptr, math.prod(shape), dt))
+    return Tensor(uop(Ops.RESHAPE, dt, (u,), shape) if len(shape) != 1 else u, **kw)
+  @staticmethod
   def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: DType | None = None,
              device: str | None = None, **kw) -> Tensor:
     """[start, start + step, ...) below stop (above it for a negative step). Ints give int32, or int64 when the values need it."""
@@ -254,6 +264,12 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if dev == self.device: return self
     # the scheduler makes the source of a COPY contiguous when it is not a whole buffer already
     return Tensor(uop(Ops.COPY, self.dtype, (self.uop, _device(dev))))
+  def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
+    """to, in place (tinygrad's): this tensor, and its gradient if it has one, now stand for their copies on `device`."""
+    moved = self.to(device)
+    if self.grad is not None: self.grad.replace(self.grad.to(device))
+    self.uop, self._trace = moved.uop, None
+    return self
   def shard(self, devices: tuple[str, ...], axis: int | None = None) -> Tensor:
     """This tensor split on `axis` over devices, an equal piece on each (axis=None: the whole of it on each): tensor/multi.py."""
     return Tensor(multi.shard(self.uop, devices, axis), requires_grad=self.requires_grad)
@@ -266,8 +282,11 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return self
   def contiguous(self) -> Tensor: return Tensor(uop(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def clone(self) -> Tensor:
-    """A copy with its own storage (a kernel copies the values into a new buffer; x * 1 keeps -0.0 and nan)."""
-    return (self & True if self.dtype is dtypes.bool else self * 1).contiguous()
+    """A copy with its own storage (a kernel copies the values into a new buffer; x * 1 keeps -0.0 and nan), and a copy of
+    the gradient when there is one (tinygrad's; torch's clone has none: it is a new node of the graph)."""
+    out = (self & True if self.dtype is dtypes.bool else self * 1).contiguous()
+    if self.grad is not None: out.grad = self.grad.clone()
+    return out
   def detach(self) -> Tensor: return Tensor(uop(Ops.DETACH, self.dtype, (self.uop,)))
   def assign(self, x: Tensor | Any) -> Tensor:
     """Write x into this tensor's storage (its shape and dtype must match); returns self, now holding x's values."""

@@ -2,7 +2,8 @@
 (API.md) works; TinyJit itself is in tensor/jit.py, beside the Tensor it captures.
 """
 
-class JitError(Exception):
-  """A TinyJit used in a way it can't honour: inputs that differ from the capture, nested capture, nothing to capture."""
+class JitError(RuntimeError):
+  """A TinyJit used in a way it can't honour: inputs that differ from the capture, nested capture, nothing to capture,
+  a returned number. A RuntimeError, which is what a nested TinyJit raises in tinygrad."""
 
 __all__ = ["JitError"]

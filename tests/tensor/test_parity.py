@@ -1,7 +1,8 @@
 """What a user porting tinygrad code meets (issue 26), each against numpy or torch: writes through views reach the stored
 tensor (or raise, never vanish), zero gradients for targets with no elements or read only through folded or underivable
 ops, gelu's tanh default, cummax's indices, the JIT refusing host reads during a capture, Context(TRAINING=1), the
-tinygrad-named helpers (tensor/helpers.py) and the smaller methods (std_mean, randperm, multinomial, shrink_to, ...).
+tinygrad-named helpers (tensor/helpers.py), the smaller methods (std_mean, randperm, multinomial, shrink_to, ...), a capture's
+kernel list (`CapturedJit.linear`), pad and cat by bound Variables in a JIT, `to_`, `from_blob` and `clone`'s gradient.
 """
 from __future__ import annotations
 import io, urllib.error, urllib.request
@@ -372,3 +373,104 @@ def test_state_dict_extras_and_shape_arguments_as_tinygrad():
   for f in (Tensor.zeros, Tensor.rand, Tensor.empty):
     for bad in (((2, 2), 2, 2), ((2, 2), (2, 2)), ((128, 128), 0.0, 0.01)):
       with pytest.raises(ValueError, match="not a tuple among sizes"): f(*bad)
+
+# ---- session 24: kernel counts of a capture, symbolic pad and cat, in-place names, from_blob ----
+
+def test_captured_linear_lists_the_kernels_a_replay_runs():
+  from runtime.helpers import GlobalCounters
+  from runtime.ops import Ops
+  def f(x: Tensor) -> Tensor:
+    y = (x * 2).contiguous().realize()
+    return (y + x).sum().realize()
+  jf = TinyJit(f)
+  for _ in range(3): out = jf(Tensor.rand(8, 8).realize())
+  x = Tensor.rand(8, 8).realize()
+  GlobalCounters.reset()
+  np.testing.assert_allclose(f(x).numpy(), jf(x).numpy(), rtol=1e-6)
+  linear = jf.captured.linear
+  assert linear.op is Ops.SINK and len(linear.src) == len(jf.captured.steps) == 2 > 0
+  assert all(c.op is Ops.KERNEL and c.src[0].op is Ops.CUSTOM for c in linear.src), out
+
+@pytest.mark.parametrize("case", ["pad", "cat0", "cat1", "cat_two_vars"])
+def test_symbolic_pad_and_cat_in_a_jit_against_numpy(case):
+  from tensor import Variable
+  a, b = np.random.rand(10, 10).astype(np.float32), np.random.rand(10, 10).astype(np.float32)
+  ta, tb = Tensor(a).realize(), Tensor(b).realize()
+  fns = {"pad": (lambda x: (x + 1).pad((None, (0, 10 - x.shape[1]))).contiguous().realize(),
+                 lambda i, j: np.pad(a[:3, :i] + 1, ((0, 0), (0, 10 - i))), lambda vi, vj: (ta[:3, :vi],), None),
+         "cat0": (lambda x, y: x.cat(y, dim=0).realize(), lambda i, j: np.concatenate([a[:i, :3], b[:2, :3]]),
+                  lambda vi, vj: (ta[:vi, :3], tb[:2, :3]), lambda i, j: (i + 2, 3)),
+         "cat1": (lambda x, y: x.cat(y, dim=1).realize(), lambda i, j: np.concatenate([a[:3, :i], b[:3, :2]], 1),
+                  lambda vi, vj: (ta[:3, :vi], tb[:3, :2]), lambda i, j: (3, i + 2)),
+         "cat_two_vars": (lambda x, y: x.cat(y, dim=0).realize(), lambda i, j: np.concatenate([a[:i, :3], b[:j, :3]]),
+                          lambda vi, vj: (ta[:vi, :3], tb[:vj, :3]), lambda i, j: (i + j, 3))}
+  fn, ref, args, cut = fns[case]
+  jf = TinyJit(fn)
+  for i, j in [(1, 2), (2, 4), (3, 3), (4, 2), (5, 1)]:
+    out = jf(*args(Variable("i", 1, 10).bind(i), Variable("j", 1, 10).bind(j)))
+    got = out.numpy() if cut is None else out[tuple(slice(0, n) for n in cut(i, j))].numpy()
+    np.testing.assert_allclose(got, ref(i, j), rtol=1e-6)
+  assert len(jf.captured.steps) == 1  # one kernel serves every value
+
+def test_randn_does_not_go_through_a_replaced_rand():
+  original, Tensor.rand = Tensor.rand, Tensor.zeros  # tinygrad's test_randn_isnt_inf_on_zero
+  try: out = Tensor.randn(64).numpy()
+  finally: Tensor.rand = original
+  assert np.isfinite(out).all() and 0.5 < out.std() < 1.5
+
+def test_to_in_place_moves_the_tensor_and_its_gradient():
+  x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  (x * x).sum().backward()
+  assert x.to_("PYTHON") is x and x.device == "PYTHON" and x.grad.device == "PYTHON"
+  assert x.tolist() == [1.0, 2.0, 3.0] and x.grad.tolist() == [2.0, 4.0, 6.0]
+
+def test_helpers_temp_is_in_the_temporary_folder():
+  import getpass, tempfile
+  assert helpers.temp("x") == f"{tempfile.gettempdir()}/x" and helpers.temp("x", True) == f"{tempfile.gettempdir()}/x.{getpass.getuser()}"
+
+def test_in_place_ops_on_views_of_a_pending_write_against_numpy():
+  t, a = Tensor.arange(4).reshape(2, 2).contiguous(), np.arange(4).reshape(2, 2)
+  t[1] += 2; a[1] += 2  # noqa: E702
+  t[1] -= 1; a[1] -= 1  # noqa: E702  (tinygrad's test_setitem_consecutive_inplace_operator)
+  t[0] *= 3; a[0] *= 3  # noqa: E702
+  t[:, 1] -= 5; a[:, 1] -= 5  # noqa: E702
+  np.testing.assert_array_equal(t.numpy(), a)
+  t = Tensor.arange(4).reshape(2, 2).contiguous().realize()
+  t[1] += 2
+  v, t = t[1], None  # the pending write is held only by the view
+  v += 10
+  assert v.tolist() == [14, 15]
+
+def test_clone_copies_the_gradient():
+  a = Tensor.rand(4, 4, requires_grad=True)
+  a.mul(5.0).add(5.0).mean().backward()
+  b = a.clone()
+  np.testing.assert_array_equal(b.grad.numpy(), np.full((4, 4), 5 / 16, np.float32))
+  assert Tensor.ones(3).clone().grad is None
+
+def test_from_blob_reads_and_writes_the_callers_memory():
+  import array
+  x = memoryview(bytearray(16)).cast("I")  # tinygrad's test_tensor_from_blob
+  t = Tensor.from_blob(helpers.mv_address(x), (4,), dtype=dtypes.uint32, device="CPU")
+  x[:] = array.array("I", [0, 1, 2, 3])
+  assert (t + 1).tolist() == [1, 2, 3, 4]
+  a = np.arange(6, dtype=np.float32)
+  t = Tensor.from_blob(a.ctypes.data, (2, 3), dtype=dtypes.float32, device="CPU")
+  np.testing.assert_array_equal((t + 1).numpy(), a.reshape(2, 3) + 1)
+  a[:] = 7  # read again: the kernels read the memory as it is
+  np.testing.assert_array_equal(t.sum(1).numpy(), [21, 21])
+  t.assign(t * 2).realize()
+  np.testing.assert_array_equal(a, np.full(6, 14, np.float32))
+  del t
+  import gc
+  gc.collect()
+  Tensor.ones(6).contiguous().realize()  # the borrowed memory is not reused for another buffer
+  np.testing.assert_array_equal(a, np.full(6, 14, np.float32))
+
+def test_jit_refuses_a_returned_number_which_a_replay_would_freeze():
+  f = TinyJit(lambda x, n: ((x * 2).realize(), n * 10))
+  f(Tensor([0.0]), 0)
+  with pytest.raises(JitError, match="returned a int"): f(Tensor([1.0]), 1)  # the capture: a replay would give 10 forever
+  g = TinyJit(lambda x: {"y": [(x * 2).realize(), None]})
+  for i in range(4): assert g(Tensor([float(i)]))["y"][0].tolist() == [2.0 * i]
+  assert issubclass(JitError, RuntimeError)  # a nested TinyJit is a RuntimeError in tinygrad too
