@@ -1,6 +1,15 @@
 """Suite-wide hooks. With RULECOVERAGE=FILE (.ci/run sets it) every test process adds the rules that fired into FILE as its
 session ends, and the run's summary says how many rules never fired; `python -m dslc coverage --from FILE` lists them."""
+import pytest
 from runtime import trace
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  yield
+  # kernels a test ran twice get their final builds in the background (tensor/engine/compile_queue.py): they are made
+  # within the test, in its own cache folder (before its fixtures restore CACHE_DIR), not during the next test
+  from tensor.engine.compile_queue import wait_upgrades
+  wait_upgrades()
 
 def pytest_sessionfinish(session, exitstatus) -> None:
   trace.save_coverage()  # each process, pytest-xdist workers too: before the summary below reads the file
