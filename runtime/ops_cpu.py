@@ -151,6 +151,9 @@ def cflags(src: str | None = None, quick: bool = False) -> list[str]:
   guarded = src is None or _GUARDED_LOAD.search(src) is not None
   workarounds = [f for f in WORKAROUND_FLAGS if guarded and _takes_flag(cc, f)]  # type: ignore[arg-type]
   if src is not None and _REVERSED_READ.search(src): workarounds += [f for f in REVERSED_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
+  # the workarounds turn off parts of gcc's vectorizer, which a quick build (-O1) does not run: without them a cold step's
+  # kernels are one set of flags, one compiler run a batch
+  if quick: workarounds = []
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
   base = [QUICK_OPT if f == "-O3" else f for f in CFLAGS] if quick else CFLAGS
   return base + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])

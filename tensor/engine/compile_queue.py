@@ -19,7 +19,7 @@ from runtime.device import Device
 from runtime.helpers import ContextVar
 
 MAX_BATCH = 16  # kernels one thread takes at once: more would leave the other threads idle at the end of a step
-MIN_BATCH = 4  # kernels that must wait before a thread takes them, until the last is submitted: fewer compiler runs
+MIN_BATCH = 6  # kernels that must wait before a thread takes them, until the last is submitted: fewer compiler runs
 QUICK_COMPILE = ContextVar("QUICK_COMPILE", 1)  # 0: every kernel's final build at once (no Provisional programs)
 LINGER_S = 0.05  # a background thread woken by a kernel waits this long for the others a step asks for (fewer compiler runs)
 
@@ -66,8 +66,9 @@ class CompileQueue:
         if not self.waiting:
           if self.closed: return
           continue
-        # this thread's share of what waits, the threads free now taking the rest: the last kernels don't queue behind one run
-        n = min(MAX_BATCH, -(-len(self.waiting) // (self.idle + 1)))
+        # while kernels come, all that waits (fewer compiler runs: another thread takes the next ones); once the last is in,
+        # this thread's share, the threads free now taking the rest: the last kernels don't queue behind one run
+        n = min(MAX_BATCH, len(self.waiting) if not self.closed else -(-len(self.waiting) // (self.idle + 1)))
         batch, self.waiting = self.waiting[:n], self.waiting[n:]
         self.batches += 1
         if self.waiting: self.cv.notify()
