@@ -50,9 +50,10 @@ _GUARDED_LOAD = re.compile(r"\?[^:;]*\*\(")
 REVERSED_FLAGS = ["-fno-tree-loop-vectorize"]
 _REVERSED_READ = re.compile(r"ridx\d+\*\(-\d+\)")
 OPENMP_FLAGS = ["-fopenmp"]
-# a quick build's optimization level, in place of -O3: gcc 12 spends about 0.45x of -O3's time on a cold CNN step's kernels
-# (-O1 -ftree-vectorize 0.55x, -O2 0.8x); the results are the same bits (no flag here reassociates floating point)
-QUICK_OPT = "-O1"
+# a quick build's flags in place of -O3: gcc 12 takes 1.16 s for a cold CNN step's kernels at -O1, 2.98 s at -O3 (one unit);
+# -O1 -ftree-vectorize 1.32 s, and its vectorizer needs the workarounds below (more compiler runs): its faster first runs did
+# not pay for them (cold step CPU 3.2 s with -O1, 3.6 s with it). The results are the same bits (nothing reassociates)
+QUICK_OPT = ["-O1"]
 # a kernel using OpenMP, and a call of the runtime, so the probe fails where libgomp (or libomp) can't be linked or loaded;
 # run with n = 4 its region has one thread (the if clause), so it starts no thread pool (see _after_fork_in_child)
 _OPENMP_PROBE = """#include <omp.h>
@@ -151,11 +152,10 @@ def cflags(src: str | None = None, quick: bool = False) -> list[str]:
   guarded = src is None or _GUARDED_LOAD.search(src) is not None
   workarounds = [f for f in WORKAROUND_FLAGS if guarded and _takes_flag(cc, f)]  # type: ignore[arg-type]
   if src is not None and _REVERSED_READ.search(src): workarounds += [f for f in REVERSED_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
-  # the workarounds turn off parts of gcc's vectorizer, which a quick build (-O1) does not run: without them a cold step's
-  # kernels are one set of flags, one compiler run a batch
-  if quick: workarounds = []
+  # the workarounds turn off parts of gcc's vectorizer: a quick build that does not run it needs none (one set of flags)
+  if quick and "-ftree-vectorize" not in QUICK_OPT: workarounds = []
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
-  base = [QUICK_OPT if f == "-O3" else f for f in CFLAGS] if quick else CFLAGS
+  base = [g for f in CFLAGS for g in (QUICK_OPT if f == "-O3" else [f])] if quick else CFLAGS
   return base + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
 def compile_timeout() -> float:

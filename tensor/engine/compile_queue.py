@@ -25,7 +25,8 @@ LINGER_S = 0.05  # a background thread woken by a kernel waits this long for the
 
 class CompileQueue:
   """Kernels to compile, (device, source, name) -> a Future of the device's program (or of its CompileError). close() waits
-  for every kernel submitted (the threads are not daemons: a process exiting meanwhile lets each finish its entries).
+  for every kernel submitted, close(wait=False) lets the threads end when they have built them (they are not daemons: a
+  process exiting meanwhile lets each finish its entries).
   quick: the device's quick builds where it has them (a Provisional program). background: daemon threads at low priority
   that take kernels as they come (after LINGER_S), their compiler runs stopped when the process exits (UPGRADES)."""
   def __init__(self, threads: int | None = None, quick: bool = False, background: bool = False):
@@ -44,11 +45,14 @@ class CompileQueue:
       self.cv.notify()
     return future
 
-  def close(self) -> None:
+  def close(self, wait: bool = True) -> None:
+    """No more kernels come: the threads build what waits and end. wait: until they have (else each Future says when its
+    kernel is built: a realize runs its first kernels while the last compile)."""
     with self.cv:
       self.closed = True
       self.cv.notify_all()
-    for t in self.threads: t.join()
+    if wait:
+      for t in self.threads: t.join()
 
   def _work(self) -> None:
     if self.background:
