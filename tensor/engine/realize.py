@@ -157,7 +157,8 @@ _compile_pool: CompileQueue | None = None
 
 def _parallel_compiles(schedule: list[UOp], engine: Engine) -> None:
   """Make the runners of a schedule's kernels, the C compiler running on a thread per core (tensor/engine/compile_queue.py;
-  each runner waits for its object when first called: the schedule's first kernels run while its last ones compile). Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
+  each runner waits for its object when first called: the schedule's first kernels run while its last ones compile).
+  Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
   global _compile_pool
   variant, table = program_variant(), engine.storage.buffers
   new = [k for k in schedule if k.arg.ast.op is not Ops.COPY and (table[kernel_buffers(k)[0]].device, k.arg.ast, variant) not in engine.programs]
