@@ -30,7 +30,7 @@ class CompileQueue:
   quick: the device's quick builds where it has them (a Provisional program). background: daemon threads at low priority
   that take kernels as they come (after LINGER_S), their compiler runs stopped when the process exits (UPGRADES)."""
   def __init__(self, threads: int | None = None, quick: bool = False, background: bool = False):
-    self.waiting: list[tuple[str, Any, str, Future]] = []
+    self.waiting: list[tuple[str, Any, str, Future, Callable | None]] = []
     self.idle, self.closed, self.batches, self.quick, self.background = 0, False, 0, quick, background
     self.min_batch = 1 if background else MIN_BATCH
     self.cv = threading.Condition()
@@ -38,10 +38,12 @@ class CompileQueue:
                     for i in range(threads or max(2, os.cpu_count() or 1))]
     for t in self.threads: t.start()
 
-  def submit(self, device: str, src: Any, name: str) -> Future:
+  def submit(self, device: str, src: Any, name: str, after: Callable[[], Any] | None = None) -> Future:
+    """A Future of the kernel's program; `after` is called on the compile thread once it is built, before the Future is
+    done (codegen's disk-cache write: off the thread that lowers)."""
     future: Future = Future()
     with self.cv:
-      self.waiting.append((device, src, name, future))
+      self.waiting.append((device, src, name, future, after))
       self.cv.notify()
     return future
 
@@ -78,17 +80,21 @@ class CompileQueue:
         if self.waiting: self.cv.notify()
       self._compile(batch)
 
-  def _compile(self, batch: list[tuple[str, Any, str, Future]]) -> None:
+  def _compile(self, batch: list[tuple[str, Any, str, Future, Callable | None]]) -> None:
     for device in dict.fromkeys(d for d, *_ in batch):
       part = [b for b in batch if b[0] == device]
       try:
         dev = Device[device]
         many = getattr(dev, "quick_programs", None) if self.quick else None
         if many is None: many = getattr(dev, "programs", None)
-        if many is not None: results = many([(src, name) for _, src, name, _ in part])
-        else: results = [_one(dev.program, src, name) for _, src, name, _ in part]
+        if many is not None: results = many([(src, name) for _, src, name, _, _ in part])
+        else: results = [_one(dev.program, src, name) for _, src, name, _, _ in part]
       except BaseException as e: results = [e] * len(part)  # noqa: BLE001  (the caller of each kernel sees it)
-      for (_, src, name, future), r in zip(part, results):
+      for (_, src, name, future, after), r in zip(part, results):
+        # before the result: a realize that ran its kernels has written their entries
+        if after is not None:
+          try: after()
+          except Exception: pass  # noqa: BLE001  (a cache write that fails costs a later process a lowering, nothing else)
         if isinstance(r, BaseException): future.set_exception(r)
         else: future.set_result(Provisional(r, device, src, name) if getattr(r, "provisional", False) else r)
 

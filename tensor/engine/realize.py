@@ -8,7 +8,7 @@ DEBUG=1 prints the schedule and the memory plan; 2 one line per kernel (device, 
 totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 5 its lowered UOps.
 """
 from __future__ import annotations
-import atexit, gc, time
+import atexit, functools, gc, time
 from typing import Callable
 from runtime.device import Buffer, copy
 from runtime.profile import PROFILE, kernel_run, scope
@@ -143,11 +143,14 @@ def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunne
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
   key = program_cache.program_key(ast, target, program_variant()) if use_disk else None
   p = program_cache.load(key) if key is not None else None
+  pool = _compile_pool if device != "PYTHON" else None
+  store = None
   if p is None:
     p = get_program(ast, device, engine=engine)
-    if key is not None: program_cache.store(key, p)
-  if _compile_pool is not None and device != "PYTHON":
-    return CompiledRunner(p, Compiling(_compile_pool.submit(target.device, p.src, p.name)))
+    # written by the compile thread when there is one: the write waits on the disk (0.5 s of a cold CNN step's main thread)
+    if key is not None: store = functools.partial(program_cache.store, key, p)
+  if pool is not None: return CompiledRunner(p, Compiling(pool.submit(target.device, p.src, p.name, after=store)))
+  if store is not None: store()
   return CompiledRunner(p, target.compile(p.src, p.name))
 
 # while a schedule's new kernels are prepared (_parallel_compiles): the compiler runs on these threads, one per core, while

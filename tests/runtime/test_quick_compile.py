@@ -110,3 +110,17 @@ def test_QUICK_COMPILE_0_builds_the_final_programs_at_once(cache):
   assert [o.tolist() for o in outs] == [[34.0, 50.0, 66.0], [24.0, 27.0, 30.0, 33.0]]
   new = [r for k, r in ENGINE.programs.items() if k not in before and hasattr(r, "_fn")]
   assert len(new) >= 2 and not any(r.fn.__class__ is Provisional for r in new)
+
+def test_the_compile_queue_runs_after_on_its_thread_before_the_result(monkeypatch):
+  import threading
+  from runtime.device import Device
+  from tensor.engine.compile_queue import CompileQueue
+  monkeypatch.setattr(Device["CPU"], "programs", lambda items: [(lambda: n) for _, n in items], raising=False)
+  order: list[tuple[str, str]] = []
+  q = CompileQueue(threads=1)
+  f = q.submit("CPU", "src", "k0", after=lambda: order.append(("after", threading.current_thread().name)))
+  f.add_done_callback(lambda _: order.append(("done", "")))
+  q.close(wait=False)  # the thread builds what waits and ends
+  assert f.result(timeout=30)() == "k0"
+  q.threads[0].join(30)
+  assert order == [("after", "rulegrad-compile-0"), ("done", "")] and not q.threads[0].is_alive()
