@@ -177,6 +177,10 @@ def cold_child(model: str, phases: bool = False) -> None:
   imported = time.perf_counter() - t0
   from tensor import GlobalCounters
   step, batches = ours_setup(model)
+  # the setup's final builds (its random batches ran 4 times: tensor/engine/compile_queue.py) are the setup's work, not the step's
+  try: from tensor.engine.compile_queue import wait_upgrades
+  except ImportError: pass  # an older checkout (--base): none
+  else: wait_upgrades()
   import resource
   def cpu() -> float:  # this process's CPU time and its children's (the C compiler's)
     return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
@@ -197,8 +201,9 @@ REWRITES = ("rangeify", "lower", "expand", "vectorize", "decompositions", "symbo
 def phase_table(events: list[dict], t0: float, wall: float) -> dict:
   """Seconds of a profiled step by phase, from PROFILE's spans (runtime/profile.py): on the main thread, scheduling, each
   kernel's codegen (its main rewrites, linearize and render apart; "other" is the heuristic and the smaller passes), the
-  kernels' first runs, and the rest ("wait and rest": mostly waiting for compiles); on the compiler threads, the compiler runs' span time ("compile
-  threads"); and when codegen's and the compiles' last span ended, since the step began."""
+  kernels' first runs (with the wait for each one's object), and the rest ("wait and rest": mostly waiting for compiles);
+  on the compiler threads, the compiler runs' span time ("compile threads"); and when codegen's and the compiles' last
+  span ended, since the step began."""
   from runtime import profile
   origin = profile._us(t0)
   spans = [e for e in events if e.get("ph") == "X" and e["ts"] >= origin]

@@ -22,13 +22,16 @@ MAX_BATCH = 16  # kernels one thread takes at once: more would leave the other t
 MIN_BATCH = 6  # kernels that must wait before a thread takes them, until the last is submitted: fewer compiler runs
 QUICK_COMPILE = ContextVar("QUICK_COMPILE", 1)  # 0: every kernel's final build at once (no Provisional programs)
 LINGER_S = 0.05  # a background thread woken by a kernel waits this long for the others a step asks for (fewer compiler runs)
+_FOREGROUND = threading.Lock()
 
 class CompileQueue:
   """Kernels to compile, (device, source, name) -> a Future of the device's program (or of its CompileError). close() waits
   for every kernel submitted, close(wait=False) lets the threads end when they have built them (they are not daemons: a
   process exiting meanwhile lets each finish its entries).
   quick: the device's quick builds where it has them (a Provisional program). background: daemon threads at low priority
-  that take kernels as they come (after LINGER_S), their compiler runs stopped when the process exits (UPGRADES)."""
+  that take kernels as they come (after LINGER_S) while no foreground queue has threads, their compiler runs stopped when the
+  process exits (UPGRADES)."""
+  foreground = 0  # threads of foreground queues alive (class-wide): a background thread waits while there are any
   def __init__(self, threads: int | None = None, quick: bool = False, background: bool = False):
     self.waiting: list[tuple[str, Any, str, Future, Callable | None]] = []
     self.idle, self.closed, self.batches, self.quick, self.background = 0, False, 0, quick, background
@@ -60,6 +63,14 @@ class CompileQueue:
     if self.background:
       from runtime import ops_cpu  # the compiler runs this thread starts: low priority, stopped at exit
       ops_cpu.background_thread()
+    else:
+      with _FOREGROUND: CompileQueue.foreground += 1
+    try: self._take_and_build()
+    finally:
+      if not self.background:
+        with _FOREGROUND: CompileQueue.foreground -= 1
+
+  def _take_and_build(self) -> None:
     while True:
       with self.cv:
         while len(self.waiting) < self.min_batch and not self.closed:
@@ -69,16 +80,20 @@ class CompileQueue:
         if self.background:  # the rest of the step's kernels come within milliseconds: one compiler run for them all
           deadline = time.perf_counter() + LINGER_S
           while not self.closed and (left := deadline - time.perf_counter()) > 0: self.cv.wait(left)
-        if not self.waiting:
-          if self.closed: return
-          continue
-        # while kernels come, all that waits (fewer compiler runs: another thread takes the next ones); once the last is in,
-        # this thread's share, the threads free now taking the rest: the last kernels don't queue behind one run
-        n = min(MAX_BATCH, len(self.waiting) if not self.closed else -(-len(self.waiting) // (self.idle + 1)))
-        batch, self.waiting = self.waiting[:n], self.waiting[n:]
-        self.batches += 1
-        if self.waiting: self.cv.notify()
-      self._compile(batch)
+        # a cold step's compiles come first: final builds wait while a foreground queue has threads
+        yielding = self.background and CompileQueue.foreground > 0 and not self.closed
+        if not yielding:
+          if not self.waiting:
+            if self.closed: return
+            continue
+          # while kernels come, all that waits (fewer compiler runs: another thread takes the next ones); once the last is
+          # in, this thread's share, the threads free now taking the rest: the last kernels don't queue behind one run
+          n = min(MAX_BATCH, len(self.waiting) if not self.closed else -(-len(self.waiting) // (self.idle + 1)))
+          batch, self.waiting = self.waiting[:n], self.waiting[n:]
+          self.batches += 1
+          if self.waiting: self.cv.notify()
+      if yielding: time.sleep(LINGER_S)
+      else: self._compile(batch)
 
   def _compile(self, batch: list[tuple[str, Any, str, Future, Callable | None]]) -> None:
     for device in dict.fromkeys(d for d, *_ in batch):
