@@ -11,7 +11,8 @@ the time of our first training step in a new process with an empty kernel cache.
 
 Method (as the anchors' bench_train.py): random data, K=4 batches made before the timer and cycled; one step = zero_grad,
 forward, mean softmax cross-entropy, backward, Adam(lr=1e-3). Ours is a TinyJit'd step under Tensor.train(): its first
-two calls (eager, capture) are timed apart, then `samples` timers of `steps` calls each, ending with a device synchronize,
+two calls (eager, capture) are timed apart, the kernels' final builds awaited (a cold step runs quick ones meanwhile:
+tensor/engine/compile_queue.py), then `samples` timers of `steps` calls each, ending with a device synchronize,
 alternating with torch's samples (eager; at each --threads count, both libraries at that count, ours captured under
 THREADS=n). tinygrad runs afterwards in its own process. Medians are reported; the loss must fall (the 4 batches are
 memorised). The CNN's first step in a new process with an empty cache is --cold cnn (tinygrad's too with --tinygrad-python).
@@ -84,6 +85,9 @@ def ours_timed(model: str) -> Timed:
   step, batches = ours_setup(model)
   t0 = time.perf_counter(); loss_start = step(*batches[0]).item(); first = time.perf_counter() - t0
   t0 = time.perf_counter(); step(*batches[1]).item(); capture = time.perf_counter() - t0
+  try: from tensor.engine.compile_queue import wait_upgrades  # the final (-O3) builds of the quick ones, made in the background
+  except ImportError: wait_upgrades = None  # an older checkout (--base): no quick builds
+  if wait_upgrades is not None: wait_upgrades()
   GlobalCounters.reset(); step(*batches[2]).item(); kernels = GlobalCounters.kernel_count
   timed = Timed(step, batches, Device[Device.DEFAULT].synchronize,
                 {"first_step_s": first, "capture_step_s": capture, "kernels_per_replay": kernels, "loss_start": loss_start})
@@ -163,28 +167,75 @@ def serve(tree: str, model: str, threads: int | None) -> None:
     print(json.dumps(timed.times[-1]), flush=True)
   print(json.dumps(timed.result()), flush=True)
 
-def cold_child(model: str) -> None:
+def cold_child(model: str, phases: bool = False) -> None:
   """In a new process (the parent points CACHE_DIR at an empty folder): import time and the first step, as JSON: its wall
-  time and its CPU time with the compiler's (on a loaded machine the wall time is mostly waiting for a core)."""
+  time and its CPU time with the compiler's (on a loaded machine the wall time is mostly waiting for a core). phases: with
+  PROFILE's spans (set before the import), where the step's wall time went (phase_table)."""
+  if phases: os.environ.update(PROFILE="1", PROFILE_PATH=os.devnull)
   t0 = time.perf_counter()
   import tensor  # noqa: F401
   imported = time.perf_counter() - t0
   from tensor import GlobalCounters
   step, batches = ours_setup(model)
+  # the setup's final builds (its random batches ran 4 times: tensor/engine/compile_queue.py) are the setup's work, not the step's
+  try: from tensor.engine.compile_queue import wait_upgrades
+  except ImportError: pass  # an older checkout (--base): none
+  else: wait_upgrades()
   import resource
   def cpu() -> float:  # this process's CPU time and its children's (the C compiler's)
     return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)))
+  if phases:
+    from runtime import profile
+    profile.reset()
   GlobalCounters.reset()
   c0, t0 = cpu(), time.perf_counter()
   step(*batches[0]).item()
   first, first_cpu = time.perf_counter() - t0, cpu() - c0
-  print(json.dumps({"import_s": imported, "first_step_s": first, "first_step_cpu_s": first_cpu, "kernels": GlobalCounters.kernel_count}))
+  out = {"import_s": imported, "first_step_s": first, "first_step_cpu_s": first_cpu, "kernels": GlobalCounters.kernel_count}
+  if phases: out["phases"] = phase_table(profile.events, t0, first)
+  print(json.dumps(out))
 
-def cold_run(model: str, tree: str = ROOT) -> dict:
+# the codegen rewrites (PROFILE spans of category "rewrite" inside a kernel's "codegen NAME" span) reported apart
+REWRITES = ("rangeify", "lower", "expand", "vectorize", "decompositions", "symbolic")
+
+def phase_table(events: list[dict], t0: float, wall: float) -> dict:
+  """Seconds of a profiled step by phase, from PROFILE's spans (runtime/profile.py): on the main thread, scheduling, each
+  kernel's codegen (its main rewrites, linearize and render apart; "other" is the heuristic and the smaller passes), the
+  kernels' first runs (with the wait for each one's object), and the rest ("wait and rest": mostly waiting for compiles);
+  on the compiler threads, the compiler runs' span time ("compile threads"); and when codegen's and the compiles' last
+  span ended, since the step began."""
+  from runtime import profile
+  origin = profile._us(t0)
+  spans = [e for e in events if e.get("ph") == "X" and e["ts"] >= origin]
+  main = min((e["tid"] for e in spans if e["cat"] == "codegen"), default=1)
+  total: dict[str, float] = {}
+  def add(k: str, us: float) -> None: total[k] = total.get(k, 0.0) + us / 1e6
+  end = {"codegen": 0.0, "compile": 0.0}
+  for e in spans:
+    cat, name = e["cat"], e["name"].split(" ")[0]
+    if cat in end: end[cat] = max(end[cat], (e["ts"] + e["dur"] - origin) / 1e6)
+    if e["tid"] != main:
+      if cat == "compile" and e["name"].endswith("kernels"): add("compile threads", e["dur"])
+      continue
+    if cat == "schedule": add("schedule", e["dur"])
+    elif cat == "codegen" and name == "codegen": add("codegen", e["dur"])
+    elif cat == "codegen": add(name, e["dur"])
+    elif cat == "rewrite" and name in REWRITES: add(name, e["dur"])
+    elif cat in ("kernel", "copy"): add("first runs", e["dur"])
+    elif cat == "compile": add("compile (main thread)", e["dur"])
+    elif cat == "python": add("tensor graph", e["dur"])
+  inner = sum(total.get(k, 0.0) for k in (*REWRITES, "linearize", "render"))
+  if "codegen" in total: total["codegen other"] = total["codegen"] - inner
+  # the rest of the main thread's time: mostly waiting for the compiler threads (and the frontend's Python between realizes)
+  total["wait and rest"] = wall - sum(total.get(k, 0.0) for k in ("schedule", "codegen", "first runs", "compile (main thread)", "tensor graph"))
+  total["codegen end"], total["compile end"] = end["codegen"], end["compile"]
+  return {k: round(v, 3) for k, v in total.items()}
+
+def cold_run(model: str, tree: str = ROOT, phases: bool = False) -> dict:
   with tempfile.TemporaryDirectory() as d:
     env = dict(os.environ, CACHE_DIR=d, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", model, "--serve", tree], check=True, env=env,
-                         capture_output=True, text=True)
+    cmd = [sys.executable, os.path.abspath(__file__), "--cold-child", model, "--serve", tree] + (["--phases"] if phases else [])
+    out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 def main() -> None:
@@ -200,6 +251,8 @@ def main() -> None:
                                                    "each library's default)")
   ap.add_argument("--clock", choices=("wall", "cpu", "thread"), default="wall", help="how samples are timed (bench/kernels.py)")
   ap.add_argument("--base", default=None, help="another checkout (a \"before\"): its rows too, in a child process sampled in turn")
+  ap.add_argument("--phases", action="store_true", help="with --cold: each cold step's wall time by phase (PROFILE's spans; slower)")
+  ap.add_argument("--cold-only", action="store_true", help="only the cold first steps (no training table)")
   ap.add_argument("--cold-child", default=None, help=argparse.SUPPRESS)
   ap.add_argument("--serve", default=None, help=argparse.SUPPRESS)
   args = ap.parse_args()
@@ -209,13 +262,13 @@ def main() -> None:
     SAMPLE = cpu_sample if args.clock == "cpu" else thread_sample
   if args.cold_child:
     TREE = args.serve or ROOT
-    return cold_child(args.cold_child)
+    return cold_child(args.cold_child, args.phases)
   if args.serve: return serve(args.serve, args.models, int(args.threads) if args.threads else None)
   try: import torch  # noqa: F401
   except ImportError: torch = None
   from runtime.helpers import Context
   records = []
-  for model in args.models.split(","):
+  for model in [] if args.cold_only else args.models.split(","):
     if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
     steps = args.steps if model == "mlp" else max(1, args.steps // 10)
     for n in [int(t) for t in args.threads.split(",")] if args.threads else [None]:
@@ -238,7 +291,7 @@ def main() -> None:
   if not args.no_cold:
     for model in args.cold.split(","):
       for lib, tree in (("ours", ROOT), ("base", args.base)) if args.base else (("ours", ROOT),):
-        r = cold_run(model, os.path.abspath(tree))
+        r = cold_run(model, os.path.abspath(tree), args.phases)
         r.update(bench="train_cold", lib=lib, model=model, batch=BATCH[model])
         records.append(r)
         print(json.dumps(r), flush=True)
@@ -254,6 +307,7 @@ def main() -> None:
     if r["bench"] == "train_cold":
       print(f"cold cache, new process, {r['lib']}: import {r['import_s']:.2f} s, first {r['model']} step"
             f" {r['first_step_s']:.2f} s, CPU {r['first_step_cpu_s']:.2f} s with the compiler's ({r['kernels']} kernels)")
+      if "phases" in r: print("  phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["phases"].items()))
   if args.json:
     with open(args.json, "w") as f: json.dump(records, f, indent=1)
 

@@ -14,12 +14,15 @@ never -ffast-math, which would change results.
 SANITIZE=1 builds kernels with -fsanitize=address,undefined (the process must preload the compiler's libasan).
 Batches: programs() builds many kernels with one compiler run (runtime/c_batch.py makes them one translation unit), kept
 as one entry that each kernel's key points at; the engine hands it a cold step's kernels (tensor/engine/compile_queue.py).
+Quick builds: programs(quick=True) builds the kernels the cache lacks at QUICK_OPT (-O1: half of -O3's compiler time) and
+marks them `provisional`; the engine runs them while the -O3 build of the same source is made in the background (a
+thread at low priority: background_thread) and swaps it in. A kernel whose -O3 object is cached is never built quick.
 Threads: a source holding `#pragma omp` is built with -fopenmp where the compiler builds and links OpenMP code (checked
 once, by a probe through the cache); elsewhere the pragma is ignored and the kernel runs on one thread with the same
 results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
 """
 from __future__ import annotations
-import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys
+import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys, threading
 from typing import Callable
 from runtime import c_batch, kernel_cache
 from runtime.device import Buffer, Compiled, CompileError
@@ -47,6 +50,10 @@ _GUARDED_LOAD = re.compile(r"\?[^:;]*\*\(")
 REVERSED_FLAGS = ["-fno-tree-loop-vectorize"]
 _REVERSED_READ = re.compile(r"ridx\d+\*\(-\d+\)")
 OPENMP_FLAGS = ["-fopenmp"]
+# a quick build's flags in place of -O3: gcc 12 takes 1.16 s for a cold CNN step's kernels at -O1, 2.98 s at -O3 (one unit);
+# -O1 -ftree-vectorize 1.32 s, and its vectorizer needs the workarounds below (more compiler runs): its faster first runs did
+# not pay for them (cold step CPU 3.2 s with -O1, 3.6 s with it). The results are the same bits (nothing reassociates)
+QUICK_OPT = ["-O1"]
 # a kernel using OpenMP, and a call of the runtime, so the probe fails where libgomp (or libomp) can't be linked or loaded;
 # run with n = 4 its region has one thread (the if clause), so it starts no thread pool (see _after_fork_in_child)
 _OPENMP_PROBE = """#include <omp.h>
@@ -79,7 +86,10 @@ def run_compiler(cmd: list[str], stdin: str = "", what: str = "", probe: bool = 
   long says nothing about the next one)."""
   cc, timeout = cmd[0], compile_timeout()
   if cc in _hung: raise CompileError(_hung[cc])
+  background = getattr(_background, "on", False)
+  if background and _background.stopped: raise CompileError("the process is exiting: background compiles stopped")
   p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_compiler_env(), start_new_session=True)
+  if background: _background.running.add(p)
   try: out, err = p.communicate(stdin.encode(), timeout=timeout)
   except BaseException as e:
     try: os.killpg(p.pid, signal.SIGKILL)
@@ -93,7 +103,33 @@ def run_compiler(cmd: list[str], stdin: str = "", what: str = "", probe: bool = 
                f"another compiler")
     if probe: _hung[cc] = message
     raise CompileError(message) from None
+  finally: _background.running.discard(p)
+  if background and _background.stopped: raise CompileError("the process is exiting: background compiles stopped")
   return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+class _Background(threading.local):
+  """Compiler runs of background threads (background_thread): at low priority, and stopped when the process exits."""
+  running: set = set()  # shared by every thread (a class attribute): the background compilers running now
+  stopped = False  # shared too: set at exit
+  on = False  # per thread
+
+_background = _Background()
+
+def background_thread(niceness: int = 10) -> None:
+  """Make the calling thread a background compiler: its compiler runs start at `niceness` (Linux: a thread's own
+  priority, which the processes it starts inherit) and are killed when the process exits, their outputs deleted (no
+  half-built entry is left)."""
+  _background.on = True
+  if hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
+    try: os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except OSError: pass
+
+def stop_background() -> None:
+  """Kill the background compiler runs (at exit: tensor/engine/compile_queue.py waits for their threads to return)."""
+  _Background.stopped = True
+  for p in list(_background.running):
+    try: os.killpg(p.pid, signal.SIGKILL)
+    except OSError: pass
 
 @functools.cache
 def compiler_version() -> str:
@@ -108,16 +144,19 @@ def _takes_flag(cc: str, flag: str) -> bool:
   try: return run_compiler(cmd, "int x;", f"checking that it takes {flag} (-fsyntax-only)", probe=True)[0] == 0
   except OSError: return False
 
-def cflags(src: str | None = None) -> list[str]:
+def cflags(src: str | None = None, quick: bool = False) -> list[str]:
   """The flags the kernel `src` is compiled with (they are part of the cache key); without a source, those of a kernel
-  with guarded loads."""
+  with guarded loads. quick: its quick build's (QUICK_OPT for -O3)."""
   cc = find_compiler()
   half = next((f for f in HALF_FLAGS if _takes_flag(cc, f)), None)  # type: ignore[arg-type]
   guarded = src is None or _GUARDED_LOAD.search(src) is not None
   workarounds = [f for f in WORKAROUND_FLAGS if guarded and _takes_flag(cc, f)]  # type: ignore[arg-type]
   if src is not None and _REVERSED_READ.search(src): workarounds += [f for f in REVERSED_FLAGS if _takes_flag(cc, f)]  # type: ignore[arg-type]
+  # the workarounds turn off parts of gcc's vectorizer: a quick build that does not run it needs none (one set of flags)
+  if quick and "-ftree-vectorize" not in QUICK_OPT: workarounds = []
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
-  return CFLAGS + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
+  base = [g for f in CFLAGS for g in (QUICK_OPT if f == "-O3" else [f])] if quick else CFLAGS
+  return base + ([half] if half else []) + workarounds + (SANITIZE_FLAGS if sanitize else [])
 
 def compile_timeout() -> float:
   """Seconds a compile may take before it is stopped (CC_TIMEOUT, default 300): a hung compiler must not hang realize."""
@@ -171,16 +210,17 @@ def openmp_flags() -> tuple[str, ...]:
     return tuple(OPENMP_FLAGS) if lib.rulegrad_openmp_probe(4) == 6 else ()
   except (CompileError, OSError): return ()
 
-def kernel_flags(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True) -> list[str]:
+def kernel_flags(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True, quick: bool = False) -> list[str]:
   """Every flag `src` is compiled with: cflags, extra_flags, and openmp_flags() for a source with `#pragma omp` unless
   openmp=False (then it is built serial: the pragmas are ignored)."""
-  return cflags(src) + list(extra_flags) + (list(openmp_flags()) if openmp and uses_openmp(src) else [])
+  return cflags(src, quick) + list(extra_flags) + (list(openmp_flags()) if openmp and uses_openmp(src) else [])
 
-def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True, name: str | None = None) -> str:
+def compile_c(src: str, extra_flags: tuple[str, ...] | list[str] = (), openmp: bool = True, name: str | None = None,
+              quick: bool = False) -> str:
   """The path of a verified shared object holding the kernel built from `src` (from the cache when it is there: its own entry
-  or the batch it was built in, see programs). Raises CompileError, naming the kernel `name` when given."""
+  or the batch it was built in, see programs); quick: its quick build. Raises CompileError, naming the kernel `name` when given."""
   cc = find_compiler()
-  flags = kernel_flags(src, extra_flags, openmp)
+  flags = kernel_flags(src, extra_flags, openmp, quick)
   key = cache_key(src, flags)
   if (path := _batch_entry(key)) is not None: return path
   what = f"the generated kernel {name}" if name else "a generated kernel"
@@ -217,23 +257,27 @@ def _build_batch(flags: list[str], group: list[tuple[str, str, str]]) -> None:
   except (CompileError, kernel_cache.BuildError, OSError): return
   for _, _, k in group: kernel_cache.store_data(_batch_key(k), bkey.encode())
 
-def programs(items: list[tuple[str, str]]) -> list[Callable | CompileError]:
+def programs(items: list[tuple[str, str]], quick: bool = False) -> list[Callable | CompileError]:
   """The kernels (source, name) as program() makes them, those the cache lacks compiled by one compiler run per set of flags
   (up to MAX_BATCH kernels each). Each result is the kernel's program, or the CompileError of its own source: a batch the
   compiler rejects is built kernel by kernel. Under SANITIZE=1, and in a process forked after OpenMP ran, kernels compile
-  one by one."""
+  one by one. quick: those whose final (-O3) object the cache lacks are built quick (program(quick=True))."""
   sanitize = os.environ.get("SANITIZE", "") not in ("", "0")
+  quick = quick and not (_forked_after_omp or sanitize)
   if not (_forked_after_omp or sanitize) and len(items) > 1:
     # kernels with and without OpenMP share a unit built with it (-fopenmp changes no code without a pragma); the other flags
     # change code, so each set of them is a unit of its own
     groups: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
     names: set[tuple[tuple[str, ...], str]] = set()
     for src, name in items:
-      try: flags = kernel_flags(src)
+      try:
+        flags = kernel_flags(src)
+        if quick and _cached(cache_key(src, flags)): continue  # its final object is there: no quick build
+        if quick: flags = kernel_flags(src, quick=True)
       except CompileError: continue  # no compiler: program() says so for each kernel
       group = tuple(f for f in flags if f not in OPENMP_FLAGS)
       # one definition per name in a unit: a second kernel of the same name (the same source or another) compiles alone
-      if (group, name) in names or kernel_cache.find(key := cache_key(src, flags)) or _batch_entry(key): continue
+      if (group, name) in names or _cached(key := cache_key(src, flags)): continue
       names.add((group, name))
       groups.setdefault(group, []).append((src, name, key))
     for flags, group in groups.items():
@@ -242,9 +286,13 @@ def programs(items: list[tuple[str, str]]) -> list[Callable | CompileError]:
         if len(chunk := group[i:i + MAX_BATCH]) > 1: _build_batch([*flags, *omp], chunk)
   out: list[Callable | CompileError] = []
   for src, name in items:
-    try: out.append(program(src, name))
+    try: out.append(program(src, name, quick))
     except CompileError as e: out.append(e)
   return out
+
+def _cached(key: str) -> bool:
+  """Whether the cache holds the object of cache key `key` (its own entry, or the batch it was built in)."""
+  return kernel_cache.find(key) is not None or _batch_entry(key) is not None
 
 def load(name: str, lib_path: str) -> Callable:
   """The kernel `name` of a cache entry as prog(buffers, var_vals), after checking the entry (kernel_cache.open_verified).
@@ -282,15 +330,15 @@ def value_arrays(vals: tuple) -> tuple:
   floats = [v for v in vals if isinstance(v, float)]
   return (ctypes.c_longlong * len(ints))(*ints) if ints else None, (ctypes.c_double * len(floats))(*floats) if floats else None
 
-def _build_and_load(src: str, name: str, openmp: bool = True) -> Callable:
+def _build_and_load(src: str, name: str, openmp: bool = True, quick: bool = False) -> Callable:
   """Compile (or take from the cache) and load. An entry that fails its check, does not load or lacks the kernel is
   deleted and rebuilt once; a fresh build that still fails is a CompileError."""
-  with scope(f"compile {name}", "compile"): path = compile_c(src, openmp=openmp, name=name)
+  with scope(f"compile {name}", "compile"): path = compile_c(src, openmp=openmp, name=name, quick=quick)
   try: return load(name, path)
   except OSError as e:
     print(f"warning: the cached kernel {path} is not usable ({e}); rebuilding it", file=sys.stderr)
     kernel_cache.remove(path)
-  path = compile_c(src, openmp=openmp, name=name)
+  path = compile_c(src, openmp=openmp, name=name, quick=quick)
   try: return load(name, path)
   except OSError as e: raise CompileError(f"the kernel {name} compiled from this source does not load: {e}\n--- source ---\n{src}") from None
 
@@ -305,11 +353,14 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"): os.register_at_fork(after_in_child=_after_fork_in_child)
 
-def program(src: str, name: str) -> Callable:
+def program(src: str, name: str, quick: bool = False) -> Callable:
   """The kernel `name` of `src`, compiled and loaded. One with `#pragma omp` runs its parallel loops on threads, except in
-  a process forked after OpenMP ran (there a serial build of the same source runs, made on its first call)."""
+  a process forked after OpenMP ran (there a serial build of the same source runs, made on its first call). quick: when the
+  cache lacks its final (-O3) object, a build at QUICK_OPT, marked `provisional` (the engine has the final one built later)."""
   if _forked_after_omp: return _build_and_load(src, name, openmp=False)
-  prog = _build_and_load(src, name)
+  quick = quick and os.environ.get("SANITIZE", "") in ("", "0") and not _cached(cache_key(src, kernel_flags(src)))
+  prog = _build_and_load(src, name, quick=quick)
+  if quick: prog.provisional = True  # type: ignore[attr-defined]
   if not (uses_openmp(src) and openmp_flags()): return prog
   serial: list[Callable] = []
   def run(bufs: list[Buffer], vals: tuple = ()) -> None:
@@ -320,10 +371,12 @@ def program(src: str, name: str) -> Callable:
     _omp_started = True
     prog(bufs, vals)
   run.lib = prog.lib  # type: ignore[attr-defined]
+  run.provisional = quick  # type: ignore[attr-defined]
   return run
 
 def device(name: str = "CPU") -> Compiled:
   d = Compiled(name, program)
   d.programs = programs  # type: ignore[attr-defined]  # many kernels at once (the engine's cold compiles: tensor/engine/realize.py)
+  d.quick_programs = functools.partial(programs, quick=True)  # type: ignore[attr-defined]  # quick builds of them (compile_queue.py)
   return d
 def available(default: bool = False) -> bool: return find_compiler(required=False) is not None

@@ -16,6 +16,7 @@ from runtime.helpers import DEBUG, JIT, GlobalCounters
 from runtime.ops import Ops
 from runtime.uop import UOp, dim_value, dim_vars, rebind_dim, shape_str, unbind_shape
 from tensor.engine import debug
+from tensor.engine.compile_queue import UPGRADES, Provisional
 from tensor.engine.jit import JitError
 from tensor.errors import ShapeError
 from tensor.engine.memory import NO_MEMORY_PLANNER, plan_memory
@@ -88,6 +89,11 @@ class CapturedJit(Generic[ReturnType]):
     # the buffers the steps own (outputs, intermediates): an input that is one of them (last call's output fed back) is
     # read and written by one replay, so it is copied first
     self._owned = {id(b.base if b.base is not None else b) for s in steps for b in s.bufs if b is not None}
+    # steps running a kernel's quick build (tensor/engine/compile_queue.py): its final build is asked for now (each replay
+    # runs it), and the steps take it at the first replay after UPGRADES.version changes
+    self._upgrades = UPGRADES.version if any(s.fn.__class__ is Provisional for s in steps) else None
+    for s in steps:
+      if s.fn.__class__ is Provisional: s.fn.want()  # type: ignore[union-attr]
 
   def _unalias(self, input_buffers: list[Buffer]) -> list[Buffer]:
     out = list(input_buffers)
@@ -115,6 +121,7 @@ class CapturedJit(Generic[ReturnType]):
         t = self._ret_tensors[r]
         t.uop = input_uops[k] if t.shape == input_uops[k].shape else UOp(Ops.RESHAPE, t.dtype, (input_uops[k],), t.shape)
       if self._symbolic_ret: _rebind(self._symbolic_ret, var_vals)
+      if self._upgrades is not None and self._upgrades != UPGRADES.version: self._take_final_builds()
       if self._native is None: self._native = self._build_native()
       if self._native is not False and DEBUG.value < 2 and JIT.value < 2:
         nat: native.NativeReplay = self._native  # type: ignore[assignment]
@@ -128,6 +135,17 @@ class CapturedJit(Generic[ReturnType]):
       GlobalCounters.global_ops += self._ops
       GlobalCounters.global_mem += self._mem
     return self.ret
+
+  def _take_final_builds(self) -> None:
+    """Steps whose kernel's final build is made run it from now on (between two replays: no kernel is running)."""
+    seen, provisional = UPGRADES.version, False
+    for s in self.steps:
+      if s.fn.__class__ is Provisional:
+        if s.fn.final is not None:  # type: ignore[union-attr]
+          s.fn = s.fn.final  # type: ignore[union-attr]
+          self._native = None  # rebuilt with the final entry points (the same replay object: its tables hold the addresses)
+        else: provisional = True
+    self._upgrades = seen if provisional else None
 
   def _run_python(self, input_buffers: list[Buffer], var_vals: dict[str, int]) -> None:
     for j, i, k in self.input_replace: self.steps[j].bufs[i] = input_buffers[k]

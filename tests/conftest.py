@@ -2,10 +2,19 @@
 process adds the rules that fired into FILE as its session ends, and the run's summary says how many rules never fired;
 `python -m dslc coverage --from FILE` lists them."""
 import os
+import pytest
 # the suite runs under SPEC=1: every graph is checked against the IR's spec (rules/spec.rules) at each stage boundary, and
 # a node no rule allows fails the test that made it, naming the rule that made the node (SPEC=0 in the environment: off)
 os.environ.setdefault("SPEC", "1")
 from runtime import trace  # noqa: E402  (after SPEC: runtime.helpers reads it when imported)
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  yield
+  # kernels a test ran twice get their final builds in the background (tensor/engine/compile_queue.py): they are made
+  # within the test, in its own cache folder (before its fixtures restore CACHE_DIR), not during the next test
+  from tensor.engine.compile_queue import wait_upgrades
+  wait_upgrades()
 
 def pytest_sessionfinish(session, exitstatus) -> None:
   trace.save_coverage()  # each process, pytest-xdist workers too: before the summary below reads the file

@@ -78,7 +78,8 @@ class Prepared:
   an intermediate only entry points read is passed as its block (its address is the view's), one a runner reads as a typed
   view. `watch`: places in the graph's walk of nodes that become planned outputs (a live tensor holding one needs the full
   path); `plan` the plan's numbers for engine.last_plan."""
-  __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "watch_paths", "plan")
+  __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "watch_paths", "plan",
+               "upgrades")
   def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, blocks: tuple, views: dict, calls: list[Call], after: Any,
                after_paths: tuple, watch: tuple[int, ...], watch_paths: tuple, plan: MemoryPlan):
     self.variant, self.inputs, self.outputs, self.blocks, self.views, self.calls = variant, inputs, outputs, blocks, views, calls
@@ -86,6 +87,9 @@ class Prepared:
     # one root that becomes one of the run's values as it is (no node to build): (root number, value number)
     one = len(after_paths) == 1 and len(after_paths[0]) == 1 and not after.steps and not after.fixed
     self.direct = (after_paths[0][0], after.results[0]) if one else None
+    # when a call runs a quick build (tensor/engine/compile_queue.py Provisional): UPGRADES.version now, for realize to
+    # prepare again once final builds are made; None when every call runs its final program
+    self.upgrades: int | None = None
 
   def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], storage: Storage,
           topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:

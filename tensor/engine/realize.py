@@ -8,7 +8,7 @@ DEBUG=1 prints the schedule and the memory plan; 2 one line per kernel (device, 
 totals at exit; 3 each new kernel's AST and applied opts; 4 its generated code; 5 its lowered UOps.
 """
 from __future__ import annotations
-import atexit, time
+import atexit, functools, gc, time
 from typing import Callable
 from runtime.device import Buffer, copy
 from runtime.profile import PROFILE, kernel_run, scope
@@ -27,7 +27,7 @@ from tensor.codegen import program_cache
 from tensor.codegen.beam import beam_opts
 from tensor.engine import schedule as schedule_module  # its SCHEDULE_CACHE, read where set (tests set it)
 from tensor.engine import debug
-from tensor.engine.compile_queue import CompileQueue
+from tensor.engine.compile_queue import QUICK_COMPILE, UPGRADES, CompileQueue, Provisional
 from tensor.engine.debug import colored_name, graph_out
 from tensor.engine.multi import lower as lower_multi
 from tensor.engine.memory import NO_MEMORY_PLANNER, MemoryPlan, apply_plan, plan_memory
@@ -60,7 +60,9 @@ class CompiledRunner(Runner):
     self.program, self._fn, self.name = program, fn, program.name
   @property
   def fn(self) -> Callable:
-    if self._fn.__class__ is Compiling: self._fn = self._fn.future.result()  # type: ignore[attr-defined]
+    if (fn := self._fn).__class__ is Compiling: fn = self._fn = fn.future.result()  # type: ignore[attr-defined]
+    # a quick build whose final build is made: hold the final one (compile_queue.py)
+    if fn.__class__ is Provisional and fn.final is not None: self._fn = fn.final  # type: ignore[attr-defined]
     return self._fn
   def __call__(self, bufs: list[Buffer], var_vals: tuple = ()) -> float | None: return self.fn(bufs, var_vals)
   def entry(self) -> tuple[Runner, Callable | None, tuple]: return self, self.fn, ()
@@ -141,11 +143,14 @@ def compile_ast(ast: UOp, device: str, engine: Engine = ENGINE) -> CompiledRunne
   use_disk = PROGRAM_DISK_CACHE and device != "PYTHON" and not watched
   key = program_cache.program_key(ast, target, program_variant()) if use_disk else None
   p = program_cache.load(key) if key is not None else None
+  pool = _compile_pool if device != "PYTHON" else None
+  store = None
   if p is None:
     p = get_program(ast, device, engine=engine)
-    if key is not None: program_cache.store(key, p)
-  if _compile_pool is not None and device != "PYTHON":
-    return CompiledRunner(p, Compiling(_compile_pool.submit(target.device, p.src, p.name)))
+    # written by the compile thread when there is one: the write waits on the disk (0.5 s of a cold CNN step's main thread)
+    if key is not None: store = functools.partial(program_cache.store, key, p)
+  if pool is not None: return CompiledRunner(p, Compiling(pool.submit(target.device, p.src, p.name, after=store)))
+  if store is not None: store()
   return CompiledRunner(p, target.compile(p.src, p.name))
 
 # while a schedule's new kernels are prepared (_parallel_compiles): the compiler runs on these threads, one per core, while
@@ -155,17 +160,23 @@ _compile_pool: CompileQueue | None = None
 
 def _parallel_compiles(schedule: list[UOp], engine: Engine) -> None:
   """Make the runners of a schedule's kernels, the C compiler running on a thread per core (tensor/engine/compile_queue.py;
-  each runner waits for its object when first called). Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
+  each runner waits for its object when first called: the schedule's first kernels run while its last ones compile).
+  Kernels compiled before are found as they are: only a schedule with two new ones uses it."""
   global _compile_pool
   variant, table = program_variant(), engine.storage.buffers
   new = [k for k in schedule if k.arg.ast.op is not Ops.COPY and (table[kernel_buffers(k)[0]].device, k.arg.ast, variant) not in engine.programs]
   if len(new) < 2 or _compile_pool is not None: return
-  _compile_pool = pool = CompileQueue()
+  _compile_pool = pool = CompileQueue(quick=bool(QUICK_COMPILE.value))  # quick builds: the final ones come when a kernel runs again
+  # lowering makes many objects that live a while and few cycles: the cyclic collector's passes over them took a third of
+  # a cold CNN step's codegen (1.1 -> 0.7 s CPU); the cycles it leaves are collected after
+  collecting = gc.isenabled()
+  gc.disable()
   try:
     for k in new: get_runner(k.arg.ast, table[kernel_buffers(k)[0]].device, engine)
   finally:
+    if collecting: gc.enable()
     _compile_pool = None
-    pool.close()
+    pool.close(wait=False)  # the first kernels run (each runner waits for its own object) while the last ones compile
 
 def run_kernel(k: UOp, engine: Engine = ENGINE) -> None:
   table = engine.storage.buffers
@@ -301,6 +312,7 @@ def _chain_ready(chain, engine: Engine) -> Prepared | None:
   since, the same program variant and scheduler settings, and nothing that reports kernels (DEBUG, a capture, PROFILE)."""
   ready = chain.ready
   if ready is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version: return None
+  if ready[3].upgrades is not None and ready[3].upgrades != UPGRADES.version: return None  # final builds made since: prepare again
   if DEBUG.value or engine.capturing or PROFILE.value or VIZ.value or GRAPH.value or not schedule_module.SCHEDULE_CACHE: return None
   if chain.key[0][0] != (schedule_module.MAX_KERNEL_DEPTH,) or ready[2] != program_variant(): return None
   return ready[3]
@@ -312,10 +324,13 @@ def _prepared(found, engine: Engine) -> Prepared | None:
   if recipe is None or recipe.launches is None or recipe.after is None or DEBUG.value or engine.capturing: return None
   if recipe.planned and NO_MEMORY_PLANNER.value: return None  # each intermediate its own buffer: the full path
   variant = program_variant()
-  if (ready := recipe.prepared.get(variant)) is None:
+  # prepared again when final builds were made since (its quick builds' entry points are taken once: compile_queue.py)
+  if (ready := recipe.prepared.get(variant)) is None or (ready.upgrades is not None and ready.upgrades != UPGRADES.version):
     def entry_of(ast: UOp, device: str, template: bool) -> tuple:
       return (template_program(ast, device, engine) if template else get_runner(ast, device, engine)).entry()
+    seen = UPGRADES.version  # before: a final build made while this prepares makes it prepare again
     ready = recipe.prepared[variant] = prepare(recipe, walked(found.shape), variant, entry_of, engine.storage)
+    if any(c.fn.__class__ is Provisional for c in ready.calls): ready.upgrades = seen
   return ready
 
 def _schedule(pending: list[UOp], engine: Engine, found=None) -> tuple:
