@@ -66,7 +66,8 @@ def cvt_body(d: DType, s: DType) -> str:
   if d.count != 16 or ctype(d.scalar) != "float" or (w := _WIDEN_BUILTINS.get(ctype(s.scalar))) is None: return plain
   return (f"\n#if defined(__AVX512F__) && defined(__x86_64__)\n  typedef int i32x16_w __attribute__((vector_size(64)));\n"
           f"  typedef {w[1]} src_w __attribute__((vector_size({16 * s.scalar.itemsize})));\n"
-          f"  return __builtin_ia32_cvtdq2ps512_mask({w[0]}((src_w)a, (i32x16_w){{0}}, (unsigned short)-1), ({ctype(d)}){{0}}, (unsigned short)-1, 4);"
+          f"  return __builtin_ia32_cvtdq2ps512_mask({w[0]}((src_w)a, (i32x16_w){{0}}, (unsigned short)-1), ({ctype(d)}){{0}}, "
+          f"(unsigned short)-1, 4);"
           f"\n#else\n  {plain}\n#endif\n")
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 def args(srcs: tuple, cast: str = "") -> tuple:
