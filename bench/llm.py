@@ -31,15 +31,14 @@ def _timed(f) -> float:
   return time.perf_counter() - t
 
 def bytes_per_token(model) -> int:
-  """What a decode step reads: every weight once (its blocks when kept quantized; the tied embedding in full for the
-  logits) and, today, each layer's whole KV cache (the write goes through a mask over it)."""
+  """What a decode step reads: every weight once (when kept quantized its int8 values, scales and minimums; the tied
+  embedding in full for the logits) and, today, each layer's whole KV cache (the write goes through a mask over it)."""
   from tensor.llm.quant import QuantizedWeight
   seen, n = set(), 0
   for w in [model.embedding, model.output, model.output_norm] + [w for b in model.blocks for w in b.w.values()]:
     if id(w) in seen: continue
     seen.add(id(w))
-    t = w.raw if isinstance(w, QuantizedWeight) else w
-    n += t.numel() * t.dtype.itemsize
+    n += sum(t.numel() * t.dtype.itemsize for t in (w.tensors() if isinstance(w, QuantizedWeight) else [w]))
   return n + sum(b.cache.numel() * b.cache.dtype.itemsize for b in model.blocks)
 
 def child_decode(args) -> None:

@@ -54,6 +54,21 @@ def fma_body(d: DType) -> str:
   lanes = "(" + ctype(d) + "){" + ", ".join(f"{math_fn('__builtin_fma', d)}(a[{i}], b[{i}], c[{i}])" for i in range(d.count)) + "}"
   if (k := _FMA_BUILTINS.get((d.count, ctype(d.scalar)))) is None: return f"return {lanes};"
   return f"\n#if defined({k[0]}) && defined(__x86_64__)\n  return {k[1]};\n#else\n  return {lanes};\n#endif\n"
+# AVX-512's widening of 16 small ints to 16 int32 (vpmovsx/zx), by the source's C lane type
+# and the lane type its builtin takes (gcc's __v16qi is of char, __v16hi of short)
+_WIDEN_BUILTINS = {"signed char": ("__builtin_ia32_pmovsxbd512_mask", "char"), "unsigned char": ("__builtin_ia32_pmovzxbd512_mask", "char"),
+                   "short": ("__builtin_ia32_pmovsxwd512_mask", "short"), "unsigned short": ("__builtin_ia32_pmovzxwd512_mask", "short")}
+
+def cvt_body(d: DType, s: DType) -> str:
+  """The body of a lane-by-lane conversion of vector a (lanes s) to d: 16 floats from 16 8- or 16-bit ints by AVX-512's
+  widening and int-to-float instructions (what _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(a)) is), else convertvector."""
+  plain = f"return __builtin_convertvector(a, {ctype(d)});"
+  if d.count != 16 or ctype(d.scalar) != "float" or (w := _WIDEN_BUILTINS.get(ctype(s.scalar))) is None: return plain
+  return (f"\n#if defined(__AVX512F__) && defined(__x86_64__)\n  typedef int i32x16_w __attribute__((vector_size(64)));\n"
+          f"  typedef {w[1]} src_w __attribute__((vector_size({16 * s.scalar.itemsize})));\n"
+          f"  return __builtin_ia32_cvtdq2ps512_mask({w[0]}((src_w)a, (i32x16_w){{0}}, (unsigned short)-1), ({ctype(d)}){{0}}, "
+          f"(unsigned short)-1, 4);"
+          f"\n#else\n  {plain}\n#endif\n")
 def lanes(srcs: tuple) -> tuple: return ("{", *(p for i, s in enumerate(srcs) for p in ((", ", s) if i else (s,))), "}")
 def args(srcs: tuple, cast: str = "") -> tuple:
   """(a, b, ...): the lanes of an OpenCL vector literal, each behind `cast` (bools: "(int)", as a vector has no bool lanes)."""

@@ -187,11 +187,13 @@ def prefetch_opts(sink: UOp, outs: list[UOp], reds: list[UOp]) -> list[Opt]:
   between those loops no new line is asked for, so the hardware prefetcher falls behind and the next row's first loop
   waits for memory. Prefetched in the reduction loop doing the most arithmetic (softmax's exp). Softmax (4096, 1024):
   5.1 -> 4.0 ms; rows of 256 to 16384 floats gain 12-22%. A row sum, read once, gains nothing."""
-  readers: dict[UOp, set[int]] = {}  # buffer -> the reduction loops (axes) reading it
+  readers: dict[UOp, dict[int, UOp]] = {}  # buffer -> the reduction loops (axes) reading it, each with its reduction
   for k, r in enumerate(reds):
-    for ld in loads(reductions_over(sink, r)[0].src[0]):
-      if r in ld.src[0].src[1].toposort(): readers.setdefault(ld.src[0].src[0], set()).add(k)
-  multi = {k for ks in readers.values() if len(ks) > 1 for k in ks}
+    q = reductions_over(sink, r)[0]
+    for ld in loads(q.src[0]):
+      if r in ld.src[0].src[1].toposort(): readers.setdefault(ld.src[0].src[0], {})[k] = q
+  # read by several reductions (not one reduction over nested loops: a quantized matvec's groups x elements)
+  multi = {k for ks in readers.values() if len(set(ks.values())) > 1 for k in ks}
   if not outs or not multi: return []
   def work(k: int) -> int: return sum(1 for u in reductions_over(sink, reds[k])[0].src[0].toposort() if u.op in GroupOp.ALU)
   k = max(sorted(multi), key=work)
@@ -334,7 +336,11 @@ def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None, group_max: int = 
   for k, r in enumerate(reds):
     n = trip_count(r) or 0
     qs = reductions_over(sink, r)
-    if not qs or n < SPLIT_MIN or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs): continue
+    # a short loop counts when it is the innermost of a reduction over nested loops as long in all (a quantized matvec's
+    # 32 elements of each of its groups: lanes across the elements, one accumulator across the groups)
+    total = min((math.prod(trip_count(x) or 0 for x in q.src[1:]) for q in qs), default=0)
+    if not qs or (n < SPLIT_MIN and (total < SPLIT_MIN or n < 16)) or any(q.arg not in (Ops.ADD, Ops.MAX) or q.src[-1] is not r for q in qs):
+      continue
     # the widest lanes dividing the loop (a row of 1000: 8 lanes), no fewer than 4
     want = max(4, min(16, SPLIT_BYTES // qs[0].dtype.itemsize))
     amount = next((a for a in (want, want // 2, want // 4) if a >= 4 and n % a == 0), want)

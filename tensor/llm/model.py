@@ -120,7 +120,10 @@ class Block:
     if cfg.qk_norm: q, k = rms_norm(q, self.w["attn_q_norm.weight"], cfg.norm_eps), rms_norm(k, self.w["attn_k_norm.weight"], cfg.norm_eps)
     cos, sin = rope[0][sp:sp + T], rope[1][sp:sp + T]
     q, k = apply_rope(q, cos, sin, cfg.rope_interleaved), apply_rope(k, cos, sin, cfg.rope_interleaved)
-    self.cache[:, :, :, sp:sp + T] = Tensor.stack(k, v)
+    # the new keys and values stored first: the cache's write goes through a mask over the whole cache (the engine writes
+    # whole buffers), and fused into it their norm and rope were computed, guarded, for every position of the cache
+    q = q.contiguous()
+    self.cache[:, :, :, sp:sp + T] = Tensor.stack(k, v).contiguous()
     keys, vals = self.cache[0, :, :, 0:sp + T], self.cache[1, :, :, 0:sp + T]   # (B, KV, S, D), S = sp + T
     if KV != H:  # grouped-query attention: each KV head serves H / KV query heads
       S = keys.shape[2]
@@ -139,8 +142,11 @@ class Block:
     if cfg.gemma: h = rms_norm(h, w["post_attention_norm.weight"], cfg.norm_eps)
     x = x + h
     f = rms_norm(x, w["ffn_norm.weight"], cfg.norm_eps)
-    gate = self._lin(f, "ffn_gate")
-    f = self._lin((gate.gelu() if cfg.gemma else gate.silu()) * self._lin(f, "ffn_up"), "ffn_down")
+    # each matvec its own kernel and the activation stored once: fused, ffn_down's rows each computed gelu (tanh) over the
+    # hidden vector again, and gate and up as one kernel of two reductions lost their vector lanes (Gemma 3 270M: 1.3 and
+    # 1.7 ms per layer, against 0.3 for each matvec alone)
+    gate, up = self._lin(f, "ffn_gate").contiguous(), self._lin(f, "ffn_up").contiguous()
+    f = self._lin(((gate.gelu() if cfg.gemma else gate.silu()) * up).contiguous(), "ffn_down")
     if cfg.gemma: f = rms_norm(f, w["post_ffw_norm.weight"], cfg.norm_eps)
     return x + f
 

@@ -1,35 +1,48 @@
-"""Quantized weights kept as their GGUF blocks in memory: a matmul sums q * x within each group of the blocks and scales
-once per group, so it reads the blocks (~4.5-8.5 bits a weight), not float32. Part of tensor.llm (tensor/gguf.py
-splits each type into groups: quant_groups).
+"""Quantized weights kept small in memory: a GGUF tensor's blocks unpacked once, at load, into int8 values per group
+(each type's small integers: 4 to 8 bits) and a float32 scale and minimum per group of 32 (16 for Q6_K), so a matmul
+reads ~9-10 bits a weight instead of 32 and dequantizes in its own loop: w = scale * q - minus, one vector of 16 int8
+widened to floats at a time. Part of tensor.llm (tensor/gguf.py splits each type into groups: quant_groups).
 
   w = QuantizedWeight(raw, ggml_type, (out, in))
   y = w.matmul(x)          # x (..., in) -> (..., out), as x @ dequantize(raw).T up to float32 rounding
 """
 from __future__ import annotations
-from tensor import Tensor
-from tensor.gguf import GGML_TYPES, dequantize, quant_groups
+from tensor import Tensor, dtypes
+from tensor.gguf import GGML_TYPES, quant_groups
 
 __all__ = ["QuantizedWeight"]
 
 class QuantizedWeight:
-  """A 2-D weight (out, in) of a quantized ggml type, its raw bytes a realized uint8 tensor."""
+  """A 2-D weight (out, in) of a quantized ggml type: from its raw bytes (a uint8 tensor) q (out, groups, size) int8,
+  scale and minus (out, groups) float32 (minus None for the types without one), realized when made. The blocks' bit
+  fields are unpacked here once, so the matmuls of every decode step read plain bytes, not the blocks' packed fields."""
   def __init__(self, raw: Tensor, ggml_type: int, shape: tuple[int, int]):
-    self.raw, self.ggml_type, self.shape = raw, ggml_type, shape
+    self.ggml_type, self.shape = ggml_type, shape
     self.type_name = GGML_TYPES[ggml_type][0]
+    q, scale, minus = quant_groups(raw, ggml_type, shape)        # q holds exact small integers in float32
+    self.q, self.scale = q.cast(dtypes.int8).contiguous(), scale.contiguous()
+    self.minus = None if minus is None else minus.contiguous()
+    Tensor.realize(*self.tensors())
 
   def __repr__(self) -> str: return f"QuantizedWeight({self.type_name}, {self.shape})"
 
+  def tensors(self) -> list[Tensor]:
+    """What the weight holds in memory (what a matmul reads)."""
+    return [self.q, self.scale] + ([] if self.minus is None else [self.minus])
+
+  def _values(self) -> Tensor:
+    """The dequantized values (out, groups, size), a lazy graph a kernel computes as it reads q: scale * q - minus."""
+    w = self.q.float() * self.scale.unsqueeze(-1)
+    return w if self.minus is None else w - self.minus.unsqueeze(-1)
+
   def matmul(self, x: Tensor) -> Tensor:
-    """x (..., in) @ W.T -> (..., out): per group g of the `in` axis, scale[o, g] * sum_i q[o, g, i] x[g, i] (minus
-    minus[o, g] * sum_i x[g, i] for the types with a minimum), summed over the groups."""
-    q, scale, minus = quant_groups(self.raw, self.ggml_type, self.shape)         # (out, ng, G), (out, ng)
-    ng, G = q.shape[-2], q.shape[-1]
+    """x (..., in) @ W.T -> (..., out): one reduction over the groups and their elements of (scale * q - minus) * x, so
+    the kernel's 16 lanes run along a group's elements (tensor/codegen/heuristic.py: a short innermost loop of a nested
+    reduction is unrolled) and each lane widens an int8 to a float (rules/vectorize.rules)."""
+    ng, G = self.q.shape[-2], self.q.shape[-1]
     xg = x.reshape(*x.shape[:-1], 1, ng, G)                                       # (..., 1, ng, G)
-    # the sums within groups are one kernel (reading the blocks once), the scaled sum over groups another: fused, the
-    # scheduler's walk of the two nested reductions over the dequantizing graph took minutes for an 18-layer model
-    y = ((xg * q).sum(-1).contiguous() * scale).sum(-1)
-    return y if minus is None else y - (xg.sum(-1) * minus).sum(-1)
+    return (self._values() * xg).sum((-1, -2))
 
   def dequantized(self) -> Tensor:
-    """The values (out, in) as float32, a lazy graph over the blocks (a row lookup reads only its rows' blocks)."""
-    return dequantize(self.raw, self.ggml_type, self.shape)
+    """The values (out, in) as float32, a lazy graph over q, scale and minus (a row lookup reads only its rows)."""
+    return self._values().reshape(self.shape)

@@ -80,7 +80,9 @@ def graphs() -> list:
           Tensor.ones(16, 64).sum(1), Tensor.full((4, 8), 3.0).reshape(4, 8, 1).expand(4, 8, 5).prod(2), a.layernorm(),
           Tensor.full((8,), 2.5, dtype=dtypes.float16).contiguous(), Tensor.full((4,), -2**63, dtype=dtypes.int64).contiguous(),
           a.cast(dtypes.int32).cast(dtypes.float32), h.cast(dtypes.int16).cast(dtypes.float16), d.cast(dtypes.int64).cast(dtypes.float64),
-          a.pad(((0, 0), (16, 16))) + 1, bf.pad(((1, 1), (0, 0))) * 2]
+          a.pad(((0, 0), (16, 16))) + 1, bf.pad(((1, 1), (0, 0))) * 2,
+          # a quantized matvec (tensor/llm/quant.py): int8 weights widened to float in vectors, a scale per group of 32
+          (Tensor(rng.integers(-8, 8, (32, 4, 32)).astype(np.int8)).realize().float() * R(32, 4).unsqueeze(-1) * R(4, 32)).sum((-1, -2))]
 
 def given_opts() -> list[tuple]:
   """(a tensor, an Opt list for its last kernel) for what neither the heuristic nor a random list is sure to pick: a

@@ -168,6 +168,27 @@ def test_mulacc_is_a_fused_multiply_add_as_exec_alu(d):
     assert "vfma_" in text and np.array_equal(bufs[0].numpy(), want, equal_nan=True), text
   assert src.count("#if defined(") == 1
 
+@pytest.mark.parametrize("d", [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16], ids=str)
+def test_vector_int_to_float_cast_converts_each_lane(d):
+  """A CAST of a vector of 16 small ints to floats (a quantized matvec's weights): each lane's value, as cast_value, by
+  AVX-512's widening and converting instructions and by the convertvector fallback (other targets)."""
+  f, v = dtypes.float32.vec(16), d.vec(16)
+  g0, g1 = uop(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(N), (), 0), uop(Ops.DEFINE_GLOBAL, d.ptr(N), (), 1)
+  n, sixteen = UOp.const(dtypes.int32, N // 16), UOp.const(dtypes.int32, 16)
+  r = uop(Ops.RANGE, dtypes.int32, (n,), 0)
+  at = r * sixteen
+  i0, i1 = uop(Ops.INDEX, g0.dtype, (g0, at)), uop(Ops.INDEX, g1.dtype, (g1, at))
+  x = uop(Ops.LOAD, v, (i1,))
+  y = uop(Ops.CAST, f, (x,))
+  st = uop(Ops.STORE, dtypes.void, (i0, y))
+  name = f"t_{uuid.uuid4().hex[:10]}"
+  src = render_c(name, [g0, g1, n, sixteen, r, at, i1, x, y, i0, st, uop(Ops.END, dtypes.void, (st, r))])
+  a = np.array(edge_ints(d, np.random.default_rng(5))[:N], dtype=dtypes.to_numpy(d))
+  for text in (src, src.replace("#if defined(", "#if 0 && defined(")):
+    bufs = [Buffer("CPU", N, dtypes.float32), Buffer("CPU", N, d, a)]
+    ops_cpu.program(text, name)(bufs)
+    assert "vcvt_" in text and np.array_equal(bufs[0].numpy(), a.astype(np.float32)), text
+
 def test_kernel_layout():
   """The pieces of the rules laid out: includes, the kernel with one restrict pointer per buffer and its scalars, the
   loop a RANGE opens and its END closes, a load in a variable, a small-int result wrapped back to its type, the entry point reading the arrays."""
