@@ -4,7 +4,7 @@ own Allreduce on numpy arrays (the same messages, alternating samples), and data
 sharded on CPU and CPU:1 (tensor/multi.py: the batch split, the model on both) against one device, alternating samples.
 
   python -m bench.distributed [--reps 200] [--steps 60]
-  python -m bench.distributed --only shard [--steps 60]     # the in-process section alone (no MPI needed)
+  python -m bench.distributed --only allreduce|mlp|shard     # one section (shard: in-process, no MPI needed)
 
 It starts its own `mpirun -np 2` (as root it sets Open MPI's OMPI_ALLOW_RUN_AS_ROOT pair). Needs mpirun and mpi4py.
 """
@@ -138,19 +138,20 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--reps", type=int, default=200)
   ap.add_argument("--steps", type=int, default=60)
-  ap.add_argument("--only", choices=["shard"], help="only the in-process section (multi-device tensors; no MPI)")
+  ap.add_argument("--only", choices=["allreduce", "mlp", "shard"],
+                  help="one section: the all_reduce timings, the data-parallel MLP, or the in-process shards (no MPI)")
   ap.add_argument("--worker", choices=["allreduce", "mlp", "shard"], help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.worker == "allreduce": return allreduce_worker(args.reps)
   if args.worker == "mlp": return mlp_worker(args.steps)
   if args.worker == "shard": return shard_worker(args.steps)
   print(f"load: {os.getloadavg()[0]:.1f}")
-  if args.only == "shard": return print(run(1, "--worker", "shard", "--steps", str(args.steps)), end="")
-  print(run(2, "--worker", "allreduce", "--reps", str(args.reps)), end="")
-  one, two = (run(n, "--worker", "mlp", "--steps", str(args.steps)) for n in (1, 2))
-  print(one + two, end="")
-  rate = [float(line.split(":")[1].split()[0]) for line in (one, two)]
-  print(f"data parallel speedup, 2 x 1 thread over 1 x 1 thread: {rate[1] / rate[0]:.2f}x")
-  print(run(1, "--worker", "shard", "--steps", str(args.steps)), end="")
+  if args.only in (None, "allreduce"): print(run(2, "--worker", "allreduce", "--reps", str(args.reps)), end="")
+  if args.only in (None, "mlp"):
+    one, two = (run(n, "--worker", "mlp", "--steps", str(args.steps)) for n in (1, 2))
+    print(one + two, end="")
+    rate = [float(line.split(":")[1].split()[0]) for line in (one, two)]
+    print(f"data parallel speedup, 2 x 1 thread over 1 x 1 thread: {rate[1] / rate[0]:.2f}x")
+  if args.only in (None, "shard"): print(run(1, "--worker", "shard", "--steps", str(args.steps)), end="")
 
 if __name__ == "__main__": main()

@@ -22,6 +22,10 @@ def collectives() -> None:
   for root in range(n):
     got = dist.broadcast(Tensor(np.full(5, r, np.int32)), root=root).numpy()
     assert got.tolist() == [root] * 5, (root, got)
+  # results held together: each is its own memory, not the block MPI received into (tensor/distributed.py's staging)
+  held = [dist.all_reduce(Tensor(np.full(1000, r + k, np.float32))) for k in range(3)]
+  held += [dist.broadcast(Tensor(np.full(1000, r + k, np.int32)), root=0) for k in range(2)]
+  assert [float(h.numpy()[0]) for h in held] == [sum(range(n)) + n * k for k in range(3)] + [0.0, 1.0], [h.numpy()[0] for h in held]
   # 16 MB
   big = np.full(4 << 20, r + 1, np.float32)
   assert (dist.all_reduce(Tensor(big)).numpy() == n * (n + 1) / 2).all()
