@@ -279,6 +279,23 @@ def test_cl_beside_cpu_and_two_cl_devices_where_there_are():
   except DeviceError: return  # one OpenCL device here (pocl has one)
   np.testing.assert_allclose(Tensor(a).shard(("CL", "CL:1"), axis=1).sum(1).numpy(), a.sum(1), rtol=1e-5)
 
+@pytest.mark.skipif(not ops_cl.available(), reason=f"no OpenCL device: {ops_cl.INSTALL}")
+def test_two_cl_devices_from_pocl():
+  """pocl makes several OpenCL devices of the CPU when POCL_DEVICES lists them (read as the platform loads: hence a
+  process of its own); its device kind is `pthread` before pocl 4 and `cpu` after. Another platform shows what it has."""
+  import os, subprocess, sys
+  from pathlib import Path
+  script = Path(__file__).with_name("two_cl_devices.py")
+  outs = []
+  for kinds in ("pthread pthread", "cpu cpu"):
+    r = subprocess.run([sys.executable, str(script)], env={**os.environ, "POCL_DEVICES": kinds}, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    if "two CL devices ok" in r.stdout: return
+    outs.append(r.stdout.strip())
+  name = ops_cl._info(ops_cl.devices()[0][1], ops_cl.CL_DEVICE_NAME, str)
+  if name.startswith(("pthread-", "cpu-", "basic-")): pytest.fail(f"pocl ({name}) showed one device with POCL_DEVICES set: {outs}")
+  pytest.skip(f"one OpenCL device ({name}), not pocl: it does not read POCL_DEVICES")
+
 # ---- TinyJit and assign ----
 
 def test_tinyjit_takes_multi_device_inputs_and_replays_each_devices_kernels():
