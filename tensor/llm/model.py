@@ -195,8 +195,12 @@ class Transformer:
     x = emb[tokens]                                                      # (1, T, dim): only these rows are read
     if self.cfg.gemma: x = x * math.sqrt(self.cfg.dim)
     # each layer's output realized: its KV-cache write realizes k and v anyway, and the next layer then reads a buffer
-    # instead of recomputing (and re-scheduling) every layer before it
-    for b in self.blocks: x = b(x, sp, self.rope_local if b.sliding else self.rope).realize()
+    # instead of recomputing (and re-scheduling) every layer before it. The cache's assign is realized with it: left pending
+    # it is a live reader of the cache, which makes the engine schedule each layer afresh (not from its schedule cache);
+    # realized together, the layers of one kind share one schedule (Gemma 3 270M's first prompt: 18 schedules -> 5)
+    for b in self.blocks:
+      x = b(x, sp, self.rope_local if b.sliding else self.rope)
+      Tensor.realize(x, b.cache)
     x = x[:, -1] if last is None else x[:, last:last + 1].reshape(x.shape[0], x.shape[2])
     x = rms_norm(x, self.output_norm, self.cfg.norm_eps)
     return linear(x, self.output)
