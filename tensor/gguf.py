@@ -212,8 +212,10 @@ def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
       return (w[:, 0] | (w[:, 1] << 8) | (w[:, 2] << 16) | (w[:, 3] << 24)).bitcast(dtypes.float32).reshape(shape)
     return _u16(raw.reshape(-1, 2)).bitcast(dt).reshape(shape)
   q, scale, minus = GROUPS[name](raw.reshape(-1, bsize))
-  w = scale.unsqueeze(-1) * q
-  return (w if minus is None else w - minus.unsqueeze(-1)).reshape(shape)
+  # the scales and minimums first, one per group: fused, each value decoded its group's float16 scale again (Gemma 3
+  # 270M's Q8_0 embedding: 1.46 s for 168M values)
+  w = scale.contiguous().unsqueeze(-1) * q
+  return (w if minus is None else w - minus.contiguous().unsqueeze(-1)).reshape(shape)
 
 def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors by name) of a GGUF file, checked whole first (GGUFError on any fault). The file stays open; each
