@@ -103,3 +103,18 @@ def test_malformed_files_are_one_error(tmp_path):
 
 def test_missing_file_is_clear(tmp_path):
   with pytest.raises(FileNotFoundError, match="no such GGUF file"): gguf_load(tmp_path / "nope.gguf")
+
+def test_string_arrays_across_read_chunks_and_faults(tmp_path):
+  """A vocabulary-sized string array (read through buffered chunks of 1 MB and more: strings straddle their ends) reads
+  back exactly; an entry that is not UTF-8, or an array cut short, is a GGUFError naming the entry."""
+  rng = np.random.default_rng(0)
+  words = ["".join(chr(c) for c in rng.integers(0x20, 0x800, rng.integers(0, 40))) for _ in range(60000)]   # ~2.5 MB
+  _write(tmp_path / "s.gguf", {"w": (_data((2, 4)), Q.F32)}, {"tokenizer.ggml.tokens": words, "after": "end"})
+  meta, _ = gguf_load(tmp_path / "s.gguf")
+  assert meta["tokenizer.ggml.tokens"] == words and meta["after"] == "end"
+  _write(tmp_path / "u.gguf", {"w": (_data((2, 4)), Q.F32)}, {"tokenizer.ggml.tokens": ["ab", "cd", "ef"]})
+  data = (tmp_path / "u.gguf").read_bytes()
+  at = data.index(struct.pack("<Q", 2) + b"cd") + 8
+  with pytest.raises(GGUFError, match=r"tokens'\[1\] is not UTF-8"): _load_bytes(tmp_path, data[:at] + b"\xff" + data[at + 1:])
+  at = data.index(struct.pack("<Q", 2) + b"ef")
+  with pytest.raises(GGUFError, match="runs past the end"): _load_bytes(tmp_path, data[:at] + struct.pack("<Q", 2**40) + data[at + 8:])
