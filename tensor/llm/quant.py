@@ -7,10 +7,14 @@ widened to floats at a time. Part of tensor.llm (tensor/gguf.py splits each type
   y = w.matmul(x)          # x (..., in) -> (..., out), as x @ dequantize(raw).T up to float32 rounding
 """
 from __future__ import annotations
+import math
 from tensor import Tensor, dtypes
 from tensor.gguf import GGML_TYPES, quant_groups
 
-__all__ = ["QuantizedWeight"]
+__all__ = ["QuantizedWeight", "DEQUANTIZE_ROWS"]
+
+DEQUANTIZE_ROWS = 4   # a matmul of this many rows or more dequantizes W to float32 first (Gemma 3 270M, a prefill chunk of 32
+                      # rows: the whole prompt's layers 2.3 s -> see docs/llm.md)
 
 class QuantizedWeight:
   """A 2-D weight (out, in) of a quantized ggml type: from its raw bytes (a uint8 tensor) q (out, groups, size) int8,
@@ -38,7 +42,10 @@ class QuantizedWeight:
   def matmul(self, x: Tensor) -> Tensor:
     """x (..., in) @ W.T -> (..., out): one reduction over the groups and their elements of (scale * q - minus) * x, so
     the kernel's 16 lanes run along a group's elements (tensor/codegen/heuristic.py: a short innermost loop of a nested
-    reduction is unrolled) and each lane widens an int8 to a float (rules/vectorize.rules)."""
+    reduction is unrolled) and each lane widens an int8 to a float (rules/vectorize.rules). For DEQUANTIZE_ROWS rows of x
+    or more (a prefill chunk) W is dequantized to a float32 buffer first, once, and multiplied as a float matrix: fused,
+    each row of x dequantized W again."""
+    if math.prod(x.shape[:-1]) >= DEQUANTIZE_ROWS: return x @ self.dequantized().contiguous().T
     ng, G = self.q.shape[-2], self.q.shape[-1]
     xg = x.reshape(*x.shape[:-1], 1, ng, G)                                       # (..., 1, ng, G)
     return (self._values() * xg).sum((-1, -2))

@@ -10,17 +10,18 @@ from gguf import GGMLQuantizationType as Q  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
 from tensor import Tensor, dtypes  # noqa: E402
 from tensor.llm import Transformer  # noqa: E402
-from tensor.llm.quant import QuantizedWeight  # noqa: E402
+from tensor.llm.quant import DEQUANTIZE_ROWS, QuantizedWeight  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "nn"))
 from tiny import write_model  # noqa: E402
 from test_gguf import _random_blocks  # noqa: E402
 
+@pytest.mark.parametrize("rows", [3, DEQUANTIZE_ROWS + 1], ids=["matvec", "dequantized-first"])
 @pytest.mark.parametrize("qtype", [Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K], ids=lambda q: q.name)
-def test_quantized_matmul_matches_dequantized(qtype):
+def test_quantized_matmul_matches_dequantized(qtype, rows):
   raw = _random_blocks(qtype, 6, 512, 7 + int(qtype))
   w = dequantize(raw, qtype).astype(np.float64)                                    # (6, 512)
-  x = np.random.default_rng(int(qtype)).standard_normal((3, 512)).astype(np.float32)
+  x = np.random.default_rng(int(qtype)).standard_normal((rows, 512)).astype(np.float32)
   qw = QuantizedWeight(Tensor(raw.reshape(-1)).cast(dtypes.uint8).contiguous().realize(), int(qtype), (6, 512))
   got = qw.matmul(Tensor(x)).numpy()
   exact = x.astype(np.float64) @ w.T
