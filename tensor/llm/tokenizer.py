@@ -42,16 +42,20 @@ class Tokenizer:
     self.kind, self.tokens, self.bos, self.eos, self.add_bos, self.add_space_prefix = kind, tokens, bos, eos, add_bos, add_space_prefix
     types = types or [NORMAL] * len(tokens)
     self.types = types
+    # the few tokens of other types than NORMAL, found once (a vocabulary of 262,144 is walked in Python once per pass)
+    unusual = [i for i, ty in enumerate(types) if ty != NORMAL]
     if kind == "llama":
       # a token of spaces only is stored with real spaces; the text's spaces become SPACE before merging
-      spelled = [SPACE * len(t) if t and not t.strip(" ") else t for t in tokens]
-      self.ids = {t: i for i, t in enumerate(spelled)}  # a spelling twice: the later id, as transformers' vocabulary
+      spelled = list(tokens)
+      for i in (i for i, t in enumerate(tokens) if t and t[0] == " " and not t.strip(" ")): spelled[i] = SPACE * len(tokens[i])
+      self.ids = dict(zip(spelled, range(len(spelled))))  # a spelling twice: the later id, as transformers' vocabulary
       # the merge priority: the score, or (gemma: its scores do not follow the merge order) the position in the vocabulary
-      self.rank = [-float(i) for i in range(len(tokens))] if rank_by_position or scores is None else [float(s) for s in scores]
+      self.rank = list(map(float, range(0, -len(tokens), -1))) if rank_by_position or scores is None else [float(s) for s in scores]
       self.byte_ids = {}
-      for i, t in enumerate(tokens):
+      for i in unusual:
+        t = tokens[i]
         if types[i] == BYTE and len(t) == 6 and t.startswith("<0x"): self.byte_ids[int(t[3:5], 16)] = i
-      self.unk = next((i for i, ty in enumerate(types) if ty == UNKNOWN), None)
+      self.unk = next((i for i in unusual if types[i] == UNKNOWN), None)
     else:
       self.b2u = _bytes_to_unicode()
       self.u2b = {v: k for k, v in self.b2u.items()}
@@ -61,7 +65,7 @@ class Tokenizer:
       except ImportError: raise ImportError("byte-level BPE tokenizers need the `regex` module (\\p{L} classes): pip install regex") from None
       self.split = regex.compile(_PRE.get(pre, _PRE["gpt2"]))
     # control and user-defined tokens are matched whole in the text before the rest is tokenized
-    self.special = {t: i for i, t in enumerate(tokens) if types[i] in (CONTROL, USER_DEFINED) and t and (kind == "gpt2" or t.strip(" "))}
+    self.special = {tokens[i]: i for i in unusual if types[i] in (CONTROL, USER_DEFINED) and tokens[i] and (kind == "gpt2" or tokens[i].strip(" "))}
     special = list(self.special)
     self.special_re = re.compile("|".join(re.escape(t) for t in sorted(special, key=len, reverse=True))) if special else None
 
