@@ -87,7 +87,7 @@ def child_ttft(args) -> None:
   """From this process's start: import, load, the prompt's prefill and the first token; prints the seconds."""
   from tensor.llm import Transformer
   from tensor.llm.tokenizer import Tokenizer
-  model = Transformer.from_gguf(_path(args.model), max_context=640)
+  model = Transformer.from_gguf(_path(args.model), max_context=640, quantized=args.quantized)
   ids = Tokenizer.from_gguf_metadata(model.meta).encode(PROMPT)
   next(iter(model.generate(ids, 1)))
   print(f"RESULT {time.perf_counter() - args.t0:.2f}", flush=True)
@@ -106,6 +106,7 @@ def main() -> None:
   ap.add_argument("--threads", default="1,2")
   ap.add_argument("--no-ttft", action="store_true", help="skip the two new-process first-token runs")
   ap.add_argument("--child", choices=["decode", "ttft"], help=argparse.SUPPRESS)
+  ap.add_argument("--quantized", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
   args.t0 = t0
   if args.child == "decode":
@@ -131,10 +132,11 @@ def main() -> None:
   print(f"prefill of {r['prefill_tokens']} tokens ({r['threads']} threads, captured): ours {r['prefill_tokens'] / r['prefill_s']:.1f} tok/s, "
         f"transformers {r['prefill_tokens'] / r['hf_prefill_s']:.1f} tok/s")
   if not args.no_ttft:
-    with tempfile.TemporaryDirectory() as cache:
-      cold = float(_run(common + ["--child", "ttft"], {"CACHE_DIR": cache}))
-      warm = float(_run(common + ["--child", "ttft"], {"CACHE_DIR": cache}))
-    print(f"time to first token in a new process (import, load, prefill, first token): {cold:.1f} s with an empty kernel cache, "
-          f"{warm:.1f} s warm")
+    for name, flag in (("quantized", ["--quantized"]), ("float32", [])):
+      with tempfile.TemporaryDirectory() as cache:
+        cold = float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache}))
+        warm = sorted(float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache})) for _ in range(3))[1]
+      print(f"time to first token in a new process, {name} weights (import, load, prefill, first token): {cold:.1f} s "
+            f"with an empty kernel cache, {warm:.1f} s warm (median of 3)")
 
 if __name__ == "__main__": main()
