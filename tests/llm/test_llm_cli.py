@@ -1,5 +1,5 @@
 """python -m tensor.llm: one clear line for a missing or malformed file or an unsupported architecture; --prompt streams
-a completion; --benchmark prints tokens/s; the chat reads turns from stdin (tiny random model)."""
+a completion (weights kept quantized, or --float32); --benchmark prints tokens/s; the chat reads turns from stdin (tiny random model)."""
 import sys, pathlib, subprocess
 import pytest
 gguf = pytest.importorskip("gguf", reason="pip install gguf to run the tensor.llm CLI tests")
@@ -16,10 +16,11 @@ def test_bad_files_are_one_line(tmp_path, capsys):
   assert err.count("\n") == 1 and "not a valid GGUF file" in err
 
 def test_prompt_benchmark_and_chat(tmp_path, capsys, monkeypatch):
-  write_model(tmp_path / "m.gguf", "gemma3", head_dim=32)
+  # Q8_0 weights: kept quantized by default, dequantized to float32 with --float32
+  write_model(tmp_path / "m.gguf", "gemma3", head_dim=32, quant=gguf.GGMLQuantizationType.Q8_0)
   assert main(["--model", str(tmp_path / "m.gguf"), "--prompt", "the", "--max-new", "4", "--max-context", "64"]) == 0
   assert capsys.readouterr().out.startswith("the")
-  assert main(["--model", str(tmp_path / "m.gguf"), "--benchmark", "6", "--max-context", "64"]) == 0
+  assert main(["--model", str(tmp_path / "m.gguf"), "--benchmark", "6", "--max-context", "64", "--float32"]) == 0
   assert "decode" in capsys.readouterr().out
   import io
   monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
