@@ -100,8 +100,8 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor
 
 class Block:
   """One decoder layer: attention with its KV cache (2, 1, n_kv_heads, max_context, head_dim), then the feed-forward."""
-  def __init__(self, cfg: ModelConfig, w: dict[str, Weight], layer: int):
-    self.cfg, self.w, self.layer = cfg, w, layer
+  def __init__(self, cfg: ModelConfig, w: dict[str, Weight], layer: int, masks: dict[tuple[int, bool], Tensor] | None = None):
+    self.cfg, self.w, self.layer, self.masks = cfg, w, layer, {} if masks is None else masks
     self.sliding = cfg.is_sliding(layer)
     # room for a padded prefill chunk past the last position (its padding rows are written, never read)
     self.cache = Tensor.zeros(2, 1, cfg.n_kv_heads, cfg.max_context + PREFILL_CHUNK, cfg.head_dim).contiguous().realize()
@@ -109,6 +109,20 @@ class Block:
   def _lin(self, x: Tensor, name: str) -> Tensor:
     y = linear(x, self.w[name + ".weight"])
     return y + self.w[name + ".bias"] if name + ".bias" in self.w else y
+
+  def mask(self, T: int) -> Tensor:
+    """The attention mask of T queries at positions sp + t, as a table (1, 1, 1, T, max_context + T) made once (shared by
+    the layers of one kind): column c is the key at sp + c - max_context, 0 where query t sees it (c - max_context <= t
+    and, on a sliding layer, t - (c - max_context) < window), -inf elsewhere; columns [max_context - sp, max_context + T)
+    are the mask at position sp. Built from triu/tril by the Variable sp, its arange over the symbolic length was
+    rebuilt in every layer's graph (15 ms of Python each) and computed from sp's bits in the kernels."""
+    if (m := self.masks.get((T, self.sliding))) is None:
+      import numpy as np
+      k, t = np.arange(-self.cfg.max_context, T)[None, :], np.arange(T)[:, None]
+      sees = (k <= t) & ((t - k < self.cfg.sliding_window) if self.sliding else True)
+      m = Tensor(np.where(sees, 0, -np.inf).astype(np.float32).reshape(1, 1, 1, T, -1)).contiguous().realize()
+      self.masks[(T, self.sliding)] = m
+    return m
 
   def attention(self, x: Tensor, sp: Any, rope: tuple[Tensor, Tensor]) -> Tensor:
     cfg = self.cfg
@@ -130,8 +144,7 @@ class Block:
     # scores: 6 ms a layer)
     G = H // KV
     # query t (position sp + t) sees key j when j <= sp + t, and on a sliding layer when sp + t - j < window
-    mask = Tensor.full((1, 1, 1, T, sp + T), float("-inf")).triu(sp + 1)
-    if self.sliding: mask = mask + Tensor.full((1, 1, 1, T, sp + T), float("-inf")).tril(sp - cfg.sliding_window)
+    mask = self.mask(T)[:, :, :, :, cfg.max_context - sp:cfg.max_context + T]
     scores = (q.reshape(B, KV, G * T, D) @ keys.transpose(2, 3)) * (1.0 / math.sqrt(D))   # (B, KV, G * T, S)
     # the probabilities stored once: fused into att @ vals, each was computed again (its exp and mask) for every one of
     # the D values it weighs (Gemma 3 270M, a prefill chunk: 31 ms a layer)
@@ -164,7 +177,10 @@ class Transformer:
       if name.startswith("blk."):
         _, n, rest = name.split(".", 2)
         if int(n) < cfg.n_layers: per_layer[int(n)][rest] = t
-    self.blocks = [Block(cfg, per_layer[i], i) for i in range(cfg.n_layers)]
+    masks: dict[tuple[int, bool], Tensor] = {}
+    self.blocks = [Block(cfg, per_layer[i], i, masks) for i in range(cfg.n_layers)]
+    for b in self.blocks:   # the captured steps' masks made now: a capture records what runs, and their tables need no kernel
+      b.mask(1), b.mask(PREFILL_CHUNK)
     self.embedding = weights["token_embd.weight"]
     self.output = weights.get("output.weight", self.embedding)   # tied embeddings when the file has no output matrix
     self.output_norm = weights["output_norm.weight"]
