@@ -8,9 +8,17 @@ import pytest
 os.environ.setdefault("SPEC", "1")
 from runtime import trace  # noqa: E402  (after SPEC: runtime.helpers reads it when imported)
 
+def pytest_configure(config) -> None:
+  config.addinivalue_line("markers", "optimized: the test checks what the optimizer makes (Opts, vectors, groups): it runs with "
+                          "NOOPT=0 when the suite runs under NOOPT=1")
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-  yield
+  # a test of the optimizer's output asks for it: under NOOPT=1 (the suite passes with it too) it would test nothing
+  if item.get_closest_marker("optimized") is not None:
+    from runtime.helpers import Context
+    with Context(NOOPT=0): yield
+  else: yield
   # kernels a test ran twice get their final builds in the background (tensor/engine/compile_queue.py): they are made
   # within the test, in its own cache folder (before its fixtures restore CACHE_DIR), not during the next test
   from tensor.engine.compile_queue import wait_upgrades

@@ -109,9 +109,34 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
   while True:
     points |= recomputed_reductions(topo, points, is_input, kernel_value)
     regions = {x: region(x, points) for x in points}
-    new = _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions)
+    new = _unsafe_inplace_reads(regions) | _old_reads_needing_the_assign(regions, points) | _too_deep(regions) | _broadcast_into_sums(regions, points)
     if not new: return points, regions
     points |= new
+
+# an expensive elementwise value (a transcendental: GELU's tanh, an exp) broadcast into a reduction at least this many
+# times, of at least BROADCAST_MIN_SIZE elements, is a kernel's output: fused, every output of the reduction computes it
+# again (GPT-2's MLP down-projection evaluated GELU's 3072 values once per each of its 768 outputs: 2.2 ms of a 2.5 ms decode
+# layer; its layernorms before the projections: as much again); a smaller one stays fused, where it costs less than a kernel
+# launch, and so do a reduction's own values (softmax's 1/sum broadcast over its row: one kernel)
+BROADCAST_MIN_TIMES = 16
+BROADCAST_MIN_SIZE = 256
+_EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW})
+
+def _broadcast_into_sums(regions: dict, points: set[UOp]) -> set[UOp]:
+  out: set[UOp] = set()
+  for nodes, _ in regions.values():
+    if not any(u.op is Ops.REDUCE_AXIS for u in nodes): continue
+    mine = set(nodes)
+    for u in nodes:
+      if u.op is not Ops.EXPAND: continue
+      src = below_reshapes(u.src[0])
+      if src not in mine or src.op not in GroupOp.ALU or not isinstance(n := src.size, int) or not isinstance(m := u.size, int): continue
+      if n < BROADCAST_MIN_SIZE or m < BROADCAST_MIN_TIMES * n: continue
+      body = [x for x in src.toposort(gate=lambda x: x in mine) if x in mine]
+      # a reduction's own values (softmax's 1/sum: as many as the reduction has results) are computed once per row
+      # already; a vector normalized by one (layernorm's output) is computed again for each output as any other value
+      if any(x.op in _EXPENSIVE for x in body) and all(x.size < n for x in body if x.op is Ops.REDUCE_AXIS): out.add(src)
+  return out
 
 # the longest chain of dependent ALU ops one kernel computes: gcc's time grows with it (about 0.5 ms per op at -O3) and gcc 12
 # crashes on 100,000 dependent statements. A longer chain is cut every MAX_KERNEL_DEPTH ops (the pieces of `t = t + 1` repeated

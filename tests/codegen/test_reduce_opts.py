@@ -315,3 +315,19 @@ def test_parallel_loop_keeps_its_inner_loops_vectorized(tmp_path):
   two = source(t, threads=2)
   assert "#pragma omp parallel for" in two and "firstprivate(" in two and "__builtin_unreachable();" in two
   assert vectorized(two) == vectorized(source(t, threads=1)) >= 1
+
+@pytest.mark.parametrize("cols", [10, 16])
+def test_a_few_columns_over_a_consecutive_reduction_unroll_whole(cols):
+  # the MLP's logits: a ReLU fused into a matmul of 10 columns; all columns in one pass over each row, the row in vectors
+  h, b, w = rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal(128).astype(np.float32), \
+    rng.standard_normal((cols, 128)).astype(np.float32)
+  H, B, W = (Tensor(a).realize() for a in (h, b, w))
+  t = (H + B).relu().linear(W)
+  opts = heuristic(t)
+  assert [o.op for o in opts] == ["UPCAST", "UNROLL"] and opts[0].amount == cols, opts
+  np.testing.assert_allclose(run(t, None).reshape(64, cols), np.maximum(h + b, 0) @ w.T, rtol=1e-4, atol=1e-4)
+
+def test_a_few_columns_over_a_reduction_that_no_vector_divides_keep_the_tile():
+  # 100 = no multiple of a vector: not unrolled that way (the gathered tile as before)
+  H, W = Tensor(rng.standard_normal((64, 100)).astype(np.float32)).realize(), Tensor(rng.standard_normal((10, 100)).astype(np.float32)).realize()
+  assert "UNROLL" not in kinds(H.relu().linear(W))

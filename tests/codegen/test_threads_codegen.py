@@ -50,6 +50,7 @@ def test_big_kernels_get_a_pragma_small_and_reductions_do_not():
     assert "#pragma omp" not in get_program(ast_of(x.sum()), "CPU").src  # the loop is the reduction's
   with Context(THREADS=1): assert "#pragma omp" not in get_program(ast_of(x @ x), "CPU").src
 
+@pytest.mark.optimized
 def test_estimated_work_does_not_depend_on_the_vector_width():
   """The cost model reads the kernel's work from codegen.estimate, which counts ALU ops lane by lane: the conv above built
   for AVX-512 (16-float vectors, a taller tile) and for AVX2 (8-float vectors) estimates within 10% of its multiply-adds

@@ -17,6 +17,8 @@ from tensor.renderer.gpu import CLRenderer, CUDARenderer, MAX_GROUP
 
 needs_cl = pytest.mark.skipif(not ops_cl.available(), reason=f"no OpenCL device: {ops_cl.INSTALL}")
 
+pytestmark = pytest.mark.optimized  # the Opts, vectors and groups the optimizer makes (under NOOPT=1 too: tests/conftest.py)
+
 def kernel_ast(t: Tensor):
   return [u for u in t.kernelize().uop.toposort() if u.op is Ops.KERNEL][-1].arg.ast
 

@@ -14,6 +14,8 @@ from tensor.codegen.opt import Opt, OptError
 
 needs_cl = pytest.mark.skipif(not ops_cl.available(), reason=f"no OpenCL device: {ops_cl.INSTALL}")
 
+pytestmark = pytest.mark.optimized  # the Opts, vectors and groups the optimizer makes (under NOOPT=1 too: tests/conftest.py)
+
 def kernel_ast(t: Tensor):
   return [u for u in t.kernelize().uop.toposort() if u.op is Ops.KERNEL][-1].arg.ast
 

@@ -4,6 +4,7 @@ graph. That key must be the walk's key for the same graph (fuzzed), a trace must
 changed, and every distinct graph must stay distinct (numbers, their classes and signs, ops, operand order, dtypes)."""
 from __future__ import annotations
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from runtime.dtype import dtypes
 from tensor import Tensor
@@ -69,6 +70,7 @@ def test_graphs_that_differ_stay_apart():
       np.testing.assert_array_equal(np.signbit(got), np.signbit(np.array(want, dtype=np.float64)))
       if make is cases[5][0]: assert out.dtype is dtypes.float32
 
+@pytest.mark.optimized
 def test_a_chains_prepared_launches_follow_the_cache_and_the_variant():
   from runtime.helpers import Context
   from tensor.engine import prepared

@@ -4,6 +4,7 @@ the memory planner does, and leave to the full path any realize where a live ten
 intermediate (it must get its own buffer, not a block that later kernels overwrite)."""
 from __future__ import annotations
 import numpy as np
+import pytest
 from runtime.helpers import Context
 from tensor import Tensor
 from tensor.engine import prepared, schedule
@@ -35,6 +36,7 @@ def test_a_hit_runs_prepared_launches_with_the_right_values():
   for o in outs: np.testing.assert_allclose(o.numpy(), a.numpy() * 3 + 1, rtol=1e-6)
   assert len({o.uop for o in outs}) == 5  # each result a buffer of its own
 
+@pytest.mark.optimized
 def test_each_program_variant_gets_its_own_prepared_launches():
   # NOOPT=1 must not run the optimized program a hit prepared before (nor the other way round)
   a = Tensor(rand(4096)).realize()

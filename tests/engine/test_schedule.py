@@ -250,6 +250,30 @@ def test_a_realized_contiguous_of_a_matmul_is_read_not_recomputed(n):
     assert count(b * 3) == 1
     np.testing.assert_allclose((b * 3).numpy(), 3 * (a @ w + a), rtol=1e-4, atol=1e-3)
 
+@pytest.mark.parametrize("rows", [1, 4])
+def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
+  # GPT-2's MLP: GELU's values (exps) broadcast over the 96 outputs of the down-projection are a kernel of their own, where
+  # fused each output computed all of them again; values as numpy's
+  x, w = rand(rows, 512), rand(96, 512)
+  X, W = inputs(x, w)
+  out = X.gelu() @ W.T
+  assert count(out) == 2
+  want = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+  np.testing.assert_allclose(out.numpy(), want @ w.T, rtol=1e-4, atol=1e-3)
+
+def test_cheap_or_small_broadcast_values_stay_fused():
+  # no transcendental: (x + 1) costs less than a kernel and a buffer; fewer than BROADCAST_MIN_SIZE values (a row's
+  # statistics), or broadcast fewer than BROADCAST_MIN_TIMES times: fused as before
+  from tensor.engine.schedule import BROADCAST_MIN_SIZE, BROADCAST_MIN_TIMES
+  x, w = rand(1, 512), rand(96, 512)
+  X, W = inputs(x, w)
+  assert count((X + 1) @ W.T) == 1
+  n = BROADCAST_MIN_SIZE // 2
+  Xs, Ws = inputs(rand(1, n), rand(96, n))
+  assert count(Xs.exp() @ Ws.T) == 1
+  Xf, Wf = inputs(rand(1, 512), rand(BROADCAST_MIN_TIMES // 2, 512))
+  assert count(Xf.exp() @ Wf.T) == 1
+
 def test_reshape_of_a_kernel_output_needs_no_kernel():
   # a 2-D host array is COPY then RESHAPE: the copy alone
   GlobalCounters.reset()

@@ -39,6 +39,7 @@ def test_model_logits_quantized_equal_float32_load(tmp_path):
     out[quantized] = np.stack([m.logits(ids).numpy()[0], m.logits([7], len(ids)).numpy()[0]])
   np.testing.assert_allclose(out[True], out[False], rtol=0, atol=1e-5 * np.abs(out[False]).max())
 
+@pytest.mark.optimized
 def test_quantized_matvec_is_one_kernel_in_vector_lanes():
   """A decode step's matvec over a quantized weight is one kernel reading int8 values, scales and x: its reduction's
   innermost loop (a group's elements) unrolled into lanes, and on AVX-512 the int8 widened to floats 16 at a time (the

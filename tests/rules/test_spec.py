@@ -33,6 +33,7 @@ def spec2():
   """SPEC=2 for the test, with the record of which rule made each node."""
   with rules_tracked(), Context(SPEC=2): yield
 
+@pytest.mark.optimized
 def test_every_rule_fires(spec2):
   """The shared graphs (tests/rules/fires.py) checked as tensor graphs, kernelized, and each kernel lowered under SPEC=2:
   every rule of the spec allows some node (lower_kernel is called directly: no cache of programs or schedules skips it)."""

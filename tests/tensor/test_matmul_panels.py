@@ -137,6 +137,7 @@ def test_inner_loop_is_a_register_tile_over_two_panels():
   spans = sorted((made[v], last_use[v]) for v in made)
   assert len(spans) == rows and all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
 
+@pytest.mark.optimized
 def test_three_panels_on_two_threads_keep_the_row_panels_outermost():
   # the outer loop is what the threads split: 3 column panels would leave one thread idle a third of the time
   w = rand(128, 3 * WIDTH * col_vectors(vector_caps("CPU")))
