@@ -11,6 +11,7 @@ from typing import Any, Callable
 from rules.vectorize_helpers import VectorCaps
 from runtime.device import Buffer, Device, DeviceError
 from runtime.dtype import DType
+from runtime.helpers import getenv
 from runtime.threads import cores
 from tensor.codegen.cost import CostModel
 from tensor.codegen.grid import GridCostModel
@@ -66,8 +67,11 @@ def target_for(device: str) -> Target:
 def device_group(device: str) -> tuple[int | None, bool]:
   """The most work-items in a group the device takes, or None where it can't be opened (CUDA C compiled without a GPU), and
   whether it is a GPU (CUDA's always; an OpenCL device says, pocl is a CPU)."""
+  # LOCAL_TILES=1 (0): the heuristic tiles matmuls through group memory (or not) whatever the device is: the GPU's kernels
+  # tested on pocl
+  forced = getenv("LOCAL_TILES", -1)
   try: dev = Device[device]
-  except DeviceError: return None, Device.kind(device) == "CUDA"
-  return getattr(dev, "max_group", None), getattr(dev, "gpu", True)
+  except DeviceError: return None, Device.kind(device) == "CUDA" if forced < 0 else bool(forced)
+  return getattr(dev, "max_group", None), getattr(dev, "gpu", True) if forced < 0 else bool(forced)
 
 __all__ = ["Target", "target_for", "RENDERERS"]

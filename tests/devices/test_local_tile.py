@@ -106,6 +106,17 @@ def test_the_heuristic_tiles_on_gpus_only_and_beam_tries_tiles_on_gpu_targets():
   assert {o for o in actions(sink, 64) if o.op == "LOCAL"} == {Opt("LOCAL", 2, 8)}
   assert not [o for o in actions(sink) if o.op == "LOCAL"]
 
+def test_local_tiles_env_forces_the_gpu_heuristic_either_way(monkeypatch):
+  from runtime.helpers import getenv
+  from tensor.codegen.target import device_group
+  for value, want in (("1", True), ("0", False)):
+    monkeypatch.setenv("LOCAL_TILES", value)
+    getenv.cache_clear()
+    assert device_group("CUDA")[1] is want and (not ops_cl.available() or device_group("CL")[1] is want)
+  monkeypatch.delenv("LOCAL_TILES")
+  getenv.cache_clear()
+  assert device_group("CUDA")[1] is True
+
 @pytest.mark.skipif(ops_cuda._nvrtc() is None, reason=f"no NVRTC: {ops_cuda.NVRTC_INSTALL}")
 def test_nvrtc_compiles_the_cuda_form():
   for sa, sb, _ in CASES[:2] + CASES[3:4]:
