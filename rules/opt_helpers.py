@@ -40,6 +40,11 @@ class Prefetch(NamedTuple):
   """A PREFETCH being applied: the prefetches the kernel's SINK takes in."""
   nodes: tuple[UOp, ...]
 
+class LocalTile(NamedTuple):
+  """A LOCAL being applied: the matmul's reduction, and its form over the tiles in the group's shared memory."""
+  reduce: UOp
+  tiled: UOp
+
 class Split(NamedTuple):
   """A SPLIT being applied: loop `rng` of n iterations becomes `index` = part * (n / amount) + inner; `new_id` numbers the
   arrays of partials and the loops combining them. A GROUP is one too (index = inner * amount + part), its partials in

@@ -128,6 +128,7 @@ class CLDevice(Compiled):
     self.device_name = _info(self.dev, CL_DEVICE_NAME, str)
     self.extensions = set(_info(self.dev, CL_DEVICE_EXTENSIONS, str).split())
     self.max_group = _info(self.dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, ctypes.c_size_t)
+    self.gpu = bool(_info(self.dev, CL_DEVICE_TYPE, ctypes.c_uint64) & CL_DEVICE_TYPE_GPU)  # pocl's is a CPU
     alloc = CLAllocator(self)
     alloc.transfer = lambda dst, src, n: _check(cl.clEnqueueCopyBuffer(self.queue, src, dst, 0, 0, n, 0, None, None), "copy") if n else None
     super().__init__(name, self._build, alloc, lambda: _check(cl.clFinish(self.queue), "clFinish"))

@@ -103,9 +103,11 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   sink = float_compute(sink)
   caps = target.caps
   optimize = opts is not None or (opt if opt is not None else not NOOPT)
-  if opts is None: opts = hand_coded_opts(sink, caps, target.renderer.group_max) if optimize else []
-  if not target.renderer.group_max and any(o[0] == "GROUP" for o in opts):
-    raise OptError(f"GROUP needs a target with work-group memory (CL, CUDA), not {target.device}")
+  if opts is None: opts = hand_coded_opts(sink, caps, target.renderer.group_max, target.renderer.local_tiles) if optimize else []
+  if not target.renderer.group_max and (o := next((o for o in opts if o[0] in ("GROUP", "LOCAL")), None)) is not None:
+    raise OptError(f"{o[0]} needs a target with work-group memory (CL, CUDA), not {target.device}")
+  if (big := next((o for o in opts if o[0] == "LOCAL" and o[2] * o[2] > target.renderer.group_max), None)) is not None:
+    raise OptError(f"{big}: a group of {big[2]} x {big[2]} work-items; {target.device} takes at most {target.renderer.group_max}")
   if (big := next((o for o in opts if o[0] == "GROUP" and o[2] > target.renderer.group_max), None)) is not None:
     raise OptError(f"{big}: {target.device} takes at most {target.renderer.group_max} work-items in a group")
   opts, threads = split_threads(opts)

@@ -3,7 +3,7 @@
 The search starts from the empty list and the heuristic's (tensor/codegen/heuristic.py); each round extends every list of
 the beam by each single Opt that applies to the kernel as that list left it (UPCAST or UNROLL of a loop by a small factor,
 TILE of a loop, SWAP of neighbouring output loops, STASH, PREFETCH, SPLIT or (GPU-style targets) GROUP of a reduction
-loop, THREADS 1: one thread),
+loop, (GPU-style targets) LOCAL of a matmul's reduction loop, THREADS 1: one thread),
 compiles the new candidates (two at a time: the compiler is another process), runs each a few times on buffers of the
 kernel's sizes filled with random values, and keeps the n fastest lists.
 It stops when a round finds nothing faster. A candidate without THREADS renders with the threads runtime/threads.py's
@@ -36,6 +36,7 @@ UNROLLS = (2, 4, 8, 16)      # partial accumulators a reduction loop may become
 TILES = (8, 32, 128)         # inner loop lengths of a TILE (cache blocking)
 SPLITS = (16, 32)            # partials a whole tensor's reduction may become
 GROUPS = (32, 256)           # work-items a reduction's group may have (GPU-style targets)
+LOCALS = (8, 16)             # sides of a matmul's LOCAL tile (GPU-style targets: a group of side x side work-items)
 RUNS = 3                     # runs per candidate: its time is the fastest
 EARLY_STOP = 3.0             # a candidate whose first run is this many times slower than the best is not run again
 MAX_ROUNDS = getenv("BEAM_ROUNDS", 8)
@@ -86,7 +87,8 @@ def actions(sink: UOp, group_max: int = 0) -> list[Opt]:
     out += [Opt("TILE", axis, k) for k in TILES if k < n and n % k == 0 and n // k >= 2]
     if kind == "UNROLL":  # a reduction's values kept for the output, the next row prefetched, partials for threads: where they apply
       out += [o for o in [Opt("STASH", axis, 0), Opt("PREFETCH", axis, 1), *(Opt("SPLIT", axis, k) for k in SPLITS if k < n and n % k == 0),
-                          *(Opt("GROUP", axis, k) for k in GROUPS if k <= group_max and k < n and n % k == 0)] if applies(sink, o)]
+                          *(Opt("GROUP", axis, k) for k in GROUPS if k <= group_max and k < n and n % k == 0),
+                          *(Opt("LOCAL", axis, k) for k in LOCALS if k * k <= group_max and n % k == 0)] if applies(sink, o)]
   out += [Opt("SWAP", a, a + 1) for a in range(len(outs) - 1)]
   if max_threads() > 1: out.append(Opt(THREADS_OPT, 0, 1))  # one thread, whatever the cost model says
   return out
@@ -97,7 +99,7 @@ def search(ast: UOp, target: Target, amount: int) -> list[Opt]:
   stats["searches"] += 1
   sink, ctx = rangeify_simplified(ast)
   sink = float_compute(sink)  # as lower_kernel sees it
-  heuristic = hand_coded_opts(sink, target.caps, target.renderer.group_max)
+  heuristic = hand_coded_opts(sink, target.caps, target.renderer.group_max, target.renderer.local_tiles)
   first_id = max([ctx.next_range] + [u.arg + 1 for u in sink.toposort() if u.op is Ops.RANGE])
   bench = _Bench(ast, target)
   beam = bench.time([[], heuristic])

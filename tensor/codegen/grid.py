@@ -39,20 +39,28 @@ def _spans(uops: list[UOp], lo: int, hi: int) -> list[tuple[int, int]]:
       if depth == 0: out.append((start, i))
   return out
 
+def tile_loop(uops: list[UOp]) -> UOp | None:
+  """The loop of a LOCAL tile's work-items (tensor/codegen/opt.py): the index of the shared stores its BARRIER waits for."""
+  return next((u.src[0].src[0].src[1] for u in uops if u.op is Ops.BARRIER), None)
+
 def grid_loops(uops: list[UOp]) -> dict[UOp, int]:
   """The loops on the grid, as RANGE -> dimension (the innermost chosen is dimension 0, where neighbouring work-items
   store neighbouring elements). From the outside in, a loop qualifies when it is the only loop at its level, nothing at
   its level outside it stores or updates an accumulator (every work-item would), its trip count is a constant, every
   store inside it writes at an index using it and no accumulator declared outside it is updated inside (a reduction
   stays a loop in each work-item). Everything else stays a loop: a kernel with none qualifying runs as one work-item.
-  Then the GROUP loops (group_loops) directly in the innermost chosen loop's body run on a group's work-items."""
+  Then the GROUP loops (group_loops) directly in the innermost chosen loop's body run on a group's work-items.
+  A LOCAL tile's loop (tile_loop) is always dimension 0, one group wide: its work-items share the tiles (a loop there
+  would read elements not yet stored); the loops outside it take at most two dimensions, the rest stay loops."""
   chosen: list[UOp] = []
   lo, hi = 0, len(uops)
-  while len(chosen) < MAX_DIMS:
+  tile = tile_loop(uops)
+  while len(chosen) < MAX_DIMS - (tile is not None):
     spans = _spans(uops, lo, hi)
     if len(spans) != 1: break
     s, e = spans[0]
     r = uops[s]
+    if r is tile: break
     outside = uops[lo:s] + uops[e + 1:hi]
     if any(u.op in (Ops.STORE, Ops.ASSIGN) for u in outside) or r.src[0].op is not Ops.CONST: break
     inner = uops[s + 1:e]
@@ -62,6 +70,7 @@ def grid_loops(uops: list[UOp]) -> dict[UOp, int]:
     if any(x.src[0] in declared_outside for x in inner if x.op is Ops.ASSIGN): break
     chosen.append(r)
     lo, hi = s + 1, e
+  if tile is not None: return {**{r: len(chosen) - i for i, r in enumerate(chosen)}, tile: 0}
   group = group_loops(uops, lo, hi) if len(chosen) < MAX_DIMS else []
   first = 1 if group else 0
   return {**{r: first + len(chosen) - 1 - i for i, r in enumerate(chosen)}, **{r: GROUP_DIM for r in group},
@@ -99,4 +108,4 @@ class GridCostModel(CostModel):
   """The cost model of a device whose kernels run on a launch grid: its `parallel_loops` are the grid's (RANGE -> dim)."""
   def parallel_loops(self, uops: list[UOp], cap: int | None = None) -> dict[UOp, int]: return grid_loops(uops)
 
-__all__ = ["grid_loops", "GridCostModel"]
+__all__ = ["grid_loops", "tile_loop", "GridCostModel"]

@@ -16,6 +16,8 @@
                order of the source, so it reads memory once through and writes a few runs at a time
   group        (GPU-style targets) a reduction of GROUP_MIN or more elements into at most GROUP_MAX_OUT outputs: its loop
                shared by the work-items of a group (GROUP), partials through the group's memory
+  local tile   (GPU targets, not an OpenCL CPU device) a matmul whose output loops and reduction a tile of LOCAL_SIZES divides: LOCAL, a group
+               of work-items per output tile, its operands' tiles through the group's memory
   stash        a reduction of transcendental values that the store uses again at the output loop (softmax's exp): the
                values stored during the reduction and read back (STASH), when a row stays in the cache between the two
 """
@@ -45,6 +47,8 @@ PARTIALS = 32
 GROUP_MIN = 1024
 GROUP_MAX_OUT = 1 << 16
 GROUP_SIZES = (256, 128, 64, 32, 16, 8)
+# LOCAL (GPU-style targets): a matmul's tile side, the largest whose group the target takes and that divides its loops
+LOCAL_SIZES = (16, 8)
 # ops worth storing instead of computing again: a polynomial or a math.h call each
 EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW, Ops.SQRT})
 # a matmul's column panel (the reduction's length x the tile's columns) that fits this stays in the L2 (1-2 MB per core
@@ -337,10 +341,20 @@ def group_opts(sink: UOp, outs: list[UOp], reds: list[UOp], group_max: int) -> l
     if applies(sink, o := Opt("GROUP", len(outs) + k, g)): opts.append(o); size = g  # noqa: E702
   return opts
 
-def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None, group_max: int = 0) -> list[Opt]:
-  """The heuristic's Opt list for a kernel; `group_max`: the most work-items of a GROUP the target takes (0: none)."""
+def local_opts(sink: UOp, outs: list[UOp], reds: list[UOp], group_max: int) -> list[Opt]:
+  """LOCAL of a matmul's reduction loop by the largest tile of LOCAL_SIZES that applies (tensor/codegen/opt.py checks the
+  shape: a sum of products of two loads moving with different output loops, lengths the tile divides)."""
+  for k in range(len(reds)):
+    for t in LOCAL_SIZES:
+      if t * t <= group_max and applies(sink, o := Opt("LOCAL", len(outs) + k, t)): return [o]
+  return []
+
+def hand_coded_opts(sink: UOp, caps: VectorCaps | None = None, group_max: int = 0, local_tiles: bool = False) -> list[Opt]:
+  """The heuristic's Opt list for a kernel; `group_max`: the most work-items of a GROUP the target takes (0: none);
+  `local_tiles`: a matmul is tiled through group memory (LOCAL: the target is a GPU)."""
   outs, reds = output_loops(sink), reduce_loops(sink)
   if group_max and (gr := group_opts(sink, outs, reds, group_max)): return gr
+  if group_max and local_tiles and (lo := local_opts(sink, outs, reds, group_max)): return lo
   if (mm := matmul_opts(sink, caps)) is not None: return mm
   if (co := copy_order(sink, outs, reds, caps)): return co
   if (ar := across_rows_opts(sink, outs, reds, caps)): return ar

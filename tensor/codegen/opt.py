@@ -16,6 +16,10 @@ NOOPT=1 is the empty list.
                   they move with (the next row, while this one computes; a hint, no value changes)
   STASH  axis 0   the values a reduction loop reduces also stored into the output at the last output loop's index, and
                   read back there instead of computed again (softmax: each exponential computed once)
+  LOCAL  axis n   a matmul's reduction loop in steps of n: a group of n x n work-items computes an n x n tile of the output,
+                  each step its work-items load an n x n tile of each operand into the group's shared memory (one element
+                  each), wait at a barrier, accumulate from the tiles, and wait again; only on a target with group memory,
+                  and the last Opt of a list
 
 Axes count the loops as they are when the Opt applies (`loops`): the output loops, outermost first, then the reduction
 loops. After the list: rules/expand.rules makes one copy per lane, rules/vectorize.rules vector ops of the lanes.
@@ -37,7 +41,8 @@ class Opt(NamedTuple):
 class OptError(ValueError):
   """An Opt that does not apply to the kernel: no such loop, a loop of the wrong kind, or an amount that does not divide it."""
 
-KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP", "SPLIT", "STASH", "PREFETCH", "GROUP")
+KINDS = ("UPCAST", "UNROLL", "TILE", "SWAP", "SPLIT", "STASH", "PREFETCH", "GROUP", "LOCAL")
+LOCAL_MAX = 16  # a LOCAL tile's side at most (its group is the square: 256 work-items)
 MAX_LANES = 1024  # lanes of all UPCASTs and UNROLLs together: each lane is a copy of the kernel body until vectorized
 
 def reduce_loops(sink: UOp) -> list[UOp]:
@@ -72,6 +77,9 @@ def apply_opt(sink: UOp, opt: Opt, new_id: Callable[[], int]) -> tuple[UOp, Opt]
   every = outs + reds
   if not 0 <= axis < len(every): raise OptError(f"{opt}: the kernel has {len(every)} loops (axes 0 to {len(every) - 1})")
   r = every[axis]
+  if any(u.op is Ops.BARRIER for u in sink.toposort()):
+    raise OptError(f"{opt}: the kernel has a LOCAL tile (its loops are the group's work-items): LOCAL is the last Opt")
+  if kind == "LOCAL": return _local(sink, opt, r, outs, new_id), opt
   if kind == "SWAP":
     if r not in outs or not 0 <= amount < len(outs) or amount == axis:
       raise OptError(f"{opt}: SWAP takes two different output loops (axes 0 to {len(outs) - 1})")
@@ -147,6 +155,62 @@ def _group(sink: UOp, opt: Opt, r: UOp, n: int, new_id: Callable[[], int]) -> UO
   inner = uop(Ops.RANGE, r.dtype, (uop(Ops.CONST, r.dtype, (), n // opt.amount),), r.arg)
   ctx = Split(r, _scaled(inner, opt.amount, part), part, inner, opt.amount, new_id, "shared")
   return graph_rewrite(sink, rules.split, ctx, name="GROUP")
+
+def _local(sink: UOp, opt: Opt, r: UOp, outs: list[UOp], new_id: Callable[[], int]) -> UOp:
+  """LOCAL of reduction loop r of a matmul by tiles of T = opt.amount: its one reduction is a sum over r alone of a * b,
+  both unguarded loads of 32-bit scalars, a moving with an output loop i that b does not move with, b with an output
+  loop j that a does not (the innermost such that T divides). Then i = gi*T + l//T, j = gj*T + l%T and r = kt*T + kk,
+  with l a new innermost output loop of T*T iterations (the group's work-items: tensor/codegen/grid.py gives it grid
+  dimension 0, one group wide). In each iteration of kt, work-item l stores a at (i, kt*T + l%T) into As[l] and b at
+  (kt*T + l//T, j) into Bs[l], a BARRIER waits for every store, then the work-item sums As[(l//T)*T + kk] *
+  Bs[kk*T + l%T] over kk (the renderer ends kt's body with a second barrier, before the next stores)."""
+  from rules import opt as rules
+  from rules.opt_helpers import LocalTile
+  def no(why: str) -> OptError: return OptError(f"{opt}: LOCAL takes {why}")
+  T = opt.amount
+  if r in outs: raise no(f"a reduction loop (axes {len(outs)} to {len(outs) + len(reduce_loops(sink)) - 1})")
+  if not 2 <= T <= LOCAL_MAX: raise no(f"a tile of 2 to {LOCAL_MAX}")
+  topo = sink.toposort()
+  if lanes_of(sink) > 1 or any(u.op is Ops.DEFINE_LOCAL for u in topo): raise no("a kernel with no lanes and no arrays yet (apply it first)")
+  qs = [u for u in topo if u.op is Ops.REDUCE and r in u.src[1:]]
+  if len(sink.src) != 1 or sink.src[0].op is not Ops.STORE: raise no("a kernel of one store")
+  # (a product of ints summed in a wider int: the CAST of the product)
+  prod = qs[0].src[0].src[0] if len(qs) == 1 and qs[0].src[0].op is Ops.CAST else qs[0].src[0] if qs else None
+  if len(qs) != 1 or qs[0].arg is not Ops.ADD or qs[0].src[1:] != (r,) or prod is None or prod.op is not Ops.MUL:
+    raise no("a sum of products over the loop alone")
+  q = qs[0]
+  lds = prod.src
+  def unguarded(idx: UOp) -> bool: return len(idx.src) == 2 or (idx.src[2].op is Ops.CONST and idx.src[2].arg is True)
+  if any(ld.op is not Ops.LOAD or not unguarded(ld.src[0]) or ld.dtype.count != 1 or ld.dtype.itemsize != 4 for ld in lds):
+    raise no("products of two unguarded loads of 32-bit scalars")
+  moves = [{o for o in outs if o in ld.src[0].src[1].toposort()} for ld in lds]
+  # each load's own output loop: the innermost that only it moves with and whose length the tile divides (a packed
+  # operand's rows are two loops, 256 x 4: the outer one)
+  mine = [sorted((o for o in moves[k] - moves[1 - k] if (trip_count(o) or 1) % T == 0), key=lambda o: o.arg) or
+          sorted(moves[k] - moves[1 - k], key=lambda o: o.arg) for k in (0, 1)]
+  if not all(mine) or any(r not in ld.src[0].src[1].toposort() for ld in lds):
+    raise no("two loads that move with the reduction loop and each with an output loop the other does not")
+  (i, j), n = (mine[0][-1], mine[1][-1]), [trip_count(mine[0][-1]), trip_count(mine[1][-1]), trip_count(r)]
+  if any(m is None or m % T for m in n): raise no(f"loops whose lengths {n} the tile {T} divides")
+  def const(v: int) -> UOp: return uop(Ops.CONST, r.dtype, (), v)
+  def alu(op: Ops, a: UOp, b: UOp) -> UOp: return uop(op, r.dtype, (a, b))
+  def rng(m: int, rid: int) -> UOp: return uop(Ops.RANGE, r.dtype, (const(m),), rid)
+  l = rng(T * T, new_id())
+  li, lj = alu(Ops.IDIV, l, const(T)), alu(Ops.MOD, l, const(T))
+  kt, kk = rng(n[2] // T, r.arg), rng(T, new_id())
+  def at(x: UOp, k: UOp) -> UOp: return graph_rewrite(x, rules.upcast, OptContext(r, _scaled(kt, T, k)), name="LOCAL index")
+  bufs = [uop(Ops.DEFINE_LOCAL, ld.dtype.ptr(T * T, "shared"), (), new_id()) for ld in lds]
+  stores = tuple(uop(Ops.STORE, dtypes.void, (uop(Ops.INDEX, b.dtype, (b, l)), at(ld, other)))
+                 for b, ld, other in zip(bufs, lds, (lj, li)))
+  bar = uop(Ops.BARRIER, dtypes.void, stores)
+  def read(b: UOp, idx: UOp, ld: UOp) -> UOp:
+    return uop(Ops.LOAD, ld.dtype, (uop(Ops.INDEX, b.dtype, (uop(Ops.AFTER, b.dtype, (b, bar)), idx)),))
+  reads = (read(bufs[0], _scaled(li, T, kk), lds[0]), read(bufs[1], _scaled(kk, T, lj), lds[1]))
+  x = prod.replace(src=reads)
+  tiled = q.replace(src=(x if q.src[0] is prod else q.src[0].replace(src=(x,)), kt, kk))
+  sink = graph_rewrite(sink, rules.local_tile, LocalTile(q, tiled), name="LOCAL")
+  for o, k in ((i, li), (j, lj)): sink = graph_rewrite(sink, rules.upcast, OptContext(o, _scaled(rng(trip_count(o) // T, o.arg), T, k)), name="LOCAL")
+  return sink
 
 def _stash(sink: UOp, opt: Opt, r: UOp, outs: list[UOp]) -> UOp:
   """STASH of reduction loop r: its one reduction q (over r alone) reduces values x(r); the kernel's one store writes

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from rules.vectorize_helpers import VectorCaps
 from runtime.device import Buffer, Device, DeviceError
 from runtime.dtype import DType
+from runtime.helpers import getenv
 from runtime.threads import cores
 from tensor.codegen.cost import CostModel
 from tensor.codegen.grid import GridCostModel
@@ -46,7 +47,9 @@ class Target:
     if (caps := self.caps) is None: return f"scalar cores={cores()}"
     # names sorted: a frozenset's order follows string hashes, which differ between processes
     ops, scalars = sorted(o.name for o in caps.ops), sorted(d.name for d in caps.scalars)
-    return f"{ops} {scalars} {caps.min_bytes} {caps.max_bytes} {caps.register_bytes} {caps.registers} cores={cores()}"
+    # (a GPU-style target: whether its matmuls are LOCAL tiles, an OpenCL GPU's and pocl's programs differ)
+    tiles = f" tiles={int(self.renderer.local_tiles)}" if self.renderer.group_max else ""
+    return f"{ops} {scalars} {caps.min_bytes} {caps.max_bytes} {caps.register_bytes} {caps.registers} cores={cores()}{tiles}"
 
   def __repr__(self) -> str: return f"<Target {self.device} {type(self.renderer).__name__}>"
 
@@ -58,12 +61,17 @@ def target_for(device: str) -> Target:
   """A Target for a device name (canonical: "CPU", "PYTHON", "CL", "CL:1", ...)."""
   device = Device.canonicalize(device)
   kind = Device.kind(device)
-  renderer = RENDERERS[kind](device_group_max(device)) if kind in GRID_KINDS else RENDERERS[kind]()  # type: ignore[call-arg]
+  renderer = RENDERERS[kind](*device_group(device)) if kind in GRID_KINDS else RENDERERS[kind]()  # type: ignore[call-arg]
   return Target(device, renderer, GridCostModel() if kind in GRID_KINDS else None, searchable=kind != "PYTHON")
 
-def device_group_max(device: str) -> int | None:
-  """The most work-items in a group the device takes, or None where it can't be opened (CUDA C compiled without a GPU)."""
-  try: return getattr(Device[device], "max_group", None)
-  except DeviceError: return None
+def device_group(device: str) -> tuple[int | None, bool]:
+  """The most work-items in a group the device takes, or None where it can't be opened (CUDA C compiled without a GPU), and
+  whether it is a GPU (CUDA's always; an OpenCL device says, pocl is a CPU)."""
+  # LOCAL_TILES=1 (0): the heuristic tiles matmuls through group memory (or not) whatever the device is: the GPU's kernels
+  # tested on pocl
+  forced = getenv("LOCAL_TILES", -1)
+  try: dev = Device[device]
+  except DeviceError: return None, Device.kind(device) == "CUDA" if forced < 0 else bool(forced)
+  return getattr(dev, "max_group", None), getattr(dev, "gpu", True) if forced < 0 else bool(forced)
 
 __all__ = ["Target", "target_for", "RENDERERS"]

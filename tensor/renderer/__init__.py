@@ -13,6 +13,7 @@ class Renderer:
   loop on several threads (the loops render() is given in `parallel`, with their thread counts); `group_max`: see below."""
   threads: bool = False
   group_max: int = 0  # the most work-items of a GROUP (a reduction shared by a work-group through its memory); 0: no GROUP
+  local_tiles: bool = False  # the heuristic tiles matmuls through a group's memory (LOCAL): a GPU's (an OpenCL CPU device: no)
   @property
   def caps(self) -> VectorCaps | None: return None
   def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> Any: raise NotImplementedError

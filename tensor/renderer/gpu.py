@@ -63,11 +63,12 @@ MAX_GROUP = 256
 
 class GPUContext(CContext):
   """CContext in a GPU dialect: its type names and helper functions, and the loops on the grid."""
-  def __init__(self, lang: GPULang, grid: dict[UOp, int]):
+  def __init__(self, lang: GPULang, grid: dict[UOp, int], tiled: bool = False):
     super().__init__()
     self.lang, self.grid, self.gids, self.dialect = lang.name, grid, lang.gid, lang
     grouped = GROUP_DIM in grid.values()
-    self.shared, self.barrier = (lang.shared if grouped else ""), lang.barrier
+    self.fenced: frozenset = frozenset()  # the loops holding a LOCAL tile's BARRIER: each iteration ends with one (render_gpu sets them)
+    self.shared, self.barrier = (lang.shared if grouped or tiled else ""), lang.barrier
     self.group = next((r.src[0].arg for r, d in grid.items() if d == GROUP_DIM), 1)
     self.once = f"if ({lang.gid[-1]} == 0) " if grouped else ""
     self.guarded: frozenset = frozenset()  # the global stores one work-item of a group makes (render_gpu sets them)
@@ -104,17 +105,18 @@ class GPURenderer(Renderer):
   """OpenCL C (with its vector types) or CUDA C (scalars); `threads`: it takes the loops codegen puts on the launch grid
   (its cost model's parallel_loops: RANGE -> grid dimension)."""
   threads = True
-  def __init__(self, lang: GPULang, group_max: int = MAX_GROUP):
+  def __init__(self, lang: GPULang, group_max: int = MAX_GROUP, local_tiles: bool = True):
     # `group_max`: the device's most work-items in a group (CL_DEVICE_MAX_WORK_GROUP_SIZE, CUDA's threads per block), where
-    # a device is open to ask; no GROUP and no block is larger
-    self.lang, self.group_max = lang, min(MAX_GROUP, group_max)
+    # a device is open to ask; no GROUP and no block is larger. `local_tiles`: the device is a GPU, where a matmul's tiles
+    # through group memory pay (pocl, OpenCL on the CPU, ran matmul 1024 24x slower than with register tiles)
+    self.lang, self.group_max, self.local_tiles = lang, min(MAX_GROUP, group_max), local_tiles
   @property
   def caps(self) -> VectorCaps | None: return self.lang.caps
   def render(self, name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None) -> str:
     return render_gpu(self.lang, name, uops, parallel, self.group_max)
 
-def CLRenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CL, group_max or MAX_GROUP)
-def CUDARenderer(group_max: int | None = None) -> GPURenderer: return GPURenderer(CUDA, group_max or MAX_GROUP)
+def CLRenderer(group_max: int | None = None, gpu: bool = False) -> GPURenderer: return GPURenderer(CL, group_max or MAX_GROUP, gpu)
+def CUDARenderer(group_max: int | None = None, gpu: bool = True) -> GPURenderer: return GPURenderer(CUDA, group_max or MAX_GROUP, gpu)
 
 def _buffer_of(store: UOp) -> UOp:
   b = store.src[0].src[0]
@@ -129,11 +131,24 @@ def _single_stores(uops: list[UOp], grid: dict[UOp, int]) -> list[UOp]:
     elif u.op is Ops.STORE and not shared and _buffer_of(u).op is Ops.DEFINE_GLOBAL: out.append(u)  # each work-item's partials: its own
   return out
 
+def _fenced(uops: list[UOp]) -> list[UOp]:
+  """The loops directly around a LOCAL tile's BARRIER: the next iteration's stores into the tiles wait until every
+  work-item has read them, so each iteration ends at a barrier too."""
+  open_loops: list[UOp] = []
+  out = []
+  for u in uops:
+    if u.op is Ops.RANGE: open_loops.append(u)
+    elif u.op is Ops.END: open_loops.pop()
+    elif u.op is Ops.BARRIER and open_loops: out.append(open_loops[-1])
+  return out
+
 def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] | None = None, most: int = MAX_GROUP) -> str:
   """The source of a linear kernel program in a GPU dialect; `grid`: the loops that are launch-grid dimensions (RANGE -> 0, 1, 2);
   `most`: the most work-items in a group the device takes."""
   grid = grid or {}
-  ctx = GPUContext(lang, grid)
+  tiled = _fenced(uops)
+  ctx = GPUContext(lang, grid, bool(tiled))
+  ctx.fenced = frozenset(tiled)
   if ctx.once: ctx.guarded = frozenset(_single_stores(uops, grid))
   def rewrite(u: UOp):
     return r if (r := gpu_rules.rewrite(u, ctx)) is not None else c_rules.rewrite(u)
@@ -146,7 +161,7 @@ def render_gpu(lang: GPULang, name: str, uops: list[UOp], grid: dict[UOp, int] |
   for r, dim in grid.items():
     if dim != SHARED_DIM: sizes[max(dim, 0)] = r.src[0].arg
   # a GROUP's loop: dimension 0 is one group of its size (the work-item's index in it is its global index there)
-  local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() else local_sizes(sizes, min(lang.max_local, most))
+  local = [sizes[0]] + [1] * (dims - 1) if GROUP_DIM in grid.values() or tiled else local_sizes(sizes, min(lang.max_local, most))
   launch = f"// launch global={','.join(map(str, sizes))} local={','.join(map(str, local))}"
   # the values come in the order of the program's DEFINE_VARs (Program.vars): ints and floats as they are met
   order = [ctx.text[u] for u in uops if u.op is Ops.DEFINE_VAR]

@@ -96,11 +96,12 @@ def given_opts() -> list[tuple]:
 
 def given_gpu_opts() -> list[tuple]:
   """The same for a GPU-style target (rendered, not run: no OpenCL device needed): a GROUP whose rows an UPCAST then makes
-  lanes, by 4 (a vector of partials per work-item) and by 3 (a store per lane, ended together)."""
+  lanes, by 4 (a vector of partials per work-item) and by 3 (a store per lane, ended together); a matmul's LOCAL tiles."""
   from tensor import Tensor
   from tensor.codegen.opt import Opt
   t = Tensor.empty(12, 1024)
-  return [(t.sum(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 4)]), (t.max(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 3)])]
+  return [(t.sum(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 4)]), (t.max(1), [Opt("GROUP", 1, 32), Opt("UPCAST", 0, 3)]),
+          (Tensor.empty(32, 48) @ Tensor.empty(48, 16), [Opt("LOCAL", 2, 16)])]
 
 def kernel_asts(ts: list) -> list:
   """The kernel ASTs of these tensors' graphs as realize compiles them (constants of a second kind as parameters, bound
@@ -130,7 +131,7 @@ def legal_lists(ast, n: int, rng: random.Random) -> list[list]:
     opts: list = []
     for _ in range(rng.randint(1, 4)):
       if not (ls := loops(sink)): break
-      axis, kind = rng.randrange(len(ls)), rng.choice([k for k in KINDS if k != "GROUP"])  # GROUP: GPU targets only
+      axis, kind = rng.randrange(len(ls)), rng.choice([k for k in KINDS if k not in ("GROUP", "LOCAL")])  # GPU targets only
       trips = trip_count(ls[axis]) or 1
       amount = rng.randrange(len(ls)) if kind == "SWAP" else rng.choice([k for k in range(trips + 1) if k == 0 or trips % k == 0])
       try: sink, done = apply_opts(sink, [Opt(kind, axis, amount)], ctx.new_range)
