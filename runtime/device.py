@@ -110,7 +110,8 @@ class Buffer:
       if self._buf is None: raise DeviceError(f"{self.device} can't make a view {self.offset} bytes into a buffer")
     elif alloc is HOST and (free := _pool.get((self.nbytes, self.dtype))):  # a freed buffer of this size and dtype: no allocation
       self._buf, self._array, self._ptr = free.pop()
-      _pooled[0] -= 1
+      _pooled[self.nbytes > POOL_BYTES] -= 1
+      if self.nbytes > POOL_BYTES: _pooled_large_bytes[0] -= self.nbytes
       GlobalCounters.mem_used += self.nbytes  # live memory, as __del__ counts it out
       return self
     else:
@@ -186,24 +187,34 @@ def copy(dst: Buffer, src: Buffer) -> None:
     sa.copyout(staging, src._buf)
     da.copyin(dst._buf, staging)
 
-# small freed host buffers by (nbytes, dtype): eager code frees a result and makes one of the same kind on every op, and
-# numpy's allocation plus reading the pointer costs ~10 us; at most POOL_BUFFERS kept, each at most POOL_BYTES. The host
-# allocator's free list: one for the process, as the host memory it recycles is
-POOL_BUFFERS, POOL_BYTES = 64, 1 << 16
+# freed host buffers by (nbytes, dtype), for the next one of their kind: eager code frees a result and makes one of the same
+# kind on every op, and numpy's allocation plus reading the pointer costs ~10 us; a large buffer's new memory costs a page
+# fault per 4 KB on first write (16 MB: ~3 ms), and MPI is slower into memory just mapped (tensor/distributed.py). Kept: at
+# most POOL_BUFFERS small ones (up to POOL_BYTES each) and, apart, so they never crowd those out, POOL_LARGE_BUFFERS larger
+# ones of POOL_LARGE_BYTES in all. The host allocator's free list: one for the process, as the host memory it recycles is
+POOL_BUFFERS, POOL_BYTES, POOL_LARGE_BUFFERS, POOL_LARGE_BYTES = 64, 1 << 16, 8, 64 << 20
 _pool: dict[tuple[int, DType], list[tuple[np.ndarray, np.ndarray, int]]] = {}
-_pooled = [0]
+_pooled = [0, 0]  # small buffers kept, large buffers kept
+_pooled_large_bytes = [0]
+
+def pooled(nbytes: int, dtype: DType) -> bool:
+  """Whether the next host buffer of nbytes and dtype gets memory a freed one left (used before: no page faults)."""
+  return bool(_pool.get((nbytes, dtype)))
 
 def _recycle(b: Buffer) -> None:
   """Keep a dying host buffer's memory for the next one of its kind, unless a view of it may be alive elsewhere (anything
   holding the array or its bytes, or another view of its raw block, shows in the reference counts)."""
   a, raw = b._array, b._buf
-  if _SANITIZE or _pooled[0] >= POOL_BUFFERS or b.nbytes > POOL_BYTES or a is None: return
+  large = b.nbytes > POOL_BYTES
+  if _SANITIZE or a is None or _pooled[large] >= (POOL_LARGE_BUFFERS if large else POOL_BUFFERS): return
+  if large and _pooled_large_bytes[0] + b.nbytes > POOL_LARGE_BYTES: return
   # references: of the array, b._array, `a` and getrefcount's argument; of its bytes, b._buf, `raw` and the argument; of the
   # block both view (numpy points every view at the owner), raw.base, a.base and the argument
   if sys.getrefcount(a) != 3 or sys.getrefcount(raw) != 3 or (block := raw.base) is None or a.base is not block or sys.getrefcount(block) != 4:
     return
   _pool.setdefault((b.nbytes, b.dtype), []).append((raw, a, b._ptr))
-  _pooled[0] += 1
+  _pooled[large] += 1
+  if large: _pooled_large_bytes[0] += b.nbytes
 
 def launch_info(src: str) -> tuple[tuple[int, ...], tuple[int, ...], list[str]]:
   """What a GPU-style kernel's source says of its launch (tensor/renderer/gpu.py writes it): the global sizes, the local

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os, sys, threading, time, zlib
 from typing import Any, Iterable
 import numpy as np
-from runtime.device import Buffer
+from runtime.device import Buffer, pooled
 from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
 from tensor.engine.jit import JitError
@@ -119,10 +119,10 @@ def _host_source(t: Tensor) -> tuple[np.ndarray, Tensor]:
   buf, _ = t._buffer()
   return buf.host_array(), t
 
-# MPI receives into the same memory every call: Open MPI's shared-memory transport took 2.4x as long for a 1 MB message
-# (4 MB: 4x, 16 MB: 1.3x) when the receive buffer was memory the process had just mapped (a new tensor's, or a fresh numpy
-# array's) than memory it had used before, while copying 1 MB out of it takes ~25 us. One block, grown to the largest
-# message so far, kept for the process.
+# MPI is slow into memory the process has just mapped: Open MPI's shared-memory transport took 2.4x as long for a 1 MB
+# message (4 MB: 4x, 16 MB: 1.3x) into a new tensor's memory as into memory used before. A result therefore receives in
+# place only when its buffer gets a freed buffer's memory (runtime/device.py's pool: a loop that drops each result); else
+# into one staging block kept for the process, grown to the largest message so far, then copied (1 MB: ~25 us).
 _staging: list[np.ndarray] = [np.empty(0, np.uint8)]
 
 def _staged(n: int, np_dtype: np.dtype) -> np.ndarray:
@@ -132,15 +132,17 @@ def _staged(n: int, np_dtype: np.dtype) -> np.ndarray:
   return _staging[0][:nbytes].view(np_dtype)
 
 def _tensor_from(device: str | tuple, dtype: DType, shape: tuple, fill) -> Tensor:
-  """A new realized tensor on `device` whose values `fill(array)` writes into the staging block, copied into the tensor's
-  buffer after; on a tuple of devices, made on the first and laid out whole on each."""
+  """A new realized tensor on `device` whose values `fill(array)` writes: into its own memory where that was used before,
+  else into the staging block and copied; on a tuple of devices, made on the first and laid out whole on each."""
   if device.__class__ is tuple: return _tensor_from(device[0], dtype, shape, fill).to(device).realize()
   n = int(np.prod(shape, dtype=np.int64))
   buf = Buffer(device, n, dtype)
-  staging = _staged(n, np.dtype(dtypes.to_numpy(dtype)))  # half, bfloat16 and bool never get here (_CARRIER)
-  fill(staging)
-  if buf.allocator.host: np.copyto(buf.as_array(), staging)
-  else: buf.copyin(staging)
+  if buf.allocator.host and pooled(buf.nbytes, dtype): fill(buf.as_array())
+  else:
+    staging = _staged(n, np.dtype(dtypes.to_numpy(dtype)))  # half, bfloat16 and bool never get here (_CARRIER)
+    fill(staging)
+    if buf.allocator.host: np.copyto(buf.as_array(), staging)
+    else: buf.copyin(staging)
   out = Tensor(buffer_uop(buf))
   return out.reshape(shape) if shape != (n,) else out
 

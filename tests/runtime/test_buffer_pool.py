@@ -1,5 +1,5 @@
-"""Freed small buffers are reused for the next buffer of their size and dtype (runtime/device.py), never while a view of
-their memory is alive elsewhere."""
+"""Freed buffers are reused for the next buffer of their size and dtype (runtime/device.py: small ones, and large ones within a
+budget of their own), never while a view of their memory is alive elsewhere."""
 import numpy as np
 from runtime.device import Buffer
 from runtime.dtype import dtypes
@@ -33,3 +33,21 @@ def test_eager_results_stay_right_through_reuse():
   n = (a + 1).numpy()
   for _ in range(5): (a + 100).realize()
   np.testing.assert_array_equal(n, np.arange(16, dtype=np.float32) + 1)
+
+def test_large_buffers_are_reused_within_their_own_budget():
+  from runtime import device
+  big = 1 << 20  # floats: 4 MB, past POOL_BYTES
+  b = Buffer("CPU", big, dtypes.float32).ensure_allocated()
+  ptr = b.ptr
+  del b
+  c = Buffer("CPU", big, dtypes.float32).ensure_allocated()
+  assert c.ptr == ptr  # reused: no new memory to fault in
+  del c
+  # more large buffers than the budget: the ones past it are let go, and small buffers still pool beside them
+  held = [Buffer("CPU", big + k, dtypes.float32).ensure_allocated() for k in range(device.POOL_LARGE_BUFFERS + 4)]
+  del held
+  assert device._pooled[1] <= device.POOL_LARGE_BUFFERS and device._pooled_large_bytes[0] <= device.POOL_LARGE_BYTES
+  s = Buffer("CPU", 16, dtypes.float32).ensure_allocated()
+  ptr = s.ptr
+  del s
+  assert Buffer("CPU", 16, dtypes.float32).ensure_allocated().ptr == ptr
