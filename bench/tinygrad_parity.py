@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
   if "tinygrad" in sides and not args.tinygrad_python:
     print("--side tinygrad needs --tinygrad-python (or TINYGRAD_PYTHON): a Python with tinygrad installed", file=sys.stderr)
     return 2
-  out = Path(args.out)
+  out = Path(args.out).resolve()  # pytest runs in the staging folder: a relative --junitxml would land there
   summary_path = out / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {"files": {}}
   if args.report:
