@@ -127,6 +127,7 @@ def make_handler(explorer: Explorer) -> type[BaseHTTPRequestHandler]:
 
 class Server(ThreadingHTTPServer):
   daemon_threads = True  # a client that keeps its connection open does not hold the process at exit
+  request_queue_size = 128  # socketserver's 5: a burst of connections (a page's parallel fetches) waited 1 s each for a SYN retry
   def handle_error(self, request, client_address) -> None:
     # a browser that closes a tab or cancels a request mid-answer: not worth a traceback on the user's terminal
     if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)): return
