@@ -145,6 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
   daemon_threads = True
+  request_queue_size = 128  # socketserver's 5: a burst of clients past 5 waited 1 s per SYN retry
   def __init__(self, addr: tuple[str, int], model: Transformer, tok: Tokenizer, model_id: str, verbose: bool):
     super().__init__(addr, _Handler)
     self.model, self.tok, self.model_id, self.verbose = model, tok, model_id, verbose
