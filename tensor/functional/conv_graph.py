@@ -14,6 +14,7 @@ A conv's value takes one of two forms:
 from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
+import numpy as np
 from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -41,6 +42,29 @@ def expand(x: UOp, shape) -> UOp: return x if x.shape == (shape := tuple(shape))
 def flip(x: UOp, axes) -> UOp: return uop(Ops.FLIP, x.dtype, (x,), tuple(i in axes for i in range(len(x.shape)))) if axes else x
 def contiguous(x: UOp) -> UOp: return uop(Ops.CONTIGUOUS, x.dtype, (x,))
 def cast(x: UOp, dtype: DType) -> UOp: return x if x.dtype is dtype else uop(Ops.CAST, dtype, (x,))
+
+def c_strides(shape: tuple) -> tuple:
+  return tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+
+def in_order(view: UOp) -> bool:
+  """Whether view, reshapes and permutes of a CONTIGUOUS node, reads that node's memory in order (its elements one after
+  another): a copy of it would copy the node as it is."""
+  chain, x = [], view
+  while x.op in (Ops.RESHAPE, Ops.PERMUTE): chain, x = [x, *chain], x.src[0]
+  if x.op is not Ops.CONTIGUOUS or not chain: return False
+  # the chain applied to a stand-in of x's strides (no memory: never read), as numpy lays views out
+  a = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), x.shape, c_strides(x.shape))
+  for op in chain:
+    if op.op is Ops.PERMUTE: a = a.transpose(op.arg)
+    else:
+      try: a = np.reshape(a, op.arg, copy=False)
+      except ValueError: return False
+  return all(s == c for s, c, d in zip(a.strides, c_strides(a.shape), a.shape) if d > 1)
+
+def packed(view: UOp) -> UOp:
+  """view in its own buffer: a copy, unless it reads a CONTIGUOUS node's memory in order (a weight gradient's packed
+  weight is the output gradient's channels-last copy: read in place)."""
+  return view if in_order(view) else contiguous(view)
 
 def shrink(x: UOp, region) -> UOp:
   region = tuple(tuple(r) for r in region)
@@ -200,7 +224,7 @@ def conv_value(x: UOp, w: UOp, arg: ConvArg) -> UOp:
     # consecutive in memory, so the tile streams it (ResNet's layer4 3x3: 512 columns, 2 KB between steps before)
     cols = arg.panel if arg.panel and rcout % arg.panel == 0 and rcout > arg.panel else rcout
     wred = (*range(4, 4 + nd), 3) if channels_last else (3, *range(4, 4 + nd))
-    wl = contiguous(permute(reshape(w, (groups, rcout // cols, cols, cin_g, *kernel)), (0, 1, *wred, 2)))  # (g, p, [red], cols)
+    wl = packed(permute(reshape(w, (groups, rcout // cols, cols, cin_g, *kernel)), (0, 1, *wred, 2)))    # (g, p, [red], cols)
     wl = reshape(permute(wl, (0, 1, 3 + nd, *range(2, 3 + nd))), (1, *[1] * nd, groups, rcout // cols, cols, *wl.shape[2:3 + nd]))
     win = reshape(win, (bs, *out, groups, 1, 1, *win.shape[2 + nd:]))                      # (bs, *out, g, 1, 1, [red])
     ret = contiguous(blocked_sum(win, wl, nd, arg.dtype))                                  # (bs, *out, g, p, cols)

@@ -102,6 +102,40 @@ def test_block_split_prefers_an_even_number_of_blocks():
   assert cv.block_split((3, 3, 64)) == (0, 1)
   assert cv.block_split((3, 3, 3, 331)) == (0, 3)  # no even cut: the fewest blocks
 
+def test_weight_gradient_reads_the_channels_last_gradient_in_place(monkeypatch):
+  """The weight gradient's GEMM takes the output gradient as its weight, packed as (batch, *pixels, channels): the
+  channels-last copy of the gradient both gradient convs read already is that layout, so it is read in place, not copied
+  again (one kernel fewer than with the packing copy; the same values)."""
+  from tensor import GlobalCounters
+  from tensor.functional import conv_graph as cv
+  rng = np.random.default_rng(5)
+  x, w, g = R.rand(rng, 4, 16, 12, 12), R.rand(rng, 32, 16, 3, 3), R.rand(rng, 4, 32, 10, 10)
+  def weight_grad():
+    wt = Tensor(w)
+    out = Tensor(x).conv2d(wt)
+    dw, = out.gradient(wt, gradient=Tensor(g))
+    GlobalCounters.reset()
+    return dw.numpy(), GlobalCounters.kernel_count
+  monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_MACS", 0)
+  ours, n = weight_grad()
+  monkeypatch.setattr(cv, "in_order", lambda view: False)
+  copied, n_copied = weight_grad()
+  assert n == n_copied - 1, (n, n_copied)
+  np.testing.assert_array_equal(ours, copied)
+  ref = torch.nn.grad.conv2d_weight(R.T(x), w.shape, R.T(g))
+  R.close(Tensor(ours), ref, rtol=1e-4, atol=1e-3)
+
+def test_in_order_views():
+  """in_order: reshapes and permutes of a CONTIGUOUS node that read its memory in order, and ones that don't."""
+  from tensor.functional import conv_graph as cv
+  c = cv.contiguous(Tensor.empty(4, 6, 5).uop)
+  assert cv.in_order(cv.reshape(c, (24, 5)))
+  assert cv.in_order(cv.permute(cv.permute(c, (1, 0, 2)), (1, 0, 2)))
+  assert cv.in_order(cv.reshape(cv.permute(cv.reshape(c, (4, 6, 1, 5)), (0, 2, 1, 3)), (4, 30)))  # a size-1 axis moved
+  assert not cv.in_order(cv.permute(c, (1, 0, 2)))
+  assert not cv.in_order(cv.reshape(cv.permute(c, (0, 2, 1)), (4, 30)))
+  assert not cv.in_order(Tensor.empty(4, 6).uop)  # not a CONTIGUOUS node
+
 def test_second_derivative():
   """d/dx of (d loss/dw) goes through the CONV rule twice (the weight gradient is a CONV of x)."""
   rng = np.random.default_rng(4)
