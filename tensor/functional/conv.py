@@ -23,6 +23,12 @@ def vector_floats(device: str) -> int:
   from tensor.engine.state import ENGINE
   return max(1, (ENGINE.target(device).caps or VECTOR_CAPS).register_bytes // 4)
 
+def tile_columns(device: str) -> int:
+  """The columns of a matmul's register tile on the device the kernels compile for (tensor/codegen/heuristic.py's)."""
+  from tensor.codegen.heuristic import VECTOR_CAPS, register_tile
+  from tensor.engine.state import ENGINE
+  return register_tile(ENGINE.target(device).caps or VECTOR_CAPS, 4)[1]
+
 def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> list[tuple[int, int]]:
   if isinstance(padding, str):
     if padding == "valid": return [(0, 0)] * len(kernel)
@@ -53,7 +59,8 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   from tensor.errors import to_dtype
   common = least_upper_dtype(x.dtype, weight.dtype)
   acc = to_dtype(dtype) if dtype is not None else int_acc_dtype(common)
-  arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value)
+  arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value,
+                           tile_columns(x.device))
   ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
   return ret.reshape(ret.shape[1:]) if unbatched else ret

@@ -14,6 +14,7 @@ A conv's value takes one of two forms:
 from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
+import numpy as np
 from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -22,7 +23,8 @@ class ConvArg(NamedTuple):
   """A CONV node's arg: x (bs, cin, *spatial) padded by `pads` ((before, after) per spatial dim, negative ones crop), convolved
   with w (cout, cin/groups, *kernel) at `stride` and `dilation`, summed in `dtype` (the result's); `width` is the floats
   per vector register of the target (the GEMM's column vectors, and the fused kernel's); `build` makes the value of a
-  conv (conv_value: rules/gradient.rules' helpers build the gradients' convs with it)."""
+  conv (conv_value: rules/gradient.rules' helpers build the gradients' convs with it); `panel` the columns of the target's
+  matmul register tile (the GEMM's weight is packed in panels of them; 0: one panel)."""
   stride: tuple
   dilation: tuple
   groups: int
@@ -30,6 +32,7 @@ class ConvArg(NamedTuple):
   width: int
   dtype: DType
   build: Callable
+  panel: int = 0
 
 # ---- movement ops on tensor-graph nodes (no-ops left out, as Tensor's methods leave them) ----
 
@@ -39,6 +42,29 @@ def expand(x: UOp, shape) -> UOp: return x if x.shape == (shape := tuple(shape))
 def flip(x: UOp, axes) -> UOp: return uop(Ops.FLIP, x.dtype, (x,), tuple(i in axes for i in range(len(x.shape)))) if axes else x
 def contiguous(x: UOp) -> UOp: return uop(Ops.CONTIGUOUS, x.dtype, (x,))
 def cast(x: UOp, dtype: DType) -> UOp: return x if x.dtype is dtype else uop(Ops.CAST, dtype, (x,))
+
+def c_strides(shape: tuple) -> tuple:
+  return tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+
+def in_order(view: UOp) -> bool:
+  """Whether view, reshapes and permutes of a CONTIGUOUS node, reads that node's memory in order (its elements one after
+  another): a copy of it would copy the node as it is."""
+  chain, x = [], view
+  while x.op in (Ops.RESHAPE, Ops.PERMUTE): chain, x = [x, *chain], x.src[0]
+  if x.op is not Ops.CONTIGUOUS or not chain: return False
+  # the chain applied to a stand-in of x's strides (no memory: never read), as numpy lays views out
+  a = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), x.shape, c_strides(x.shape))
+  for op in chain:
+    if op.op is Ops.PERMUTE: a = a.transpose(op.arg)
+    else:
+      try: a = np.reshape(a, op.arg, copy=False)
+      except ValueError: return False
+  return all(s == c for s, c, d in zip(a.strides, c_strides(a.shape), a.shape) if d > 1)
+
+def packed(view: UOp) -> UOp:
+  """view in its own buffer: a copy, unless it reads a CONTIGUOUS node's memory in order (a weight gradient's packed
+  weight is the output gradient's channels-last copy: read in place)."""
+  return view if in_order(view) else contiguous(view)
 
 def shrink(x: UOp, region) -> UOp:
   region = tuple(tuple(r) for r in region)
@@ -154,17 +180,29 @@ def gemm_windows(xg: UOp, w: UOp, arg: ConvArg, channels_last: bool) -> UOp:
 # panel (reduction x columns: 6.5 MB) from memory, one tile after another (37.7 -> 24.2 ms, 1 thread)
 GEMM_BLOCK = 4096
 
+def block_split(red: tuple) -> tuple[int, int]:
+  """(axis, blocks) cutting a GEMM reduction of shape `red` into blocks of at most GEMM_BLOCK steps: an even number of
+  blocks when one exists (the blocks loop is the one the threads share out: 3 blocks on 2 threads left one thread idle a
+  third of the time, ResNet's layer4 3x3 (3, 3, 512) 0.5x torch at 2 threads; its channels cut in 2 instead), then the
+  outermost axis (a weight gradient's batch: each block a run of whole images), then the fewest. (0, 1): no blocks."""
+  if math.prod(red) <= GEMM_BLOCK: return 0, 1
+  cands = [(b % 2, j, b) for j, n in enumerate(red) for b in range(2, n + 1) if n % b == 0 and math.prod(red) // b <= GEMM_BLOCK]
+  if not cands: return 0, red[0]
+  _, j, b = min(cands)
+  return j, b
+
 def blocked_sum(win: UOp, wl: UOp, nd: int, dtype: DType) -> UOp:
-  """The GEMM sum over the last 1+nd axes (the reduction) of win * wl. A reduction over GEMM_BLOCK steps is cut along its
-  outermost axis into blocks: partial sums per block (the outermost loop, which threads share out: a cache-sized piece of
-  the weight panel read by every tile), then the blocks' sum."""
+  """The GEMM sum over the last 1+nd axes (the reduction) of win * wl. A reduction over GEMM_BLOCK steps is cut along one
+  of its axes (block_split) into blocks: partial sums per block (the outermost loop, which threads share out: a
+  cache-sized piece of the weight panel read by every tile), then the blocks' sum."""
   red = win.shape[-1 - nd:]
   first = len(win.shape) - 1 - nd
-  blocks = next((b for b in range(1, red[0] + 1) if red[0] % b == 0 and math.prod(red) // b <= GEMM_BLOCK), red[0])
+  axis, blocks = block_split(red)
   if blocks == 1: return mul_sum(win, wl, tuple(range(-1 - nd, 0)), dtype)
-  def split(t: UOp) -> UOp:  # (..., r0, ...) -> (blocks, ..., r0/blocks, ...)
-    t = reshape(t, (*t.shape[:first], blocks, red[0] // blocks, *t.shape[first + 1:]))
-    return permute(t, (first, *range(first), *range(first + 1, len(t.shape))))
+  at = first + axis
+  def split(t: UOp) -> UOp:  # (..., r_axis, ...) -> (blocks, ..., r_axis/blocks, ...)
+    t = reshape(t, (*t.shape[:at], blocks, red[axis] // blocks, *t.shape[at + 1:]))
+    return permute(t, (at, *range(at), *range(at + 1, len(t.shape))))
   win, wl = split(win), split(wl)
   part = contiguous(mul_sum(win, wl, tuple(range(-1 - nd, 0)), dtype))                     # (blocks, ..., [out])
   return total(part, (0,), dtype)
@@ -182,11 +220,14 @@ def conv_value(x: UOp, w: UOp, arg: ConvArg) -> UOp:
     xg, channels_last = gemm_input(x, arg, nd)
     win = gemm_windows(xg, w, arg, channels_last)                                          # (bs, *out, g, [red])
     out = win.shape[1:1 + nd]
-    wred = (*range(3, 3 + nd), 2) if channels_last else (2, *range(3, 3 + nd))
-    wl = contiguous(permute(reshape(w, (groups, rcout, cin_g, *kernel)), (0, *wred, 1)))  # (g, [red], rcout)
-    wl = reshape(permute(wl, (0, 2 + nd, *range(1, 2 + nd))), (1, *[1] * nd, groups, rcout, *wl.shape[1:2 + nd]))
-    win = reshape(win, (bs, *out, groups, 1, *win.shape[2 + nd:]))                         # (bs, *out, g, 1, [red])
-    ret = contiguous(blocked_sum(win, wl, nd, arg.dtype))                                  # (bs, *out, g, rcout)
+    # the weight packed in panels of the register tile's columns: (g, panels, [red], cols), one panel's reduction
+    # consecutive in memory, so the tile streams it (ResNet's layer4 3x3: 512 columns, 2 KB between steps before)
+    cols = arg.panel if arg.panel and rcout % arg.panel == 0 and rcout > arg.panel else rcout
+    wred = (*range(4, 4 + nd), 3) if channels_last else (3, *range(4, 4 + nd))
+    wl = packed(permute(reshape(w, (groups, rcout // cols, cols, cin_g, *kernel)), (0, 1, *wred, 2)))    # (g, p, [red], cols)
+    wl = reshape(permute(wl, (0, 1, 3 + nd, *range(2, 3 + nd))), (1, *[1] * nd, groups, rcout // cols, cols, *wl.shape[2:3 + nd]))
+    win = reshape(win, (bs, *out, groups, 1, 1, *win.shape[2 + nd:]))                      # (bs, *out, g, 1, 1, [red])
+    ret = contiguous(blocked_sum(win, wl, nd, arg.dtype))                                  # (bs, *out, g, p, cols)
     return permute(reshape(ret, (bs, *out, cout)), (0, 1 + nd, *range(1, 1 + nd)))
   win = windows(pad(x, [(0, 0), (0, 0), *arg.pads]), kernel, arg.stride, arg.dilation)    # (bs, cin, *out, *k)
   out = win.shape[2:2 + nd]

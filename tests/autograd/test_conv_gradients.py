@@ -66,6 +66,8 @@ def gemm_always(monkeypatch):
   monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_COUT", 1)
   monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_REDUCE", 1)
   monkeypatch.setattr(cv, "GEMM_BLOCK", 8)  # blocked sums at these sizes too
+  import tensor.functional.conv as conv
+  monkeypatch.setattr(conv, "tile_columns", lambda device: 2)  # the weight packed in panels of 2 columns (4 output channels: 2 panels)
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{len(c[3])}d-k{c[4]}-s{c[5]}-d{c[7]}-g{c[8]}")
 def test_gemm_form(case, gemm_always):
@@ -90,6 +92,49 @@ def test_long_weight_gradient_reduction_is_blocked():
   x, w, b = R.rand(rng, 16, 32, 24, 24), R.rand(rng, 32, 32, 5, 5, lo=-0.1, hi=0.1), R.rand(rng, 32)
   assert 16 * 20 * 20 > cv.GEMM_BLOCK
   _check(x, w, b, (1, 1), [(0, 0), (0, 0)], (1, 1), 1, rtol=1e-3, atol=1e-3)
+
+def test_block_split_prefers_an_even_number_of_blocks():
+  """A long reduction is cut into blocks the threads share out evenly: ResNet's layer4 3x3 (3 taps, 3 taps, 512 channels)
+  in 2 blocks of its channels rather than 3 of its rows; a weight gradient's (batch 128 x 24 x 24) along the batch."""
+  from tensor.functional import conv_graph as cv
+  assert cv.block_split((3, 3, 512)) == (2, 2)
+  assert cv.block_split((128, 24, 24)) == (0, 32)
+  assert cv.block_split((3, 3, 64)) == (0, 1)
+  assert cv.block_split((3, 3, 3, 331)) == (0, 3)  # no even cut: the fewest blocks
+
+def test_weight_gradient_reads_the_channels_last_gradient_in_place(monkeypatch):
+  """The weight gradient's GEMM takes the output gradient as its weight, packed as (batch, *pixels, channels): the
+  channels-last copy of the gradient both gradient convs read already is that layout, so it is read in place, not copied
+  again (one kernel fewer than with the packing copy; the same values)."""
+  from tensor import GlobalCounters
+  from tensor.functional import conv_graph as cv
+  rng = np.random.default_rng(5)
+  x, w, g = R.rand(rng, 4, 16, 12, 12), R.rand(rng, 32, 16, 3, 3), R.rand(rng, 4, 32, 10, 10)
+  def weight_grad():
+    wt = Tensor(w)
+    out = Tensor(x).conv2d(wt)
+    dw, = out.gradient(wt, gradient=Tensor(g))
+    GlobalCounters.reset()
+    return dw.numpy(), GlobalCounters.kernel_count
+  monkeypatch.setattr(cv, "IMPLICIT_GEMM_MIN_MACS", 0)
+  ours, n = weight_grad()
+  monkeypatch.setattr(cv, "in_order", lambda view: False)
+  copied, n_copied = weight_grad()
+  assert n == n_copied - 1, (n, n_copied)
+  np.testing.assert_array_equal(ours, copied)
+  ref = torch.nn.grad.conv2d_weight(R.T(x), w.shape, R.T(g))
+  R.close(Tensor(ours), ref, rtol=1e-4, atol=1e-3)
+
+def test_in_order_views():
+  """in_order: reshapes and permutes of a CONTIGUOUS node that read its memory in order, and ones that don't."""
+  from tensor.functional import conv_graph as cv
+  c = cv.contiguous(Tensor.empty(4, 6, 5).uop)
+  assert cv.in_order(cv.reshape(c, (24, 5)))
+  assert cv.in_order(cv.permute(cv.permute(c, (1, 0, 2)), (1, 0, 2)))
+  assert cv.in_order(cv.reshape(cv.permute(cv.reshape(c, (4, 6, 1, 5)), (0, 2, 1, 3)), (4, 30)))  # a size-1 axis moved
+  assert not cv.in_order(cv.permute(c, (1, 0, 2)))
+  assert not cv.in_order(cv.reshape(cv.permute(c, (0, 2, 1)), (4, 30)))
+  assert not cv.in_order(Tensor.empty(4, 6).uop)  # not a CONTIGUOUS node
 
 def test_second_derivative():
   """d/dx of (d loss/dw) goes through the CONV rule twice (the weight gradient is a CONV of x)."""
