@@ -261,6 +261,17 @@ def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
   want = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
   np.testing.assert_allclose(out.numpy(), want @ w.T, rtol=1e-4, atol=1e-3)
 
+def test_a_long_elementwise_value_broadcast_into_a_sum_is_computed_once():
+  # the MLP's weight gradient: ReLU's gradient (two loads, an add, compares, selects: BROADCAST_MIN_OPS or more ALU ops) is
+  # a kernel of its own, where fused each of the 96 columns of x.T @ g computed it again; values as numpy's
+  x, h, g = rand(64, 96), rand(64, 32), rand(64, 32)
+  X, H, G, B = *inputs(x, h, g), Tensor(rand(32)).realize()
+  b = B.numpy()
+  out = ((H + B) * 0.5 > 0).where(G * 2, 0.0).T @ X  # 5 ALU ops
+  assert count(out) == 2
+  np.testing.assert_allclose(out.numpy(), np.where((h + b) * 0.5 > 0, g * 2, 0).T @ x, rtol=1e-4, atol=1e-3)
+  assert count(((H + B) > 0).where(G, 0.0).T @ X) == 1  # 3 ALU ops: fused
+
 def test_cheap_or_small_broadcast_values_stay_fused():
   # no transcendental: (x + 1) costs less than a kernel and a buffer; fewer than BROADCAST_MIN_SIZE values (a row's
   # statistics), or broadcast fewer than BROADCAST_MIN_TIMES times: fused as before
