@@ -121,10 +121,12 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
 BROADCAST_MIN_TIMES = 16
 BROADCAST_MIN_SIZE = 256
 _EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW})
-# so is one of this many ALU ops or more, none a transcendental: ReLU's gradient (two loads, an add, compares and selects)
-# fused into the MLP's weight gradient was computed again for each of its 784 columns (that GEMM at 55 GFLOP/s, the forward
-# one at 107)
+# so is one of this many ALU ops or more, none a transcendental, broadcast BROADCAST_LONG_TIMES times or more: ReLU's
+# gradient (two loads, an add, compares and selects) fused into the MLP's weight gradient was computed again for each of
+# its 784 columns (that GEMM at 55 GFLOP/s, the forward one at 107); a ReLU into a matmul of 16 columns or fewer stays fused
+# (heuristic.skinny_tile computes it once per row for all of them)
 BROADCAST_MIN_OPS = 4
+BROADCAST_LONG_TIMES = 64
 
 def _broadcast_into_sums(regions: dict, points: set[UOp]) -> set[UOp]:
   out: set[UOp] = set()
@@ -140,7 +142,8 @@ def _broadcast_into_sums(regions: dict, points: set[UOp]) -> set[UOp]:
       body = [x for x in src.toposort(gate=lambda x: x in mine) if x in mine]
       # a reduction's own values (softmax's 1/sum: as many as the reduction has results) are computed once per row
       # already; a vector normalized by one (layernorm's output) is computed again for each output as any other value
-      costly = any(x.op in _EXPENSIVE for x in body) or sum(x.op in GroupOp.ALU for x in body) >= BROADCAST_MIN_OPS
+      costly = any(x.op in _EXPENSIVE for x in body) or \
+        (m >= BROADCAST_LONG_TIMES * n and sum(x.op in GroupOp.ALU for x in body) >= BROADCAST_MIN_OPS)
       if costly and all(x.size < n for x in body if x.op is Ops.REDUCE_AXIS): out.add(src)
   return out
 

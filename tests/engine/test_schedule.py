@@ -264,7 +264,7 @@ def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
 def test_a_long_elementwise_value_broadcast_into_a_sum_is_computed_once():
   # the MLP's weight gradient: ReLU's gradient (two loads, an add, compares, selects: BROADCAST_MIN_OPS or more ALU ops) is
   # a kernel of its own, where fused each of the 96 columns of x.T @ g computed it again; values as numpy's
-  x, h, g = rand(64, 96), rand(64, 32), rand(64, 32)
+  x, h, g = rand(64, 96), rand(64, 32), rand(64, 32)  # g's values broadcast over 96 >= BROADCAST_LONG_TIMES columns
   X, H, G, B = *inputs(x, h, g), Tensor(rand(32)).realize()
   b = B.numpy()
   out = ((H + B) * 0.5 > 0).where(G * 2, 0.0).T @ X  # 5 ALU ops
