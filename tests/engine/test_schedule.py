@@ -409,13 +409,12 @@ def test_assign_into_empty():
 
 # ---- issue 27: compiles in parallel, and DEBUG=2's table of the slowest kernels ----
 
-def test_slowest_table_ranks_by_the_busiest_threads_cpu_time():
+def test_slowest_table_ranks_by_cpu_time():
   """A kernel that waited for a core (long on the wall clock, short on its threads' clocks) ranks below one that computed."""
   from tensor.engine import debug
   table = debug.slowest_table([("waited", 1.0, 0.1, 10**9, 10**6), ("computed", 0.3, 0.3, 10**9, 10**6)]).splitlines()
-  assert "400.00 ms on the busiest thread, 1300.00 ms wall" in table[0]
+  assert "400.00 ms of CPU time, 1300.00 ms wall" in table[0]
   assert table[1].split()[0] == "computed" and table[2].split()[0] == "waited" and "(wall 1000.000)" in table[2]
-  assert debug.busiest({}, 0.25) == 0.25 and debug.busiest(debug.thread_clocks(), 1.0) >= 0.0
 
 def test_new_kernels_compile_in_parallel_and_debug_2_lists_the_slowest(capsys, tmp_path, monkeypatch):
   """A realize of several new kernels hands their C to a pool of compiler threads (each runner waits for its object); the
@@ -435,6 +434,6 @@ def test_new_kernels_compile_in_parallel_and_debug_2_lists_the_slowest(capsys, t
   with Context(DEBUG=2): Tensor.realize(*outs)
   assert len(submitted) >= 4
   table = capsys.readouterr().out
-  assert "slowest" in table and "GFLOP/s (" in table and "GB/s (" in table and "on the busiest thread" in table and "(wall " in table
+  assert "slowest" in table and "GFLOP/s (" in table and "GB/s (" in table and "ms of CPU time" in table and "(wall " in table
   for t, want in zip(outs, [(a * 1.5).sum(0), (a + 2).max(1), np.exp(a - 3), (a * a).sum()]):
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
