@@ -67,6 +67,16 @@ def _int_np(d: DType):
   return {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}[d.itemsize] if not dtypes.is_unsigned(d) else \
          {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[d.itemsize]
 
+def _fma_to_odd(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+  """x*y + z of float32 values as a double rounded to odd (exec_alu's _fma_float): rounded once more to float32 it is
+  the fused multiply-add, correctly rounded (x*y is exact in a double; TwoSum gives the sum's error)."""
+  p = x * y
+  t = p + z
+  b = t - p
+  e = (p - (t - b)) + (z - b)
+  fix = np.isfinite(t) & (e != 0) & ((np.ascontiguousarray(t, np.float64).view(np.int64) & 1) == 0)
+  return np.where(fix, np.nextafter(t, np.where(e > 0, np.inf, -np.inf)), t)
+
 def _eval(u: UOp, s: list, n: int) -> np.ndarray:
   d, op = u.dtype, u.op
   if d.count != 1: raise Unevaluable(f"a vector {d}")
@@ -101,6 +111,7 @@ def _eval(u: UOp, s: list, n: int) -> np.ndarray:
     f = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide}.get(op)
     if f is not None: return round_to(d, f(x, s[1]))  # exec_alu: in double, rounded to the dtype
     if op is Ops.SQRT: return round_to(d, np.sqrt(x))
+    if op is Ops.MULACC and d is dtypes.float32: return round_to(d, _fma_to_odd(x, s[1], s[2]))
     raise Unevaluable(f"{op.name} on {d}")
   if dtypes.is_int(d):
     x, bits = s[0], _bits_of(d)

@@ -64,7 +64,15 @@ def with_loops(ctx: OptContext | Split, ranges: tuple[UOp, ...]) -> tuple[UOp, .
   return tuple(x for r in ranges for x in (ctx.loops if r is ctx.index else (r,)))
 
 def combined(op: Ops, parts: UOp) -> UOp:
-  """The lanes of a vector of partial reductions combined by op, as a balanced tree (short dependency chains)."""
+  """The lanes of a vector of partial reductions combined by op, as a balanced tree (short dependency chains). A max
+  of an even count of lanes first combines its halves lane by lane, each level a vector (rules/vectorize.rules makes it
+  vector ops: a softmax's 64 partial maxes in 4 registers take 3 vector maxes, then 16 lanes halved); a reordered max
+  is the same max, while a sum keeps the order of its adjacent pairs (its bits)."""
+  while op is Ops.MAX and (n := parts.dtype.count) > 2 and n % 2 == 0:
+    h = n // 2
+    parts = uop(Ops.VECTORIZE, parts.dtype.scalar.vec(h), tuple(uop(op, parts.dtype.scalar, (uop(Ops.GEP, parts.dtype.scalar, (parts,), (k,)),
+                                                                                              uop(Ops.GEP, parts.dtype.scalar, (parts,), (k + h,))))
+                                                                 for k in range(h)))
   xs = [uop(Ops.GEP, parts.dtype.scalar, (parts,), (k,)) for k in range(parts.dtype.count)]
   while len(xs) > 1: xs = [uop(op, xs[i].dtype, (xs[i], xs[i + 1])) if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
   return xs[0]

@@ -151,12 +151,13 @@ class CapturedJit(Generic[ReturnType]):
     for j, i, k in self.input_replace: self.steps[j].bufs[i] = input_buffers[k]
     try:
       for n, s in enumerate(self.steps):
+        c0 = time.thread_time() if DEBUG >= 2 else 0.0
         t0 = time.perf_counter()
         s.run(var_vals)
         if DEBUG >= 2:
           dt = time.perf_counter() - t0
           GlobalCounters.time_sum_s += dt
-          debug.kernel_times.append((s.name, dt, s.ops, s.mem))
+          debug.kernel_times.append((s.name, dt, time.thread_time() - c0, s.ops, s.mem))
           print(f"*** {s.device:6s} {GlobalCounters.kernel_count + n + 1:4d} {s.name:18s} [JIT replay] arg {len(s.bufs):2d} "
                 f"tm {dt * 1e6:9.2f}us")
     finally: self._clear_inputs()

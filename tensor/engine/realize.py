@@ -190,6 +190,7 @@ def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
   if engine.capturing: engine.capturing[0].add(runner, bufs)
   for b in bufs:
     if b._array is None: b.ensure_allocated()
+  c0 = time.thread_time() if DEBUG >= 2 else 0.0
   t0 = time.perf_counter()
   device_time = runner(bufs)
   # a GPU-style device's program returns the kernel's time from the device's events (CL); the others are timed here
@@ -205,7 +206,7 @@ def launch(runner: Runner, bufs: list[Buffer], engine: Engine = ENGINE) -> None:
   device = bufs[0].device
   kernel_run(runner.name, device, t0, dt, ops, mem, gsz, copy=program is None)
   if DEBUG >= 2:
-    debug.kernel_times.append((runner.name, dt, ops, mem))
+    debug.kernel_times.append((runner.name, dt, dt if device_time.__class__ is float else time.thread_time() - c0, ops, mem))
     name = colored_name(runner.name, len(gsz), program.opts, 18) if program is not None else f"{runner.name:18s}"
     print(f"*** {device:6s} {GlobalCounters.kernel_count:4d} {name} arg {len(bufs):2d} mem {GlobalCounters.mem_used / 1e9:.2f} GB "
           f"gsz {str(list(gsz)):14s} tm {dt * 1e6:9.2f}us ({ops / max(dt, 1e-9) / 1e9:8.2f} GFLOPS {mem / max(dt, 1e-9) / 1e9:7.2f} GB/s)")

@@ -121,6 +121,12 @@ def realize_points(sink: UOp, topo: list[UOp] | None = None) -> tuple[set[UOp], 
 BROADCAST_MIN_TIMES = 16
 BROADCAST_MIN_SIZE = 256
 _EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW})
+# so is one of this many ALU ops or more, none a transcendental, broadcast BROADCAST_LONG_TIMES times or more: ReLU's
+# gradient (two loads, an add, compares and selects) fused into the MLP's weight gradient was computed again for each of
+# its 784 columns (that GEMM at 55 GFLOP/s, the forward one at 107); a ReLU into a matmul of 16 columns or fewer stays fused
+# (heuristic.skinny_tile computes it once per row for all of them)
+BROADCAST_MIN_OPS = 4
+BROADCAST_LONG_TIMES = 64
 
 def _broadcast_into_sums(regions: dict, points: set[UOp]) -> set[UOp]:
   out: set[UOp] = set()
@@ -129,13 +135,16 @@ def _broadcast_into_sums(regions: dict, points: set[UOp]) -> set[UOp]:
     mine = set(nodes)
     for u in nodes:
       if u.op is not Ops.EXPAND: continue
-      src = below_reshapes(u.src[0])
+      src = u.src[0]
+      while src.op in (Ops.RESHAPE, Ops.PERMUTE): src = src.src[0]  # the same values (a transposed operand: x.T @ w)
       if src not in mine or src.op not in GroupOp.ALU or not isinstance(n := src.size, int) or not isinstance(m := u.size, int): continue
       if n < BROADCAST_MIN_SIZE or m < BROADCAST_MIN_TIMES * n: continue
       body = [x for x in src.toposort(gate=lambda x: x in mine) if x in mine]
       # a reduction's own values (softmax's 1/sum: as many as the reduction has results) are computed once per row
       # already; a vector normalized by one (layernorm's output) is computed again for each output as any other value
-      if any(x.op in _EXPENSIVE for x in body) and all(x.size < n for x in body if x.op is Ops.REDUCE_AXIS): out.add(src)
+      costly = any(x.op in _EXPENSIVE for x in body) or \
+        (m >= BROADCAST_LONG_TIMES * n and sum(x.op in GroupOp.ALU for x in body) >= BROADCAST_MIN_OPS)
+      if costly and all(x.size < n for x in body if x.op is Ops.REDUCE_AXIS): out.add(src)
   return out
 
 # the longest chain of dependent ALU ops one kernel computes: gcc's time grows with it (about 0.5 ms per op at -O3) and gcc 12

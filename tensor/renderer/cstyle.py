@@ -17,8 +17,8 @@ from tensor.renderer import Renderer
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
 # 256 bytes (wider than a register: gcc splits them), the ops C has on vectors (shifts by a constant amount, bit casts
-# between vectors of one size), and max through a helper
-VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.SHL, Ops.SHR, Ops.BITCAST}),
+# between vectors of one size), max and fused multiply-add (exp2's polynomial, rules/decompositions.rules) through helpers
+VECTOR_CAPS = VectorCaps(frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MULACC, Ops.SHL, Ops.SHR, Ops.BITCAST}),
                          frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                                     dtypes.uint32, dtypes.int64, dtypes.uint64}), 32, 256)
 

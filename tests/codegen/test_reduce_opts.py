@@ -15,7 +15,7 @@ from runtime.ops import Ops
 from runtime.ops_python import program
 from tensor import Tensor
 from tensor.codegen import lower_kernel, rangeify_simplified, render, target_for
-from tensor.codegen.heuristic import PARTIALS, SPLIT_MIN_BYTES, STASH_MAX_BYTES
+from tensor.codegen.heuristic import MAX_CHAINS, PARTIALS, SPLIT_MIN_BYTES, STASH_MAX_BYTES
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, OptError, apply_opt
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
@@ -158,6 +158,24 @@ def test_row_reductions_take_the_widest_lanes_that_divide_the_row(cols, lanes):
   np.testing.assert_allclose(A.sum(1).numpy(), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
   np.testing.assert_array_equal(A.max(1).numpy(), a.max(1))
 
+def test_row_max_combines_its_partials_as_vectors():
+  # MAX_CHAINS vectors of partial maxes (independent chains), their halves combined lane by lane as vectors, then a tree of
+  # scalar maxes, each a select of bits (no branch: gcc made the select `a > b || a != a ? a : b` branches, mispredicted
+  # on random data)
+  a = with_specials(rng.standard_normal((8, 1024)).astype(np.float32))
+  t = Tensor(a).realize().max(1)
+  src = source(t)
+  assert [o.amount for o in heuristic(t) if o.op == "UNROLL"] == [16 * MAX_CHAINS]
+  assert 0 < src.count("smax_float(") - 1 < 15 and "||" not in src  # the helper's definition, then fewer than 15 calls
+  np.testing.assert_array_equal(run(t, None), a.max(1))
+  np.testing.assert_array_equal(run(t, None, "PYTHON"), a.max(1))
+
+def test_softmax_exp_polynomial_is_fused_multiply_adds():
+  import re
+  src = source(Tensor(rng.standard_normal((4, 1024)).astype(np.float32)).realize().softmax(-1))
+  assert len(re.findall(r"vfma_f32x\d+\(", src)) >= 7  # exp2's six Horner steps and the sum's accumulator, all vectors
+  assert "__builtin_fmaf(" not in src.split("void k(")[1]  # none lane by lane in the kernel
+
 # ---- SPLIT: a whole tensor's reduction in partials that threads share out ----
 
 @pytest.mark.parametrize("n, parts", [(SPLIT_MIN_BYTES // 4 - 16, None), (SPLIT_MIN_BYTES // 4, PARTIALS), (SPLIT_MIN_BYTES // 4 + 256, 16),
@@ -237,9 +255,11 @@ def test_split_applies_only_outside_every_loop():
 
 def test_prefetch_where_rows_are_read_in_several_loops():
   A = Tensor(rng.standard_normal((16, 1024)).astype(np.float32)).realize()
-  for t in (A.softmax(-1), A.layernorm(), A.log_softmax(-1)): assert "PREFETCH" in kinds(t)
+  for t in (A.layernorm(), A.log_softmax(-1)): assert "PREFETCH" in kinds(t)
   assert "PREFETCH" not in kinds(A.sum(1))  # read once: the hardware's prefetcher keeps up
-  src = source(A.softmax(-1))
+  # a stashed kernel's exp loop leaves the prefetcher time enough: not prefetched
+  assert "STASH" in kinds(A.softmax(-1)) and "PREFETCH" not in kinds(A.softmax(-1))
+  src = source(A.layernorm())
   assert src.count("__builtin_prefetch(") == 1 and "((ridx0+1)%16)" in src
   # a guarded (padded) load's index may point outside the buffer: not prefetched
   a = rng.standard_normal((16, 60)).astype(np.float32)

@@ -261,6 +261,17 @@ def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
   want = 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
   np.testing.assert_allclose(out.numpy(), want @ w.T, rtol=1e-4, atol=1e-3)
 
+def test_a_long_elementwise_value_broadcast_into_a_sum_is_computed_once():
+  # the MLP's weight gradient: ReLU's gradient (two loads, an add, compares, selects: BROADCAST_MIN_OPS or more ALU ops) is
+  # a kernel of its own, where fused each of the 96 columns of x.T @ g computed it again; values as numpy's
+  x, h, g = rand(64, 96), rand(64, 32), rand(64, 32)  # g's values broadcast over 96 >= BROADCAST_LONG_TIMES columns
+  X, H, G, B = *inputs(x, h, g), Tensor(rand(32)).realize()
+  b = B.numpy()
+  out = ((H + B) * 0.5 > 0).where(G * 2, 0.0).T @ X  # 5 ALU ops
+  assert count(out) == 2
+  np.testing.assert_allclose(out.numpy(), np.where((h + b) * 0.5 > 0, g * 2, 0).T @ x, rtol=1e-4, atol=1e-3)
+  assert count(((H + B) > 0).where(G, 0.0).T @ X) == 1  # 3 ALU ops: fused
+
 def test_cheap_or_small_broadcast_values_stay_fused():
   # no transcendental: (x + 1) costs less than a kernel and a buffer; fewer than BROADCAST_MIN_SIZE values (a row's
   # statistics), or broadcast fewer than BROADCAST_MIN_TIMES times: fused as before
@@ -398,6 +409,13 @@ def test_assign_into_empty():
 
 # ---- issue 27: compiles in parallel, and DEBUG=2's table of the slowest kernels ----
 
+def test_slowest_table_ranks_by_cpu_time():
+  """A kernel that waited for a core (long on the wall clock, short on its threads' clocks) ranks below one that computed."""
+  from tensor.engine import debug
+  table = debug.slowest_table([("waited", 1.0, 0.1, 10**9, 10**6), ("computed", 0.3, 0.3, 10**9, 10**6)]).splitlines()
+  assert "400.00 ms of CPU time, 1300.00 ms wall" in table[0]
+  assert table[1].split()[0] == "computed" and table[2].split()[0] == "waited" and "(wall 1000.000)" in table[2]
+
 def test_new_kernels_compile_in_parallel_and_debug_2_lists_the_slowest(capsys, tmp_path, monkeypatch):
   """A realize of several new kernels hands their C to a pool of compiler threads (each runner waits for its object); the
   results are the kernels' own. With DEBUG=2 it ends with the table of its slowest kernels and their fractions of peak."""
@@ -416,6 +434,6 @@ def test_new_kernels_compile_in_parallel_and_debug_2_lists_the_slowest(capsys, t
   with Context(DEBUG=2): Tensor.realize(*outs)
   assert len(submitted) >= 4
   table = capsys.readouterr().out
-  assert "slowest" in table and "GFLOP/s (" in table and "GB/s (" in table
+  assert "slowest" in table and "GFLOP/s (" in table and "GB/s (" in table and "ms of CPU time" in table and "(wall " in table
   for t, want in zip(outs, [(a * 1.5).sum(0), (a + 2).max(1), np.exp(a - 3), (a * a).sum()]):
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)
