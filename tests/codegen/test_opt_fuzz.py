@@ -53,7 +53,8 @@ def opt_lists(draw, ast):
     ls = loops(sink)
     if not ls: break
     axis = draw(st.integers(0, len(ls) - 1))
-    kind = draw(st.sampled_from([k for k in KINDS if k != "GROUP"]))  # GROUP: GPU targets only (tests/devices/test_group.py)
+    # GROUP and LOCAL: GPU targets only (tests/devices/test_group.py, test_local_tile.py); the PYTHON device refuses them at run
+    kind = draw(st.sampled_from([k for k in KINDS if k not in ("GROUP", "LOCAL")]))
     n = trip_count(ls[axis]) or 1
     divisors = [d for d in range(0, n + 1) if d == 0 or n % d == 0]
     amount = draw(st.integers(0, len(ls) - 1) if kind == "SWAP" else st.sampled_from(divisors))
