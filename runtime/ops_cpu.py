@@ -5,7 +5,8 @@ hash of the source, the flags, the compiler's version and what -march=native mea
 CC picks the compiler (default `cc`), CC_TIMEOUT how long any run of it may take (a compile or a probe of its version, flags or
 macros; default 300 s: past it the compiler's whole process group is killed, and later runs in this process fail at once),
 CACHE_DIR the cache folder
-(default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
+(default ~/.cache/rulegrad; it also keeps the compiler's answers to the probes, compiler-probes.json), CACHE_MAX_MB its
+size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
 assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
 one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping -0.0, the C renderer writes around:
