@@ -31,7 +31,8 @@ def _timed(f) -> float:
   return time.perf_counter() - t
 
 def bytes_per_token(model) -> int:
-  """What a decode step reads: every weight once (when kept quantized its int8 values, scales and minimums; the tied
+  """What a decode step reads: every weight once (when kept quantized its int8 values, scales and minimums, or for Q8_0
+  its raw blocks, which the matmul reads in place: their 2-byte scales share the int8 values' cache lines; the tied
   embedding in full for the logits) and, today, each layer's whole KV cache (the write goes through a mask over it)."""
   from tensor.llm.quant import QuantizedWeight
   seen, n = set(), 0

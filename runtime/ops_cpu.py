@@ -5,7 +5,8 @@ hash of the source, the flags, the compiler's version and what -march=native mea
 CC picks the compiler (default `cc`), CC_TIMEOUT how long any run of it may take (a compile or a probe of its version, flags or
 macros; default 300 s: past it the compiler's whole process group is killed, and later runs in this process fail at once),
 CACHE_DIR the cache folder
-(default ~/.cache/rulegrad), CACHE_MAX_MB its size cap (default 1024). Flags: -O3 -march=native
+(default ~/.cache/rulegrad; it also keeps the compiler's answers to the probes, compiler-probes.json), CACHE_MAX_MB its
+size cap (default 1024). Flags: -O3 -march=native
 (gcc 12 at -O2 leaves loops with a runtime trip count scalar); -fno-trapping-math (it lets gcc
 assume no one reads the floating-point exception flags, so a loop with float selects `c ? x : y`, or MAX, vectorizes; its
 one value change, (T)(int)x of a float x of type T folded into trunc(x) keeping -0.0, the C renderer writes around:
@@ -22,9 +23,9 @@ once, by a probe through the cache); elsewhere the pragma is ignored and the ker
 results. runtime/threads.py says how many threads a kernel should use (THREADS=n caps them).
 """
 from __future__ import annotations
-import _ctypes, ctypes, functools, hashlib, os, re, shutil, signal, subprocess, sys, threading
+import _ctypes, ctypes, functools, hashlib, json, os, re, shutil, signal, subprocess, sys, threading
 from typing import Callable
-from runtime import c_batch, kernel_cache
+from runtime import c_batch, kernel_cache, safe_files
 from runtime.device import Buffer, Compiled, CompileError
 from runtime.kernel_cache import cache_dir  # noqa: F401  (the folder kernels compile into)
 from runtime.profile import scope
@@ -131,18 +132,69 @@ def stop_background() -> None:
     try: os.killpg(p.pid, signal.SIGKILL)
     except OSError: pass
 
+# ---- the compiler's answers to the probes (its version, its macros for a -march, whether it takes a flag), kept in the
+# cache folder: a new process whose kernels are cached then runs no compiler (5 runs, ~0.1 s, at every start). The file
+# is JSON of strings and booleans under a key naming the compiler (its resolved path, size, mtime and inode: an upgrade
+# is another key) and this machine's CPU (/proc/cpuinfo's model and flags: what -march=native means), checked entry by
+# entry when read: anything else (another key, a wrong type, not JSON) is ignored and the probe runs.
+PROBES_FILE = "compiler-probes.json"
+_probes_lock = threading.Lock()
+
+@functools.cache
+def _probe_key(cc: str) -> str | None:
+  try:
+    path = os.path.realpath(shutil.which(cc) or cc)
+    st = os.stat(path)
+    with open("/proc/cpuinfo", "rb") as f: cpu = b"\n".join(sorted({ln for ln in f.read().splitlines() if ln.startswith((b"model name", b"flags"))}))
+  except OSError: return None   # no /proc/cpuinfo (not Linux): probe every time
+  return hashlib.sha256(repr((path, st.st_size, st.st_mtime_ns, st.st_ino, PROBES_FORMAT)).encode() + cpu).hexdigest()[:32]
+PROBES_FORMAT = "1"
+
+class _Unkept(Exception):
+  """A probe's answer not to keep (the compiler could not be run: that may pass)."""
+  def __init__(self, answer: str | bool): self.answer = answer
+
+def _probes_read() -> dict:
+  try:
+    with safe_files.open_trusted(os.path.join(cache_dir(), PROBES_FILE)) as f: data = json.loads(f.read(1 << 20))
+  except (OSError, ValueError): return {}
+  return data if isinstance(data, dict) else {}
+
+def _probed(cc: str, what: str, kind: type, run: Callable[[], str | bool]) -> str | bool:
+  """The answer to the probe `what` of compiler cc: from the probes file when it holds one of type `kind` under this
+  compiler's and machine's key, else run() (then kept there)."""
+  key = _probe_key(cc)
+  if key is not None:
+    with _probes_lock:
+      entry = _probes_read().get(key)
+      if isinstance(entry, dict) and isinstance(got := entry.get(what), kind): return got
+  try: answer = run()
+  except _Unkept as e: return e.answer
+  if key is None: return answer
+  with _probes_lock:
+    data = _probes_read()
+    entry = data.get(key) if isinstance(data.get(key), dict) else {}
+    data = {key: {**entry, what: answer}}   # entries of other compilers or machines are dropped: one key per folder in use
+    try: safe_files.write_text(os.path.join(cache_dir(), PROBES_FILE), json.dumps(data))
+    except OSError: pass   # a read-only folder: probe again next time
+  return answer
+
 @functools.cache
 def compiler_version() -> str:
   cc = find_compiler()
-  try: out = run_compiler([cc, "--version"], what="printing its version (--version)", probe=True)[1]  # type: ignore[list-item]
-  except OSError: out = ""
-  return out.splitlines()[0] if out else cc or ""
+  def run() -> str:
+    try: out = run_compiler([cc, "--version"], what="printing its version (--version)", probe=True)[1]  # type: ignore[list-item]
+    except OSError: raise _Unkept(cc or "") from None
+    return out.splitlines()[0] if out else cc or ""
+  return _probed(cc, "version", str, run)  # type: ignore[arg-type,return-value]
 
 @functools.cache
 def _takes_flag(cc: str, flag: str) -> bool:
   cmd = [cc, flag, "-Werror", "-fsyntax-only", "-x", "c", "-"]
-  try: return run_compiler(cmd, "int x;", f"checking that it takes {flag} (-fsyntax-only)", probe=True)[0] == 0
-  except OSError: return False
+  def run() -> bool:
+    try: return run_compiler(cmd, "int x;", f"checking that it takes {flag} (-fsyntax-only)", probe=True)[0] == 0
+    except OSError: raise _Unkept(False) from None
+  return _probed(cc, f"flag {flag}", bool, run)  # type: ignore[return-value]
 
 def cflags(src: str | None = None, quick: bool = False) -> list[str]:
   """The flags the kernel `src` is compiled with (they are part of the cache key); without a source, those of a kernel
@@ -173,9 +225,11 @@ def _run_compiler(cc: str, flags: list[str], src: str, out: str, what: str = "a 
 
 @functools.cache
 def _predefined_macros(cc: str, march: str) -> str:
-  try: out = run_compiler([cc, f"-march={march}", "-dM", "-E", "-x", "c", "-"], "", f"listing its macros (-dM -E -march={march})", True)[1]
-  except OSError: out = ""
-  return "\n".join(sorted(out.splitlines()))
+  def run() -> str:
+    try: out = run_compiler([cc, f"-march={march}", "-dM", "-E", "-x", "c", "-"], "", f"listing its macros (-dM -E -march={march})", True)[1]
+    except OSError: raise _Unkept("") from None
+    return "\n".join(sorted(out.splitlines()))
+  return _probed(cc, f"macros {march}", str, run)  # type: ignore[return-value]
 
 def target_macros(march: str = "native") -> str:
   """What -march=`march` means to the compiler: its predefined macros, one per line, sorted (the instruction sets, as

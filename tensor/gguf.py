@@ -254,7 +254,7 @@ def gguf_load_blocks(fn: str | os.PathLike, device: str | None = None) -> tuple[
   except BaseException:
     f.close()
     raise
-  src = _FileBytes(fn, f, GGUFError, "gguf_load")
+  src = _FileBytes(fn, f, GGUFError, "gguf_load", mapped=True)   # on a host device the tensors are the file's mapped pages
   return meta, {name: (_lazy_tensor(src, begin, begin + n, dtypes.uint8, (n,), device, name), t, shape) for name, shape, t, begin, n in table}
 
 def is_quantized(ggml_type: int) -> bool: return GGML_TYPES[ggml_type][0] not in _PLAIN

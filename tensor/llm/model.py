@@ -22,6 +22,9 @@ class UnsupportedModelError(ValueError):
 
 ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
 PREFILL_CHUNK = 32   # prompt tokens per step of the captured prefill (the last chunk is padded to it)
+# fewer prompt tokens than this go through the captured decode step one at a time, not a padded prefill chunk (Gemma 3
+# 270M, one thread: a 7-token prompt's first logits 0.95 s -> 0.40 s in a new process; the decode step is captured anyway)
+DECODE_BELOW = PREFILL_CHUNK // 2
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -200,10 +203,13 @@ class Transformer:
     reads, in the kernel; else every weight is dequantized to float32 now."""
     meta, blocks = gguf_load_blocks(path)
     weights: dict[str, Weight] = {}
-    for k, (raw, t, shape) in blocks.items():
+    keep = {k for k, (_, t, shape) in blocks.items() if quantized and is_quantized(t) and len(shape) == 2}
+    # the quantized weights first (each realized as it is made, its schedule cached for the next of its kind), then the
+    # plain ones in one realize: lazy while the others were realized, every realize looked over their graphs (~0.2 s)
+    for k in sorted(blocks, key=lambda k: k not in keep):
+      raw, t, shape = blocks[k]
       if k == "rope_freqs.weight": continue
-      if quantized and is_quantized(t) and len(shape) == 2: weights[k] = QuantizedWeight(raw, t, shape)   # read into memory at first use
-      else: weights[k] = dequantize(raw, t, shape).float().contiguous()
+      weights[k] = QuantizedWeight(raw, t, shape) if k in keep else dequantize(raw, t, shape).float().contiguous()
     cfg = ModelConfig.from_metadata(meta, max_context, weights)
     Tensor.realize(*[w for w in weights.values() if isinstance(w, Tensor)])
     return Transformer(cfg, weights, meta)
@@ -229,14 +235,16 @@ class Transformer:
 
   def logits(self, tokens: list[int], start_pos: int = 0, chunk: int | None = None) -> Tensor:
     """Feeds tokens at positions start_pos, ... and returns the logits (1, vocab) after the last. One token goes through
-    the captured decode step, more through the captured prefill step in chunks of PREFILL_CHUNK (the last padded), so
-    no prompt length compiles anew; `chunk` instead runs chunks of that many uncaptured (eagerly)."""
+    the captured decode step, more through the captured prefill step in chunks of PREFILL_CHUNK (the last padded) while
+    DECODE_BELOW or more remain, the rest one by one through the decode step, so no prompt length compiles anew; `chunk`
+    instead runs chunks of that many uncaptured (eagerly)."""
     if not tokens: raise ValueError("logits of no tokens")
     if start_pos + len(tokens) > self.cfg.max_context:
       raise ValueError(f"{start_pos + len(tokens)} tokens do not fit the context of {self.cfg.max_context} (from_gguf's max_context)")
     out, pos = None, start_pos
     while pos < start_pos + len(tokens):
-      part = tokens[pos - start_pos:pos - start_pos + (chunk or PREFILL_CHUNK)]
+      left = start_pos + len(tokens) - pos
+      part = tokens[pos - start_pos:pos - start_pos + (chunk or (PREFILL_CHUNK if left >= DECODE_BELOW else 1))]
       sp = self.start_pos.bind(pos)
       if chunk is not None: out = self.forward(Tensor([part], dtype=dtypes.int32), sp).realize()
       elif len(part) == 1: out = self.decode_jit(Tensor([part], dtype=dtypes.int32), sp)

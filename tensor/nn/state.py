@@ -16,7 +16,7 @@ from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.parameters import get_parameters, get_state_dict
 from tensor.tensor import Tensor
-from tensor.file_bytes import FileBuffer, _FileBytes, _lazy_tensor
+from tensor.file_bytes import FileBuffer, _FileBytes, _lazy_tensor, file_buffer
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safe_save", "safe_load", "safe_load_metadata", "SafetensorsError", "FileBuffer",
            "file_buffer", "gguf_load"]
@@ -279,11 +279,6 @@ def safe_load(fn: str | os.PathLike, device: str | None = None) -> dict[str, Ten
     begin, end = info["data_offsets"]
     out[name] = _lazy_tensor(src, start + begin, start + end, SAFE_DTYPES[info["dtype"]], tuple(info["shape"]), device, name)
   return out
-
-def file_buffer(t: Tensor) -> FileBuffer | None:
-  """The FileBuffer behind a tensor safe_load returned (None for any other tensor): tells whether it was copied in yet."""
-  b = ENGINE.storage.buffers.get(u) if (u := realized_buffer(t.uop)) is not None else None
-  return b if isinstance(b, FileBuffer) else None
 
 def gguf_load(fn: Any, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors by name) of a GGUF file (or of its bytes in a uint8 tensor): tensor/gguf.py."""

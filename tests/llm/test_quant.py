@@ -48,11 +48,13 @@ def test_quantized_matvec_is_one_kernel_in_vector_lanes():
   from fires import kernel_asts
   from tensor.codegen import program, target_for
   from tensor.renderer.cstyle import cpu_vector_caps
-  raw = _random_blocks(Q.Q4_K, 64, 512, 3)
-  qw = QuantizedWeight(Tensor(raw.reshape(-1)).cast(dtypes.uint8).contiguous().realize(), int(Q.Q4_K), (64, 512))
-  x = Tensor(np.random.default_rng(0).standard_normal((1, 512)).astype(np.float32)).realize()
-  asts = kernel_asts([qw.matmul(x)])
-  assert len(asts) == 1 and [g.dtype.base for g in asts[0].toposort() if g.op.name == "DEFINE_GLOBAL"].count(dtypes.int8) == 1
-  p = program(asts[0], target_for("CPU"))
-  assert any(o[0] == "UNROLL" for o in p.opts), p.opts
-  if cpu_vector_caps().register_bytes == 64: assert "vcvt_f32x16_i8x16" in p.src, p.src
+  for qtype in (Q.Q4_K, Q.Q8_0):   # Q8_0's int8 are read in place from its blocks' bytes: a bitcast of uint8 loads
+    raw = _random_blocks(qtype, 64, 512, 3)
+    qw = QuantizedWeight(Tensor(raw.reshape(-1)).cast(dtypes.uint8).contiguous().realize(), int(qtype), (64, 512))
+    x = Tensor(np.random.default_rng(0).standard_normal((1, 512)).astype(np.float32)).realize()
+    asts = kernel_asts([qw.matmul(x)])
+    q_dtype = dtypes.uint8 if qtype == Q.Q8_0 else dtypes.int8
+    assert len(asts) == 1 and [g.dtype.base for g in asts[0].toposort() if g.op.name == "DEFINE_GLOBAL"].count(q_dtype) == 1
+    p = program(asts[0], target_for("CPU"))
+    assert any(o[0] == "UNROLL" for o in p.opts), p.opts
+    if cpu_vector_caps().register_bytes == 64: assert "vcvt_f32x16_i8x16" in p.src and "bitcast_" not in p.src, p.src

@@ -118,3 +118,24 @@ def test_string_arrays_across_read_chunks_and_faults(tmp_path):
   with pytest.raises(GGUFError, match=r"tokens'\[1\] is not UTF-8"): _load_bytes(tmp_path, data[:at] + b"\xff" + data[at + 1:])
   at = data.index(struct.pack("<Q", 2) + b"ef")
   with pytest.raises(GGUFError, match="runs past the end"): _load_bytes(tmp_path, data[:at] + struct.pack("<Q", 2**40) + data[at + 8:])
+
+def test_tensors_are_the_files_mapped_pages(tmp_path):
+  """On a host device a tensor's buffer is the file's pages, mapped copy-on-write: its values equal the bytes read with
+  read(), a kernel writing into it leaves the file alone, and keep_in_memory gives a tensor memory of its own (the
+  same values). A file truncated after loading is a GGUFError naming the tensor, never an access past the mapping."""
+  from tensor.file_bytes import file_buffer, keep_in_memory
+  from tensor.gguf import gguf_load_blocks
+  a, b = _data((4, 64)), _data((3, 32), 1)
+  _write(tmp_path / "m.gguf", {"a": (a, Q.F32), "b": (b, Q.Q8_0)})
+  data = (tmp_path / "m.gguf").read_bytes()
+  _, blocks = gguf_load_blocks(tmp_path / "m.gguf")
+  raw_a, raw_b = blocks["a"][0], keep_in_memory(blocks["b"][0])
+  assert raw_a.numpy().tobytes() in data and raw_b.numpy().tobytes() in data
+  fa, fb = file_buffer(raw_a), file_buffer(raw_b)
+  assert fa is not None and fa.base is not None and fb is not None and fb.base is None   # mapped / its own memory
+  np.testing.assert_array_equal(gguf_load(tmp_path / "m.gguf")[1]["a"].numpy(), a)
+  raw_a.assign(Tensor.zeros(raw_a.shape[0], dtype=dtypes.uint8).contiguous()).realize()
+  assert not raw_a.numpy().any() and (tmp_path / "m.gguf").read_bytes() == data   # copy-on-write: the file is unchanged
+  _, blocks = gguf_load_blocks(tmp_path / "m.gguf")
+  with open(tmp_path / "m.gguf", "r+b") as f: f.truncate(len(data) - 100)
+  with pytest.raises(GGUFError, match="tensor 'b' needs bytes .* changed after gguf_load"): blocks["b"][0].numpy()

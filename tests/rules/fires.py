@@ -82,7 +82,10 @@ def graphs() -> list:
           a.cast(dtypes.int32).cast(dtypes.float32), h.cast(dtypes.int16).cast(dtypes.float16), d.cast(dtypes.int64).cast(dtypes.float64),
           a.pad(((0, 0), (16, 16))) + 1, bf.pad(((1, 1), (0, 0))) * 2,
           # a quantized matvec (tensor/llm/quant.py): int8 weights widened to float in vectors, a scale per group of 32
-          (Tensor(rng.integers(-8, 8, (32, 4, 32)).astype(np.int8)).realize().float() * R(32, 4).unsqueeze(-1) * R(4, 32)).sum((-1, -2))]
+          (Tensor(rng.integers(-8, 8, (32, 4, 32)).astype(np.int8)).realize().float() * R(32, 4).unsqueeze(-1) * R(4, 32)).sum((-1, -2)),
+          # the same reading Q8_0's int8 in place from its 34-byte blocks: a bitcast of uint8 loads, widened in vectors
+          (Tensor(rng.integers(0, 256, (32, 4, 34)).astype(np.uint8)).realize()[..., 2:].bitcast(dtypes.int8).float()
+           * R(32, 4).unsqueeze(-1) * R(4, 32)).sum((-1, -2))]
 
 def given_opts() -> list[tuple]:
   """(a tensor, an Opt list for its last kernel) for what neither the heuristic nor a random list is sure to pick: a

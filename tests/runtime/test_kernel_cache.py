@@ -253,3 +253,25 @@ def test_the_machine_is_in_the_key_of_lowered_programs(monkeypatch):
   n = codegen_target.cores()
   monkeypatch.setattr(codegen_target, "cores", lambda: n + 1)
   assert program_cache.program_key(ast, target_for("CPU"), False) != key
+
+def test_compiler_probes_are_kept_checked_and_never_trusted_blindly(cache, compiler, tmp_path, monkeypatch):
+  """The compiler's answers to the probes (version, macros, flags) are kept in the cache folder, so a new process runs
+  no compiler for them; a probes file of the wrong shape (values of other types, not JSON) is ignored and the probes
+  run again, giving the same answers."""
+  monkeypatch.setenv("LOG", str(tmp_path / "calls"))
+  cc = compiler('echo "$*" >> "$LOG"\nexec $REAL "$@"')
+  def ask(): return ops_cpu.compiler_version(), ops_cpu._takes_flag(cc, "-fwrapv"), ops_cpu.target_macros("native")
+  def new_process():
+    for f in (ops_cpu.compiler_version, ops_cpu._takes_flag, ops_cpu._predefined_macros): f.cache_clear()
+  def calls(): return len((tmp_path / "calls").read_text().splitlines()) if (tmp_path / "calls").exists() else 0
+  first = ask()
+  assert calls() == 3 and first[1] is True and ("__x86_64__" in first[2] or "__aarch64__" in first[2])
+  new_process()
+  assert ask() == first and calls() == 3                      # from the file
+  path = os.path.join(str(cache), ops_cpu.PROBES_FILE)
+  key = next(iter(__import__("json").load(open(path))))
+  for bad in ('{"%s": {"version": 5, "flag -fwrapv": "yes", "macros native": ["#define X 1"]}}' % key, "not json", "[1, 2]"):
+    replace(path, bad.encode())
+    new_process()
+    n = calls()
+    assert ask() == first and calls() == n + 3                # ignored: asked again, the same answers

@@ -119,7 +119,7 @@ def test_missing_compiler_names_cc(cache, monkeypatch, fresh_compiler):
 def test_a_compiler_that_fails(cache, monkeypatch, fresh_compiler):
   monkeypatch.setenv("CC", "false")
   with pytest.raises(CompileError, match="failed on a generated kernel"): ops_cpu.compile_c(kernel_source("k_fails", 1))
-  assert not os.listdir(cache)                                         # nothing half-written left behind
+  assert set(os.listdir(cache)) <= {ops_cpu.PROBES_FILE}              # nothing half-written left behind (the probes file is whole)
 
 # the C the renderer wrote for Tensor(arange(36).reshape(3, 6, 2)).pad(((2, 0), (0, 0), (2, 0))): gcc 12.2 at -O3 -mavx2
 # turned the guarded loads into masked loads and stored loaded values where the guard is false (the lanes of i <= 1)
