@@ -153,6 +153,9 @@ EXAMPLES = [
   ('a % (p + 10)', 'a'),
   ('uop(Ops.RANGE, I, (p,), 2) % p', 'ridx2'),
   ('uop(Ops.RANGE, I, (p,), 2) // p', '0'),
+  # a flat index over a loop of symbolic length (attention's keys: a permuted, reshaped KV cache)
+  ('(r * (p + 1) + uop(Ops.RANGE, I, (p + 1,), 2)) % (p + 1)', 'ridx2'),
+  ('(r * (p + 1) + uop(Ops.RANGE, I, (p + 1,), 2)) // (p + 1)', 'ridx0'),
   ('(n * p) // p', 'n'),
   ('(n * b) % b', '0'),
   ('((r * 4 + q) // 2) * 2 + (r * 4 + q) % 2', '((ridx0*4)+ridx1)'),
@@ -166,6 +169,11 @@ EXAMPLES = [
 def test_example(src, expected):
   e = eval(src, NS)
   assert simplify(e).render() == expected
+
+def test_a_flat_index_keeps_its_division_when_the_quotient_may_be_negative():
+  # n in [-10, 10]: n*(p+1) + r truncates toward zero, so its quotient is not n (n=-1, r=1: (-(p+1)+1)//(p+1) is 0)
+  e = (n * (p + 1) + uop(Ops.RANGE, I, (p + 1,), 2))
+  assert simplify(e // (p + 1)) is not n and simplify(e % (p + 1)).render() != 'ridx2'
 
 def test_issue_examples():
   x = UOp.variable("x", 0, 100, I)
