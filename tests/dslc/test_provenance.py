@@ -42,7 +42,8 @@ def test_why_names_the_rules_and_each_step_is_that_rule(tracking, bottom_up):
     assert rule.fn(before, None) is after, f"{rule}: {before.render()} -> {after.render()}"
   text = "\n".join(why(out))
   if bottom_up: return  # it meets the nodes in another order, so other rules make the same result
-  assert "rules/symbolic.rules:141: (IDIV s@(MUL x:ints y) y)" in text and "(((y+x)*4)//4)  ->  (y+x)" in text
+  at = next(i for i, line in enumerate(lines, 1) if line.startswith("(IDIV s@(MUL x:ints y) y)"))  # not a fixed line: rules get added
+  assert f"rules/symbolic.rules:{at}: (IDIV s@(MUL x:ints y) y)" in text and "(((y+x)*4)//4)  ->  (y+x)" in text
   assert "((x*2)//2)  ->  x" not in text  # x is a leaf of the input too: a rule that resulted in it says nothing of its use
   assert "rules/symbolic.rules:111: (MUL! (ADD! x:ints c1@(CONST)) c2@(CONST))" in text and "((x+3)*2)  ->  ((x*2)+6)" in text
 
