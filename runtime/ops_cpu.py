@@ -139,6 +139,7 @@ def stop_background() -> None:
 # entry when read: anything else (another key, a wrong type, not JSON) is ignored and the probe runs.
 PROBES_FILE = "compiler-probes.json"
 _probes_lock = threading.Lock()
+_probes_seen: dict[str, dict] = {}   # the file's entries by its path, read once per process (a start asks ~5 probes)
 
 @functools.cache
 def _probe_key(cc: str) -> str | None:
@@ -155,10 +156,13 @@ class _Unkept(Exception):
   def __init__(self, answer: str | bool): self.answer = answer
 
 def _probes_read() -> dict:
+  path = os.path.join(cache_dir(), PROBES_FILE)
+  if (seen := _probes_seen.get(path)) is not None: return seen
   try:
-    with safe_files.open_trusted(os.path.join(cache_dir(), PROBES_FILE)) as f: data = json.loads(f.read(1 << 20))
-  except (OSError, ValueError): return {}
-  return data if isinstance(data, dict) else {}
+    with safe_files.open_trusted(path) as f: data = json.loads(f.read(1 << 20))
+  except (OSError, ValueError): data = {}
+  _probes_seen[path] = data = data if isinstance(data, dict) else {}
+  return data
 
 def _probed(cc: str, what: str, kind: type, run: Callable[[], str | bool]) -> str | bool:
   """The answer to the probe `what` of compiler cc: from the probes file when it holds one of type `kind` under this
@@ -175,7 +179,9 @@ def _probed(cc: str, what: str, kind: type, run: Callable[[], str | bool]) -> st
     data = _probes_read()
     entry = data.get(key) if isinstance(data.get(key), dict) else {}
     data = {key: {**entry, what: answer}}   # entries of other compilers or machines are dropped: one key per folder in use
-    try: safe_files.write_text(os.path.join(cache_dir(), PROBES_FILE), json.dumps(data))
+    path = os.path.join(cache_dir(), PROBES_FILE)
+    _probes_seen[path] = data
+    try: safe_files.write_text(path, json.dumps(data))
     except OSError: pass   # a read-only folder: probe again next time
   return answer
 

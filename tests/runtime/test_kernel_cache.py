@@ -263,6 +263,7 @@ def test_compiler_probes_are_kept_checked_and_never_trusted_blindly(cache, compi
   def ask(): return ops_cpu.compiler_version(), ops_cpu._takes_flag(cc, "-fwrapv"), ops_cpu.target_macros("native")
   def new_process():
     for f in (ops_cpu.compiler_version, ops_cpu._takes_flag, ops_cpu._predefined_macros): f.cache_clear()
+    ops_cpu._probes_seen.clear()
   def calls(): return len((tmp_path / "calls").read_text().splitlines()) if (tmp_path / "calls").exists() else 0
   first = ask()
   assert calls() == 3 and first[1] is True and ("__x86_64__" in first[2] or "__aarch64__" in first[2])
