@@ -1,11 +1,11 @@
 """Convolutions of any number of spatial dims: the arguments checked and resolved here, the graph built by
 tensor/functional/conv_graph.py as one CONV node (a fused window kernel, or an implicit GEMM for large convs), which
 rules/gradient.rules differentiates as two convs (the input's gradient a transposed conv). conv1d/conv2d/conv3d and the transposed convs
-(zero-stuffed input, flipped weight) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
+(flipped weight; a strided one per phase of its output, a dilated and strided one over a zero-stuffed input) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any
-from runtime.dtype import int_acc_dtype, least_upper_dtype
+from runtime.dtype import dtypes, int_acc_dtype, least_upper_dtype
 from tensor.functional import conv_graph
 from tensor.functional.args import as_int, int_tuple, pad_pairs, shape_error, value_error
 
@@ -103,6 +103,10 @@ def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation
     raise value_error(f"{name}: output_padding {op} must be smaller than either stride {st} or dilation {dl}")
   spatial = x.shape[-n:]
   if any(i == 0 for i in spatial): raise shape_error(f"{name}: input of shape {x.shape} has an empty spatial dim")
+  outs = [(i - 1) * s - b - a + d * (k - 1) + o + 1 for i, s, (b, a), d, k, o in zip(spatial, st, pads, dl, kernel, op)]
+  if any(o < 1 for o in outs): raise shape_error(f"{name}: input of shape {x.shape} with padding {padding!r} gives an empty output {outs}")
+  if any(s > 1 for s in st) and all(d == 1 for d in dl) and dtypes.is_float(least_upper_dtype(x.dtype, weight.dtype)):
+    return _transposed_by_phase(x, weight, bias, groups, st, pads, outs, name)
   if any(s > 1 for s in st):  # (..., i) -> (..., i, 1) -> pad to (..., i, s) -> (..., i*s) -> the first (i-1)*s + 1
     lead = x.shape[:-n]
     x = x.reshape(*lead, *[v for i in spatial for v in (i, 1)])
@@ -113,9 +117,24 @@ def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation
   w = weight.reshape(g, cin // g, cout_g, *kernel).permute(0, 2, 1, *range(3, 3 + n)).reshape(g * cout_g, cin // g, *kernel)
   w = w.flip(*range(2, 2 + n))
   full = [(d * (k - 1) - b, d * (k - 1) - a + o) for k, d, (b, a), o in zip(kernel, dl, pads, op)]
-  outs = [(i - 1) * s - b - a + d * (k - 1) + o + 1 for i, s, (b, a), d, k, o in zip(spatial, st, pads, dl, kernel, op)]
-  if any(o < 1 for o in outs): raise shape_error(f"{name}: input of shape {x.shape} with padding {padding!r} gives an empty output {outs}")
   return conv(x, w, bias, groups, 1, dl, full, None, name)
+
+def _transposed_by_phase(x: Tensor, weight: Tensor, bias, groups: int, stride: tuple, pads: list, outs: list, name: str) -> Tensor:
+  """A strided, undilated transposed conv (floats) as one stride-1 conv per phase of its output, interleaved: the input
+  gradient of the conv it transposes, built by rules/gradient_helpers.transposed_conv_by_phase (no multiply by the zeros
+  a spread-out input would hold)."""
+  from rules.gradient_helpers import transposed_conv_by_phase
+  n = len(stride)
+  unbatched = x.ndim == n + 1
+  if unbatched: x = x.reshape(1, *x.shape)
+  if bias is not None and bias.shape != (cout := weight.shape[1] * groups,):
+    raise shape_error(f"{name}: bias of shape {bias.shape} does not fit weight of shape {weight.shape}: expected ({cout},)")
+  common = least_upper_dtype(x.dtype, weight.dtype)
+  arg = conv_graph.ConvArg(stride, (1,) * n, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), common, conv_graph.conv_value,
+                           tile_columns(x.device))
+  ret = type(x)(transposed_conv_by_phase(x.cast(common).uop, weight.cast(common).uop, tuple(outs), arg))
+  if bias is not None: ret = ret + bias.reshape(1, ret.shape[1], *[1] * n)
+  return ret.reshape(ret.shape[1:]) if unbatched else ret
 
 class ConvMixin:
   __slots__ = ()

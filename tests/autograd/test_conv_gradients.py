@@ -32,6 +32,11 @@ CASES = [
   (1, 3, 3, (10, 10), (5, 5), (3, 3), [(0, 0), (0, 0)], (1, 1), 3),       # depthwise, windows skipping pixels
   (3, 4, 2, (5, 6), (1, 1), (2, 2), [(0, 0), (0, 0)], (1, 1), 1),         # 1x1, strided: the last row and column unused
   (1, 2, 4, (5, 6, 7), (2, 3, 2), (1, 2, 1), [(1, 1), (0, 1), (1, 0)], (2, 1, 1), 2),
+  # strided and undilated: the input gradient runs per phase (a phase whose pixels see no tap is zeros)
+  (2, 4, 6, (9, 8), (3, 3), (2, 2), [(1, 1), (1, 0)], (1, 1), 1),         # ResNet's 3x3/2, uneven padding
+  (1, 2, 3, (13,), (2,), (3,), [(2, 0)], (1,), 1),                         # kernel shorter than the stride, padded
+  (2, 3, 2, (7, 9, 6), (3, 2, 3), (2, 3, 1), [(1, 1), (0, 2), (1, 1)], (1, 1, 1), 1),
+  (1, 4, 4, (8, 9), (7, 7), (2, 2), [(3, 3), (3, 2)], (1, 1), 2),         # ResNet's first 7x7/2, grouped
 ]
 
 def _check(x, w, b, stride, pads, dilation, groups, rtol=1e-4, atol=1e-4):
@@ -83,6 +88,31 @@ def test_real_sizes_either_side_of_the_gemm_threshold(bs):
   x, w, b = R.rand(rng, bs, 32, 32, 32), R.rand(rng, 64, 32, 3, 3, lo=-0.2, hi=0.2), R.rand(rng, 64)
   assert (bs * 64 * 32 * 32 * 32 * 9 >= cv.IMPLICIT_GEMM_MIN_MACS) == (bs == 4)
   _check(x, w, b, (1, 1), [(1, 1), (1, 1)], (1, 1), 1, rtol=1e-3, atol=1e-3)
+
+@pytest.mark.parametrize("seed", range(12))
+def test_strided_gradients_random(seed):
+  """Random strided, undilated convs (both gradients run per phase) on both of the value's forms: strides 2-4,
+  kernels shorter and longer than the stride, uneven and large paddings, groups, 1-d to 3-d; against torch."""
+  import tensor.functional.conv_graph as cv
+  rng = np.random.default_rng(100 + seed)
+  nd, groups = int(rng.integers(1, 4)), int(rng.choice([1, 2]))
+  kernel = tuple(int(k) for k in rng.integers(1, 6, nd))
+  stride = tuple(int(s) for s in rng.integers(2, 5, nd))
+  pads = [(int(rng.integers(0, k)), int(rng.integers(0, k))) for k in kernel]
+  spatial = tuple(int(k + rng.integers(0, 9 if nd < 3 else 5)) for k in kernel)
+  cin, cout = 2 * groups, 3 * groups
+  x, w, b = R.rand(rng, 2, cin, *spatial), R.rand(rng, cout, cin // groups, *kernel), R.rand(rng, cout)
+  with pytest.MonkeyPatch.context() as mp:
+    if seed % 2:  # the implicit GEMM form
+      for name in ("IMPLICIT_GEMM_MIN_MACS", "IMPLICIT_GEMM_MIN_COUT", "IMPLICIT_GEMM_MIN_REDUCE"): mp.setattr(cv, name, 0)
+    _check(x, w, b, stride, pads, (1,) * nd, groups)
+
+def test_strided_input_gradient_at_resnet_size():
+  """ResNet's layer3 downsampling conv (128 -> 256, 3x3/2, padded 1) at batch 2: each phase of its input gradient is an
+  implicit GEMM over 256 channels; against torch."""
+  rng = np.random.default_rng(7)
+  x, w, b = R.rand(rng, 2, 128, 28, 28), R.rand(rng, 256, 128, 3, 3, lo=-0.1, hi=0.1), R.rand(rng, 256)
+  _check(x, w, b, (2, 2), [(1, 1), (1, 1)], (1, 1), 1, rtol=1e-3, atol=1e-3)
 
 def test_long_weight_gradient_reduction_is_blocked():
   """A weight gradient whose reduction (batch x output pixels: 16 x 20 x 20 = 6,400) passes GEMM_BLOCK is summed in
