@@ -1,7 +1,8 @@
 """Convolutions of any number of spatial dims: the arguments checked and resolved here, the graph built by
 tensor/functional/conv_graph.py as one CONV node (a fused window kernel, or an implicit GEMM for large convs), which
-rules/gradient.rules differentiates as two convs (the input's gradient a transposed conv). conv1d/conv2d/conv3d and the transposed convs
-(flipped weight; a strided one per phase of its output, a dilated and strided one over a zero-stuffed input) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
+rules/gradient.rules differentiates as two convs (the input's gradient a transposed conv). conv1d/conv2d/conv3d and the
+transposed convs (flipped weight; a strided one per phase of its output, a dilated and strided one over a zero-stuffed
+input) are thin wrappers. Mixed into Tensor by tensor/functional/__init__.py.
 """
 from __future__ import annotations
 from typing import TYPE_CHECKING, Any

@@ -174,9 +174,9 @@ def test_conv_batchnorm_relu():
   from tensor import nn
   a = rand(4, 8, 16, 16)
   X, = inputs(a)
-  # eval: the running statistics' 1/sqrt(var + eps) (a kernel of 16 values), then one; training: the conv, its mean, variance,
-  # 1/sqrt, the output
-  for training, most in ((False, 2), (True, 5)):
+  # eval: the running statistics' 1/sqrt(var + eps) (a kernel of 16 values), the input's padded copy, then one; training: the
+  # padded copy, the conv, its mean, variance, 1/sqrt, the output
+  for training, most in ((False, 3), (True, 6)):
     conv, bn = nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm(16)
     for p in nn.state.get_parameters([conv, bn]): p.realize()
     with Tensor.train(training):

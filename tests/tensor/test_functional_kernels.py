@@ -24,13 +24,13 @@ def inputs(*shapes, seed=0):
 def test_conv2d():
   (x, w, b), (nx, nw, nb) = inputs((8, 16, 32, 32), (32, 16, 3, 3), (32,))
   out = x.conv2d(w, b, padding=1)
-  assert kernels(out) <= 1
+  assert kernels(out) <= 2  # the input's padded copy (a read through the padding's guards would not vectorize), the conv
   R.close(out, R.conv(nx, nw, nb, pads=1), rtol=1e-4, atol=1e-4)
 
 def test_conv_relu_maxpool_block():
   (x, w, b), (nx, nw, nb) = inputs((8, 16, 32, 32), (32, 16, 3, 3), (32,))
   out = x.conv2d(w, b, padding=1).relu().max_pool2d()
-  assert kernels(out) <= 1
+  assert kernels(out) <= 2  # the input's padded copy, then the conv with its bias, relu and pooling
   ref = np.maximum(R.conv(nx, nw, nb, pads=1), 0)
   R.close(out, R.max_pool(ref, (2, 2), (2, 2), (0, 0), (1, 1), False)[0], rtol=1e-4, atol=1e-4)
 
