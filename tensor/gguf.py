@@ -13,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
+from runtime.helpers import Context
 from tensor.engine.state import ENGINE
 from tensor.engine.storage import realized_buffer
 from tensor.random import iota
@@ -266,6 +267,14 @@ def _typed_file_bytes(raw: Tensor, dt: DType, shape: tuple[int, ...]) -> Tensor 
   if b._source[1] % dt.itemsize: return None  # a file aligned to less than the item size: read as bytes
   return Tensor(buffer_uop(FileBuffer(b.device, math.prod(shape), dt, b._source))).reshape(shape)
 
+def final_builds() -> Context:
+  """A block whose new kernels are built at once with the compiler's full optimization, not a quick build first: a kernel a
+  load runs once (unpacking weights) never earns its final build otherwise, so every later start ran its quick one from the
+  cache (Gemma 3 270M's unpacking: not in vector lanes, ~0.3 s more at each start)."""
+  return Context(QUICK_COMPILE=0)
+
+GATHER_MAX_BYTES = 16 << 20  # a tensor larger than this is unpacked alone, from the file's bytes as they are (not copied first)
+
 def gather_bytes(raws: list[Tensor]) -> Tensor | None:
   """The bytes of several tensors of GGUF files (gguf_load_blocks' raw tensors, not yet read), end to end in one new
   uint8 tensor, read from the files (no kernel): one kernel then unpacks the blocks of many weights of one type. None
@@ -307,16 +316,17 @@ def dequantize_many(items: list[tuple[Tensor, int, tuple[int, ...]]]) -> list[Te
   dequantized by one set of kernels into one buffer of which each is a view (Gemma 3 270M as float32: ~5 kernels and a
   graph for each of its 127 quantized weights -> a few for all), the others one by one."""
   out: list[Tensor | None] = [None] * len(items)
-  by_type: dict[int, list[int]] = {}
-  for k, (_, t, _) in enumerate(items): by_type.setdefault(t, []).append(k)
-  for t, ks in by_type.items():
-    gathered = gather_bytes([items[k][0] for k in ks]) if is_quantized(t) and len(ks) > 1 else None
+  by_type: dict[tuple, list[int]] = {}
+  for k, (raw, t, _) in enumerate(items): by_type.setdefault((t,) if raw.numel() <= GATHER_MAX_BYTES else (t, k), []).append(k)
+  for (t, *_), ks in by_type.items():
+    gathered = gather_bytes([items[k][0] for k in ks]) if len(ks) > 1 and is_quantized(t) else None
     if gathered is None:
       for k in ks: out[k] = dequantize(*items[k]).contiguous()
       continue
     values = dequantize(gathered, t, (sum(math.prod(items[k][2]) for k in ks),))
-    for k, v in zip(ks, buffer_views(values, [items[k][2] for k in ks])): out[k] = v
-  Tensor.realize(*[o for o in out if o is not None])
+    with final_builds(): views = buffer_views(values, [items[k][2] for k in ks])
+    for k, v in zip(ks, views): out[k] = v
+  with final_builds(): Tensor.realize(*[o for o in out if o is not None])
   return out  # type: ignore[return-value]
 
 def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from tensor import Tensor, dtypes
 from tensor.file_bytes import keep_in_memory
-from tensor.gguf import GGML_TYPES, GROUP_SIZE, GROUPS, buffer_views, gather_bytes, quant_groups
+from tensor.gguf import GATHER_MAX_BYTES, GGML_TYPES, GROUP_SIZE, GROUPS, buffer_views, final_builds, gather_bytes, quant_groups
 
 __all__ = ["QuantizedWeight", "DEQUANTIZE_ROWS", "quantized_weights"]
 
@@ -34,7 +34,7 @@ class QuantizedWeight:
     else: self.raw, self.q = None, q
     self.scale = scale.contiguous()
     self.minus = None if minus is None else minus.contiguous()
-    Tensor.realize(*self.tensors())
+    with final_builds(): Tensor.realize(*self.tensors())
 
   @classmethod
   def of_parts(cls, ggml_type: int, shape: tuple[int, int], q: Tensor, scale: Tensor, minus: Tensor | None) -> QuantizedWeight:
@@ -76,9 +76,9 @@ def quantized_weights(items: dict[str, tuple[Tensor, int, tuple[int, int]]]) -> 
   each for q, scale and minus, each weight's a view of those buffers (Gemma 3 270M: 117 weights unpacked one by one, ~500
   kernels and 117 graphs, ~0.5 s -> 0.1 s)."""
   out: dict[str, QuantizedWeight] = {}
-  by_type: dict[int, list[str]] = {}
-  for name, (_, t, _) in items.items(): by_type.setdefault(t, []).append(name)
-  for t, names in by_type.items():
+  by_type: dict[tuple, list[str]] = {}   # the large ones alone: unpacked from the file's bytes as they are
+  for name, (raw, t, _) in items.items(): by_type.setdefault((t,) if raw.numel() <= GATHER_MAX_BYTES else (t, name), []).append(name)
+  for (t, *_), names in by_type.items():
     tname, _, bsize = GGML_TYPES[t]
     gathered = gather_bytes([items[n][0] for n in names]) if tname != "Q8_0" and len(names) > 1 else None
     if gathered is None:
@@ -88,7 +88,7 @@ def quantized_weights(items: dict[str, tuple[Tensor, int, tuple[int, int]]]) -> 
     G = GROUP_SIZE[tname]
     q, scale = q.cast(dtypes.int8).contiguous(), scale.contiguous()
     minus = None if minus is None else minus.contiguous()
-    Tensor.realize(*[x for x in (q, scale, minus) if x is not None])
+    with final_builds(): Tensor.realize(*[x for x in (q, scale, minus) if x is not None])
     shapes = [items[n][2] for n in names]
     qs = buffer_views(q, [(o, i // G, G) for o, i in shapes])
     scales = buffer_views(scale, [(o, i // G) for o, i in shapes])
