@@ -5,7 +5,7 @@ thread count, alternating in one process per thread count; prefill tokens/s for 
 first token in a new process with an empty and a warm kernel cache; the bandwidth limit (bytes read per token over the
 machine's measured copy bandwidth) and our share of it. Medians of per-token times after warm-up; the load is printed.
 
-  python -m bench.llm [--model FILE.gguf] [--tokens 24] [--threads 1,2] [--no-ttft]
+  python -m bench.llm [--model FILE.gguf] [--tokens 24] [--threads 1,2] [--no-ttft | --only-ttft]
   (run as a module: bench/kernels.py would shadow a module transformers imports)
 """
 from __future__ import annotations
@@ -106,6 +106,7 @@ def main() -> None:
   ap.add_argument("--tokens", type=int, default=24)
   ap.add_argument("--threads", default="1,2")
   ap.add_argument("--no-ttft", action="store_true", help="skip the two new-process first-token runs")
+  ap.add_argument("--only-ttft", action="store_true", help="only the new-process first-token rows (no decode rows)")
   ap.add_argument("--child", choices=["decode", "ttft"], help=argparse.SUPPRESS)
   ap.add_argument("--quantized", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
@@ -116,6 +117,7 @@ def main() -> None:
   if args.child == "ttft": return child_ttft(args)
   path = _path(args.model)
   common = ["--model", path, "--tokens", str(args.tokens)]
+  if args.only_ttft: return ttft_rows(common)
   rows = [json.loads(_run(common + ["--child", "decode", "--threads", t], {"THREADS": t})) for t in args.threads.split(",")]
   bw = copy_bandwidth()
   print(f"model {os.path.basename(path)}; load average {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; "
@@ -132,12 +134,14 @@ def main() -> None:
   print(f"bytes read per decode step: {r['bytes_q'] / 1e6:.0f} MB quantized, {r['bytes_f32'] / 1e6:.0f} MB float32 (weights + the KV caches)")
   print(f"prefill of {r['prefill_tokens']} tokens ({r['threads']} threads, captured): ours {r['prefill_tokens'] / r['prefill_s']:.1f} tok/s, "
         f"transformers {r['prefill_tokens'] / r['hf_prefill_s']:.1f} tok/s")
-  if not args.no_ttft:
-    for name, flag in (("quantized", ["--quantized"]), ("float32", [])):
-      with tempfile.TemporaryDirectory() as cache:
-        cold = float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache}))
-        warm = sorted(float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache})) for _ in range(3))[1]
-      print(f"time to first token in a new process, {name} weights (import, load, prefill, first token): {cold:.1f} s "
-            f"with an empty kernel cache, {warm:.1f} s warm (median of 3)")
+  if not args.no_ttft: ttft_rows(common)
+
+def ttft_rows(common: list[str]) -> None:
+  for name, flag in (("quantized", ["--quantized"]), ("float32", [])):
+    with tempfile.TemporaryDirectory() as cache:
+      cold = float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache}))
+      warm = sorted(float(_run(common + flag + ["--child", "ttft"], {"CACHE_DIR": cache})) for _ in range(3))[1]
+    print(f"time to first token in a new process, {name} weights (import, load, prefill, first token): {cold:.1f} s "
+          f"with an empty kernel cache, {warm:.1f} s warm (median of 3)")
 
 if __name__ == "__main__": main()

@@ -8,14 +8,20 @@ by Tensor ops, so it runs as kernels on the tensor's device.
   meta, weights = gguf_load("model.gguf")       # meta["general.architecture"] == "llama", weights["token_embd.weight"]
 """
 from __future__ import annotations
-import math, os, struct
+import math, os, struct, sys
 from typing import Any, Callable
 import numpy as np
+from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
-from tensor.file_bytes import _FileBytes, _lazy_tensor
-from tensor.tensor import Tensor
+from runtime.helpers import Context
+from tensor.engine.state import ENGINE
+from tensor.engine.storage import realized_buffer
+from tensor.random import iota
+from tensor.file_bytes import FileBuffer, _FileBytes, _lazy_tensor, file_buffer
+from tensor.tensor import Tensor, buffer_uop
 
-__all__ = ["gguf_load", "gguf_load_blocks", "dequantize", "is_quantized", "GGUFError", "GGML_TYPES"]
+__all__ = ["gguf_load", "gguf_load_blocks", "dequantize", "dequantize_many", "gather_bytes", "buffer_views", "is_quantized", "GGUFError",
+           "GGML_TYPES"]
 
 class GGUFError(ValueError):
   """A GGUF file that breaks the format (or uses a tensor type we can't read). The message names the file and the fault."""
@@ -164,26 +170,37 @@ def _bits(q: Tensor, width: int) -> Tensor:
   an expanded axis, not a concatenation: a kernel reading element i then computes one field, not all of them."""
   n = 8 // width
   q = q.cast(dtypes.int32).unsqueeze(-2).expand(*q.shape[:-1], n, q.shape[-1])
-  shifts = (Tensor.arange(n, dtype=dtypes.int32, device=q.device) * width).reshape(n, 1)
+  shifts = (iota(Tensor, n, dtypes.int32, q.device) * width).reshape(n, 1)   # computed in the kernel, not read from memory
   return (q >> shifts) & ((1 << width) - 1)
 
-# Each quantized type as groups: value[g, i] = scale[g] * q[g, i] - minus[g] (minus None: 0), q small integers in
-# float32. dequantize multiplies them out; a matmul can instead sum q * x within a group and scale once per group
-# (tensor/llm/quant.py), reading only the blocks. (n, bsize) bytes -> q (n, groups, size), scale and minus (n, groups).
+# Each quantized type as groups: value[g, i] = scale[g] * q[g, i] - minus[g] (minus None: 0), q small integers in int32
+# (tensor/llm/quant.py casts them to int8: through float32, each took a range-checked conversion). dequantize multiplies
+# them out; a matmul can instead sum q * x within a group and scale once per group (tensor/llm/quant.py), reading only the
+# blocks. (n, bsize) bytes -> q (n, groups, *sub) with sub the group's elements (GROUP_SIZE of them) in the shape its bytes
+# give them, scale and minus (n, groups). The fields come from shifts by constants or by an index computed in the kernel
+# (iota), never by a table in memory, and q is stored in that shape before it is reshaped to (n, groups, size): merged
+# into one loop of 32, Q5_0's unpacking divided its index by 16 and 8 for every element, scalar (its blocks: 17 -> 0.9 ms
+# for 200,000 of them at 1 thread, in vector lanes).
 Groups = tuple[Tensor, Tensor, "Tensor | None"]
 
+def _u32(b: Tensor) -> Tensor:
+  """(..., 4) little-endian bytes -> (...,) int32 (the bits of the uint32)."""
+  w = b.cast(dtypes.int32)
+  return w[..., 0] | (w[..., 1] << 8) | (w[..., 2] << 16) | (w[..., 3] << 24)
+
 def _g_q4_0(b: Tensor) -> Groups:  # (n, 18): d, 16 bytes of 32 nibbles
-  return (_nibbles(b[:, 2:]).flatten(1) - 8).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
+  return (_nibbles(b[:, 2:]) - 8).unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
 def _g_q4_1(b: Tensor) -> Groups:  # (n, 20): d, m, 32 nibbles (value d * q + m)
-  return _nibbles(b[:, 4:]).flatten(1).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), -_f16(b[:, 2:4]).unsqueeze(1)
+  return _nibbles(b[:, 4:]).unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), -_f16(b[:, 2:4]).unsqueeze(1)
 
-def _g_q5_0(b: Tensor) -> Groups:  # (n, 22): d, 32 high bits (element i: bit i), 32 nibbles
-  high = _bits(b[:, 2:6], 1).transpose(-1, -2).flatten(1)    # (n, 32): byte j's bit k is element 8j + k
-  return ((_nibbles(b[:, 6:]).flatten(1) | (high << 4)) - 16).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
+def _g_q5_0(b: Tensor) -> Groups:  # (n, 22): d, 32 high bits (element i: bit i of a little-endian uint32), 32 nibbles
+  qh = _u32(b[:, 2:6]).reshape(-1, 1, 1)
+  i = iota(Tensor, 32, dtypes.int32, b.device).reshape(1, 2, 16)
+  return ((_nibbles(b[:, 6:]) | (((qh >> i) & 1) << 4)) - 16).unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
 def _g_q8_0(b: Tensor) -> Groups:  # (n, 34): d, 32 int8
-  return b[:, 2:].bitcast(dtypes.int8).float().unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
+  return b[:, 2:].bitcast(dtypes.int8).cast(dtypes.int32).unsqueeze(1), _f16(b[:, 0:2]).unsqueeze(1), None
 
 def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
   """Q4_K/Q5_K's 12 bytes of 8 6-bit scales and 8 6-bit mins -> (n, 8) each, as float."""
@@ -195,30 +212,33 @@ def _k_scales(s: Tensor) -> tuple[Tensor, Tensor]:
 
 def _g_q4_k(b: Tensor) -> Groups:  # (n, 144): d, dmin, 12 bytes of scales, 128 bytes of 256 nibbles; 8 groups of 32
   sc, mn = _k_scales(b[:, 4:16])
-  q = _nibbles(b[:, 16:].reshape(-1, 4, 32)).reshape(-1, 8, 32).float()
+  q = _nibbles(b[:, 16:].reshape(-1, 4, 32)).reshape(-1, 8, 32)
   return q, _f16(b[:, 0:2]).unsqueeze(-1) * sc, _f16(b[:, 2:4]).unsqueeze(-1) * mn
 
 def _g_q5_k(b: Tensor) -> Groups:  # (n, 176): d, dmin, scales, 32 bytes of high bits, 128 bytes of nibbles
   sc, mn = _k_scales(b[:, 4:16])
   low = _nibbles(b[:, 48:].reshape(-1, 4, 32)).reshape(-1, 8, 32)
   high = _bits(b[:, 16:48], 1)                                   # (n, 8, 32): group g's high bit is bit g
-  return (low | (high << 4)).float(), _f16(b[:, 0:2]).unsqueeze(-1) * sc, _f16(b[:, 2:4]).unsqueeze(-1) * mn
+  return low | (high << 4), _f16(b[:, 0:2]).unsqueeze(-1) * sc, _f16(b[:, 2:4]).unsqueeze(-1) * mn
 
 def _g_q6_k(b: Tensor) -> Groups:  # (n, 210): 128 bytes low nibbles, 64 bytes 2-bit highs, 16 int8 scales, d; 16 groups of 16
   low = _nibbles(b[:, 0:128].reshape(-1, 2, 64)).reshape(-1, 8, 32)
   high = _bits(b[:, 128:192].reshape(-1, 2, 32), 2).reshape(-1, 8, 32)
-  q = ((low | (high << 4)) - 32).reshape(-1, 16, 16).float()
+  q = ((low | (high << 4)) - 32).reshape(-1, 16, 16)
   return q, _f16(b[:, 208:210]).unsqueeze(-1) * b[:, 192:208].bitcast(dtypes.int8).float(), None
 
 GROUPS: dict[str, Callable[[Tensor], Groups]] = {"Q4_0": _g_q4_0, "Q4_1": _g_q4_1, "Q5_0": _g_q5_0, "Q8_0": _g_q8_0, "Q4_K": _g_q4_k,
                                                  "Q5_K": _g_q5_k, "Q6_K": _g_q6_k}
+GROUP_SIZE = {"Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q8_0": 32, "Q4_K": 32, "Q5_K": 32, "Q6_K": 16}
 
-def quant_groups(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Groups:
-  """A quantized tensor's raw bytes as groups along its last axis: q (*shape[:-1], groups, size), scale and minus
-  (*shape[:-1], groups); its values are scale[..., None] * q - minus[..., None], flattened over the last two axes."""
+def quant_groups(raw: Tensor, ggml_type: int, shape: tuple[int, ...], int8: bool = False) -> Groups:
+  """A quantized tensor's raw bytes as groups along its last axis: q (*shape[:-1], groups, size) int32 (int8: int8,
+  stored first in its blocks' shape), scale and minus (*shape[:-1], groups); its values are scale[..., None] * q -
+  minus[..., None], flattened over the last two axes."""
   name, _, bsize = GGML_TYPES[ggml_type]
   q, scale, minus = GROUPS[name](raw.reshape(-1, bsize))
-  lead, G = shape[:-1], q.shape[-1]
+  if int8: q = q.cast(dtypes.int8).contiguous()
+  lead, G = shape[:-1], GROUP_SIZE[name]
   ng = shape[-1] // G
   return q.reshape(*lead, ng, G), scale.reshape(*lead, ng), None if minus is None else minus.reshape(*lead, ng)
 
@@ -227,6 +247,7 @@ def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
   name, block, bsize = GGML_TYPES[ggml_type]
   if name in _PLAIN:
     dt = _PLAIN[name]
+    if (typed := _typed_file_bytes(raw, dt, shape)) is not None: return typed
     if dt is dtypes.float32:  # 4 bytes -> float32 through uint32
       w = raw.reshape(-1, 4).cast(dtypes.uint32)
       return (w[:, 0] | (w[:, 1] << 8) | (w[:, 2] << 16) | (w[:, 3] << 24)).bitcast(dtypes.float32).reshape(shape)
@@ -234,8 +255,79 @@ def dequantize(raw: Tensor, ggml_type: int, shape: tuple[int, ...]) -> Tensor:
   q, scale, minus = GROUPS[name](raw.reshape(-1, bsize))
   # the scales and minimums first, one per group: fused, each value decoded its group's float16 scale again (Gemma 3
   # 270M's Q8_0 embedding: 1.46 s for 168M values)
-  w = scale.contiguous().unsqueeze(-1) * q
-  return (w if minus is None else w - minus.contiguous().unsqueeze(-1)).reshape(shape)
+  per_group = (*scale.shape, *[1] * (q.ndim - scale.ndim))
+  w = scale.contiguous().reshape(per_group) * q
+  return (w if minus is None else w - minus.contiguous().reshape(per_group)).reshape(shape)
+
+def _typed_file_bytes(raw: Tensor, dt: DType, shape: tuple[int, ...]) -> Tensor | None:
+  """Unread file bytes (gguf_load_blocks' raw tensor) of a plain type as a tensor of that type over the same bytes, on a
+  little-endian host (the file's order): read or mapped as they are, no kernel (Gemma 3 270M's 109 float32 norms: 109
+  kernels and their graphs, ~0.1 s at load). None for anything else."""
+  if sys.byteorder != "little" or (b := file_buffer(raw)) is None or b._source is None or b.nbytes != math.prod(shape) * dt.itemsize: return None
+  if b._source[1] % dt.itemsize: return None  # a file aligned to less than the item size: read as bytes
+  return Tensor(buffer_uop(FileBuffer(b.device, math.prod(shape), dt, b._source))).reshape(shape)
+
+def final_builds() -> Context:
+  """A block whose new kernels are built at once with the compiler's full optimization, not a quick build first: a kernel a
+  load runs once (unpacking weights) never earns its final build otherwise, so every later start ran its quick one from the
+  cache (Gemma 3 270M's unpacking: not in vector lanes, ~0.3 s more at each start)."""
+  return Context(QUICK_COMPILE=0)
+
+GATHER_MAX_BYTES = 16 << 20  # a tensor larger than this is unpacked alone, from the file's bytes as they are (not copied first)
+
+def gather_bytes(raws: list[Tensor]) -> Tensor | None:
+  """The bytes of several tensors of GGUF files (gguf_load_blocks' raw tensors, not yet read), end to end in one new
+  uint8 tensor, read from the files (no kernel): one kernel then unpacks the blocks of many weights of one type. None
+  when any of them is not unread file bytes or they are on different devices."""
+  bufs = [file_buffer(r) for r in raws]
+  if not bufs or any(b is None or b._source is None or b.device != bufs[0].device for b in bufs): return None
+  total = sum(b.nbytes for b in bufs)  # type: ignore[union-attr]
+  out = Buffer(bufs[0].device, total, dtypes.uint8).ensure_allocated()  # type: ignore[union-attr]
+  host = out.allocator.host
+  arr = out.as_array() if host else np.empty(total, np.uint8)
+  at = 0
+  for b in bufs:
+    src, begin, what = b._source  # type: ignore[union-attr,misc]
+    src.read_into(memoryview(arr[at:at + b.nbytes]), begin, what)  # type: ignore[union-attr]
+    at += b.nbytes  # type: ignore[union-attr]
+  if not host: out.copyin(arr)
+  return Tensor(buffer_uop(out))
+
+def buffer_views(t: Tensor, shapes: list[tuple[int, ...]]) -> list[Tensor]:
+  """t realized, as tensors of `shapes` over consecutive runs of its elements from the first: views of its buffer (no
+  copy), each a buffer of its own to the graphs that read it (not a shrink of t, whose offset would make each a kernel of
+  its own)."""
+  t = t.contiguous().realize()
+  u = realized_buffer(t.uop)
+  assert u is not None, "a realized tensor is a buffer"
+  buf = ENGINE.storage.buffers[u]
+  base, offset = (buf.base, buf.offset) if buf.base is not None else (buf, 0)
+  out, at = [], 0
+  for shape in shapes:
+    n = math.prod(shape)
+    if at + n > buf.size: raise ValueError(f"views of {sum(map(math.prod, shapes))} elements of a tensor of {buf.size}")
+    view = Buffer(buf.device, n, buf.dtype, base=base, offset=offset + at * buf.dtype.itemsize)
+    out.append(Tensor(buffer_uop(view)).reshape(shape))
+    at += n
+  return out
+
+def dequantize_many(items: list[tuple[Tensor, int, tuple[int, ...]]]) -> list[Tensor]:
+  """dequantize of each (raw, type, shape), realized: the quantized ones of one type gathered (gather_bytes) and
+  dequantized by one set of kernels into one buffer of which each is a view (Gemma 3 270M as float32: ~5 kernels and a
+  graph for each of its 127 quantized weights -> a few for all), the others one by one."""
+  out: list[Tensor | None] = [None] * len(items)
+  by_type: dict[tuple, list[int]] = {}
+  for k, (raw, t, _) in enumerate(items): by_type.setdefault((t,) if raw.numel() <= GATHER_MAX_BYTES else (t, k), []).append(k)
+  for (t, *_), ks in by_type.items():
+    gathered = gather_bytes([items[k][0] for k in ks]) if len(ks) > 1 and is_quantized(t) else None
+    if gathered is None:
+      for k in ks: out[k] = dequantize(*items[k]).contiguous()
+      continue
+    values = dequantize(gathered, t, (sum(math.prod(items[k][2]) for k in ks),))
+    with final_builds(): views = buffer_views(values, [items[k][2] for k in ks])
+    for k, v in zip(ks, views): out[k] = v
+  with final_builds(): Tensor.realize(*[o for o in out if o is not None])
+  return out  # type: ignore[return-value]
 
 def gguf_load(fn: str | os.PathLike | Tensor, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """(metadata, tensors by name) of a GGUF file, checked whole first (GGUFError on any fault). The file stays open; each

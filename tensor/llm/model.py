@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Union
 from runtime.uop import UOp
 from tensor import Tensor, TinyJit, Variable, dtypes
-from tensor.gguf import GGUFError, dequantize, gguf_load_blocks, is_quantized
-from tensor.llm.quant import QuantizedWeight
+from tensor.gguf import GGUFError, dequantize_many, gguf_load_blocks, is_quantized
+from tensor.llm.quant import QuantizedWeight, quantized_weights
 
 __all__ = ["Transformer", "ModelConfig", "UnsupportedModelError", "sample"]
 
@@ -202,14 +202,13 @@ class Transformer:
     quantized weights stay as their blocks in memory and each matmul (and the embedding's row lookup) dequantizes what it
     reads, in the kernel; else every weight is dequantized to float32 now."""
     meta, blocks = gguf_load_blocks(path)
-    weights: dict[str, Weight] = {}
+    blocks.pop("rope_freqs.weight", None)
     keep = {k for k, (_, t, shape) in blocks.items() if quantized and is_quantized(t) and len(shape) == 2}
-    # the quantized weights first (each realized as it is made, its schedule cached for the next of its kind), then the
-    # plain ones in one realize: lazy while the others were realized, every realize looked over their graphs (~0.2 s)
-    for k in sorted(blocks, key=lambda k: k not in keep):
-      raw, t, shape = blocks[k]
-      if k == "rope_freqs.weight": continue
-      weights[k] = QuantizedWeight(raw, t, shape) if k in keep else dequantize(raw, t, shape).float().contiguous()
+    # the weights of one type unpacked (or dequantized) together, by one set of kernels into buffers each weight is a view
+    # of, the quantized ones first, then the plain ones (float32 norms: the file's bytes as they are, no kernel)
+    weights: dict[str, Weight] = dict(quantized_weights({k: blocks[k] for k in keep}))  # type: ignore[arg-type]
+    rest = [k for k in blocks if k not in keep]
+    for k, w in zip(rest, dequantize_many([blocks[k] for k in rest])): weights[k] = w.float()
     cfg = ModelConfig.from_metadata(meta, max_context, weights)
     Tensor.realize(*[w for w in weights.values() if isinstance(w, Tensor)])
     return Transformer(cfg, weights, meta)

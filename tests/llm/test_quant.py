@@ -58,3 +58,29 @@ def test_quantized_matvec_is_one_kernel_in_vector_lanes():
     p = program(asts[0], target_for("CPU"))
     assert any(o[0] == "UNROLL" for o in p.opts), p.opts
     if cpu_vector_caps().register_bytes == 64: assert "vcvt_f32x16_i8x16" in p.src and "bitcast_" not in p.src, p.src
+
+def test_weights_of_a_file_unpacked_together_equal_gguf(tmp_path):
+  """Transformer.from_gguf's loading: the weights of one type gathered from the file and unpacked (quantized_weights) or
+  dequantized (dequantize_many) together, each a view of the shared buffers, equal gguf's numpy dequantization of each,
+  whatever their shapes and the tensors between them in the file."""
+  from tensor.gguf import dequantize_many, gguf_load_blocks
+  from tensor.llm.quant import quantized_weights
+  import gguf as G
+  want, w = {}, G.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+  for k, qtype in enumerate([Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K] * 2):
+    rows, cols = (3 + k % 4, 256 * (1 + k % 3))
+    raw = _random_blocks(qtype, rows, cols, 100 + k)
+    w.add_tensor(f"w{k}", raw, raw_dtype=qtype)
+    w.add_tensor(f"norm{k}", np.arange(rows + k, dtype=np.float32))   # plain tensors between them
+    want[f"w{k}"], want[f"norm{k}"] = dequantize(raw, qtype), np.arange(rows + k, dtype=np.float32)
+  w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()  # noqa: E702
+  _, blocks = gguf_load_blocks(tmp_path / "m.gguf")
+  qws = quantized_weights({k: v for k, v in blocks.items() if k.startswith("w")})
+  x = np.random.default_rng(0).standard_normal((1, 768)).astype(np.float32)
+  for k, qw in qws.items():
+    np.testing.assert_array_equal(qw.dequantized().numpy(), want[k], err_msg=k)
+    xk = x[:, :qw.shape[1]]
+    np.testing.assert_allclose(qw.matmul(Tensor(xk)).numpy(), xk.astype(np.float64) @ want[k].T.astype(np.float64), rtol=1e-4, atol=1e-4, err_msg=k)
+  _, blocks = gguf_load_blocks(tmp_path / "m.gguf")
+  names = list(blocks)
+  for k, t in zip(names, dequantize_many([blocks[k] for k in names])): np.testing.assert_array_equal(t.numpy(), want[k], err_msg=k)
