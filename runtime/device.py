@@ -181,8 +181,8 @@ class Buffer:
     if self._buf is not None and self.base is None:
       try:
         GlobalCounters.mem_used -= self.nbytes
-        if self._allocator is not None and not self._allocator.host: self._allocator.free(self._buf, self.nbytes)
-        else: _recycle(self)
+        if (alloc := self._allocator) is not None and not alloc.host: alloc.free(self._buf, self.nbytes)
+        elif self._array is not None: _recycle(self)
       except (AttributeError, TypeError, ImportError): pass
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
 

@@ -43,7 +43,8 @@ _size_arg = symbolic_sizes.size_arg
 # the frontend runs on the process's engine: its storage holds the tensors' buffers, unique ids and the live tensors, its
 # chains the op chains of `x * 2 + 1` (tensor/engine/state.py)
 _storage = ENGINE.storage
-_new_unique, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains.step, ENGINE.chains.of_buffer
+_new_unique, _chains, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains, ENGINE.chains.step, ENGINE.chains.of_buffer
+_new_tensor = object.__new__
 
 def buffer_uop(buf: Buffer) -> UOp:
   """A BUFFER UOp standing for an existing Buffer."""
@@ -124,7 +125,8 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def __len__(self) -> int:
     if not self.shape: raise ArgumentTypeError("len() of a 0-d tensor")
     return self.shape[0]
-  def __hash__(self) -> int: return id(self)
+  # by identity (== is elementwise): object's own hash, a C slot, so the live set's weakref of every new tensor calls no Python
+  __hash__ = object.__hash__
   # pickled and copied without the op-chain trace: it holds engine state (compiled programs) and is rebuilt by the next op
   def __getstate__(self) -> tuple: return (None, {"uop": self.uop, "requires_grad": self.requires_grad, "grad": self.grad})
   def __setstate__(self, state: tuple) -> None:
@@ -519,10 +521,17 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         if other or other.__class__ is int: _numbers[key] = (a.uop.dtype, c)
       else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
       # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
-      t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
-      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
-      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, _chain_step(tr[1], op, reverse, out, c), tr[2])
-      elif u.op is _BUFFER: t._trace = (r, _chain_step(_buffer_chain(u), op, reverse, out, c), u)
+      r = with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3])
+      t = _new_tensor(Tensor)  # _tensor(r), inline: this runs on every eager op
+      t.uop, t.requires_grad, t.grad, t._trace = r, None, None, None
+      _live_add(_ref(t, _live_remove))
+      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk);
+      # the chains' table read with dict.get (Chains.step on a miss)
+      if (tr := self._trace) is not None and tr[0] is u: parent, leaf = tr[1], tr[2]
+      elif u.op is _BUFFER: parent, leaf = _buffer_chain(u), u
+      else: return t
+      if (ch := _dict_get(_chains, (parent, op, reverse, out, c))) is None: ch = _chain_step(parent, op, reverse, out, c)
+      t._trace = (r, ch, leaf)
       return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)

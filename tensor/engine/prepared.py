@@ -22,7 +22,7 @@ from runtime.uop import UOp, uop, with_facts
 from tensor.engine.memory import MemoryPlan, plan_memory
 from tensor.engine.storage import Storage, device_node
 
-BUFFER = Ops.BUFFER
+BUFFER, UNIQUE, VOID = Ops.BUFFER, Ops.UNIQUE, dtypes.void
 _clock = time.perf_counter
 _ref = weakref.ref
 _fresh = Buffer.fresh
@@ -144,7 +144,8 @@ class Prepared:
     dtype, size, device, dev, nbytes, allocator = self.single  # type: ignore[misc]
     table = storage.buffers.data
     b = _fresh(device, size, dtype, nbytes, allocator)
-    u = with_facts(uop(BUFFER, dtype, (storage.new_unique(), dev), size), (size,), device)
+    u = uop(BUFFER, dtype, (uop(UNIQUE, VOID, (), next(storage._ids)), dev), size)  # storage.new_unique's node, inline
+    u._shape, u._device = (size,), device  # with_facts: a node of a new UNIQUE is new, its facts unset
     table[_ref(u, storage.buffers._remove)] = b
     bufs = [table[_ref(leaf)], b] if self.inputs else [b]  # the places prepare gave: the inputs, then the output
     for c in self.calls: c(bufs, consts)
