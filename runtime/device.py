@@ -85,6 +85,22 @@ class Buffer:
     if initial is not None: self.copyin(initial)
 
   @staticmethod
+  def fresh(device: str, size: int, dtype: DType, nbytes: int, allocator: Allocator) -> Buffer:
+    """Buffer(device, size, dtype).ensure_allocated() on `allocator` (Device.allocator(device), nbytes the buffer's), made
+    without __init__'s checks: what every eager op's output is (tensor/engine/prepared.py), from the free list when it holds
+    memory of this kind."""
+    b = _new_buffer(Buffer)
+    b.device, b.size, b.dtype, b.nbytes, b.base, b.offset, b._allocator = device, size, dtype, nbytes, None, 0, allocator
+    if allocator is HOST and (free := _pool.get((nbytes, dtype))):
+      b._buf, b._array, b._ptr = free.pop()
+      _pooled[nbytes > POOL_BYTES] -= 1
+      if nbytes > POOL_BYTES: _pooled_large_bytes[0] -= nbytes
+      GlobalCounters.mem_used += nbytes
+      return b
+    b._buf, b._array, b._ptr = None, None, 0
+    return b.ensure_allocated()
+
+  @staticmethod
   def borrow(device: str, address: int, size: int, dtype: DType) -> Buffer:
     """`size` elements of `dtype` at `address`, memory the caller owns and keeps alive (tinygrad's from_blob): kernels read
     and write it in place; it is never freed or reused here. Host devices only."""
@@ -165,10 +181,12 @@ class Buffer:
     if self._buf is not None and self.base is None:
       try:
         GlobalCounters.mem_used -= self.nbytes
-        if self._allocator is not None and not self._allocator.host: self._allocator.free(self._buf, self.nbytes)
-        else: _recycle(self)
+        if (alloc := self._allocator) is not None and not alloc.host: alloc.free(self._buf, self.nbytes)
+        elif self._array is not None: _recycle(self)
       except (AttributeError, TypeError, ImportError): pass
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
+
+_new_buffer = object.__new__
 
 def copy(dst: Buffer, src: Buffer) -> None:
   """dst's contents become src's (same size in bytes): within host memory a numpy copy, between two devices of one

@@ -5,7 +5,7 @@ mixin classes Tensor derives from (autograd.py, functional/, random.py, elementw
 indexing.py), and the live tensors: what the engine's realize returns is applied to them here (rewire).
 """
 from __future__ import annotations
-import math, weakref
+import math, sys, weakref
 from typing import Any, Iterable, Sequence
 import numpy as np
 from runtime.device import Buffer, Device
@@ -17,7 +17,7 @@ from rules.substitute import substitute
 from runtime.rewrite import graph_rewrite
 from tensor import multi, symbolic_sizes
 from tensor.engine.jit import JitError
-from tensor.engine.realize import realize_held
+from tensor.engine.realize import realize_held, run_chain
 from tensor.engine.schedule import computed as _gate, is_kernelized, kernelize_map
 from tensor.engine.state import ENGINE, Engine
 from tensor.engine.storage import device_node as _device, realized_buffer
@@ -37,13 +37,14 @@ from tensor.scan import ScanMixin
 __all__ = ["Tensor", "TensorError", "buffer_uop", "to_dtype", "broadcast_shape", "realize", "kernelize", "rewire", "live_tensors"]
 
 # module names for what each op and each realize reads: `Ops.X` costs about 0.3 us in Python 3.11
-_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
+_BUFFER, _RESHAPE, _ADD, _SUB, _MUL = Ops.BUFFER, Ops.RESHAPE, Ops.ADD, Ops.SUB, Ops.MUL
 # a size: an int, or a bound Variable or an int expression of them (one TinyJit capture for every value): tensor/symbolic_sizes.py
 _size_arg = symbolic_sizes.size_arg
 # the frontend runs on the process's engine: its storage holds the tensors' buffers, unique ids and the live tensors, its
 # chains the op chains of `x * 2 + 1` (tensor/engine/state.py)
 _storage = ENGINE.storage
-_new_unique, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains.step, ENGINE.chains.of_buffer
+_new_unique, _chains, _chain_step, _buffer_chain = _storage.new_unique, ENGINE.chains, ENGINE.chains.step, ENGINE.chains.of_buffer
+_new_tensor = object.__new__
 
 def buffer_uop(buf: Buffer) -> UOp:
   """A BUFFER UOp standing for an existing Buffer."""
@@ -66,6 +67,7 @@ _broadcasts: LRU = LRU(256)
 # what `x + number` combines x with, by (the number's class, the number, x's dtype, device, shape): (the dtype the op computes
 # in, the number's node broadcast to the shape); a loop of `x * 0.5 + 1` looks each number up once per op
 _numbers: LRU = LRU(1024)
+_refcount = sys.getrefcount
 _dict_get = dict.get  # LRU.get's lookup without its Python frame (and without refreshing the entry: helpers.LRU)
 
 # the topic mixins after FunctionalMixin: a name both define is FunctionalMixin's (gelu(approximate=)); none defines a name
@@ -123,7 +125,8 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
   def __len__(self) -> int:
     if not self.shape: raise ArgumentTypeError("len() of a 0-d tensor")
     return self.shape[0]
-  def __hash__(self) -> int: return id(self)
+  # by identity (== is elementwise): object's own hash, a C slot, so the live set's weakref of every new tensor calls no Python
+  __hash__ = object.__hash__
   # pickled and copied without the op-chain trace: it holds engine state (compiled programs) and is rebuilt by the next op
   def __getstate__(self) -> tuple: return (None, {"uop": self.uop, "requires_grad": self.requires_grad, "grad": self.grad})
   def __setstate__(self, state: tuple) -> None:
@@ -212,11 +215,24 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     return self
   def realize(self, *others: Tensor) -> Tensor:
     """Compute this tensor (and others): schedule, compile and run the kernels. Returns self."""
-    if others: realize([self, *others])
-    else:  # realize() as below, for one tensor: the eager path
-      chain = (tr[1], tr[2]) if (tr := self._trace) is not None and tr[0] is self.uop else None
+    if others:
+      realize([self, *others])
+      return self
+    # realize() as below, for one tensor: the eager path
+    u = self.uop
+    if (tr := self._trace) is None or tr[0] is not u:
       with ENGINE.lock:
-        if (becomes := realize_held([self.uop], ENGINE, chain)): rewire(becomes)
+        if (becomes := realize_held([u], ENGINE)): rewire(becomes)
+      return self
+    with ENGINE.lock:
+      if (n := run_chain(tr[1], tr[2], ENGINE)) is None:  # an op chain whose prepared launches don't apply: the full path
+        if (becomes := realize_held([u], ENGINE, (tr[1], tr[2]))): rewire(becomes)
+        return self
+      # u is referenced by this tensor, its trace, `u` and getrefcount's argument alone: no other tensor is u or has a graph
+      # that reads u (that would hold it), so rewire would point this tensor at n and nothing else; it need not look at the
+      # live tensors (their number, which grows with what the program keeps, would be paid on every eager op)
+      if _refcount(u) == 4: self.uop, self._trace = n, None
+      else: rewire({u: n})
     return self
   def _buffer(self) -> tuple[Buffer, UOp]:
     # a tensor still computing is read through a contiguous copy: it keeps its graph, so it can be differentiated after
@@ -505,21 +521,28 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
         if other or other.__class__ is int: _numbers[key] = (a.uop.dtype, c)
       else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
       # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
-      t = _tensor(r := with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3]))
-      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk)
-      if (tr := self._trace) is not None and tr[0] is u: t._trace = (r, _chain_step(tr[1], op, reverse, out, c), tr[2])
-      elif u.op is _BUFFER: t._trace = (r, _chain_step(_buffer_chain(u), op, reverse, out, c), u)
+      r = with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3])
+      t = _new_tensor(Tensor)  # _tensor(r), inline: this runs on every eager op
+      t.uop, t.requires_grad, t.grad, t._trace = r, None, None, None
+      _live_add(_ref(t, _live_remove))
+      # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk);
+      # the chains' table read with dict.get (Chains.step on a miss)
+      if (tr := self._trace) is not None and tr[0] is u: parent, leaf = tr[1], tr[2]
+      elif u.op is _BUFFER: parent, leaf = _buffer_chain(u), u
+      else: return t
+      if (ch := _dict_get(_chains, (parent, op, reverse, out, c))) is None: ch = _chain_step(parent, op, reverse, out, c)
+      t._trace = (r, ch, leaf)
       return t
     a, b = self._operands(other, reverse)
     return a._alu(op, b, dtype=out)
 
-  def add(self, x, reverse=False) -> Tensor: return self._binop(Ops.ADD, x, reverse)
+  def add(self, x, reverse=False) -> Tensor: return self._binop(_ADD, x, reverse)
   def sub(self, x, reverse=False) -> Tensor:
     if self.dtype is dtypes.bool and (x.__class__ is bool or isinstance(x, Tensor) and x.dtype is dtypes.bool):
       raise DTypeError("subtracting bools is not defined (torch and numpy refuse it too): use ^ or logical_xor for a difference of masks, "
                        "~ or logical_not to invert one, or cast to an int first")
-    return self._binop(Ops.SUB, x, reverse)
-  def mul(self, x, reverse=False) -> Tensor: return self._binop(Ops.MUL, x, reverse)
+    return self._binop(_SUB, x, reverse)
+  def mul(self, x, reverse=False) -> Tensor: return self._binop(_MUL, x, reverse)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
     """True division (ints compute in float32); rounding_mode "trunc" rounds toward zero, "floor" down (as //), and
     both keep an int dtype, as torch."""

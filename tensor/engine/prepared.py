@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes, time, weakref
 from typing import Any
 from rules.kernelize_helpers import param_index
-from runtime.device import Buffer
+from runtime.device import Buffer, Device
 from runtime.dtype import dtypes
 from runtime.helpers import GlobalCounters
 from runtime.ops import Ops, cast_value
@@ -22,9 +22,10 @@ from runtime.uop import UOp, uop, with_facts
 from tensor.engine.memory import MemoryPlan, plan_memory
 from tensor.engine.storage import Storage, device_node
 
-BUFFER = Ops.BUFFER
+BUFFER, UNIQUE, VOID = Ops.BUFFER, Ops.UNIQUE, dtypes.void
 _clock = time.perf_counter
 _ref = weakref.ref
+_fresh = Buffer.fresh
 
 class Call:
   """One kernel of a prepared schedule: `at` are its buffers (output first) as places in the run's buffer list; `fn` the
@@ -47,11 +48,17 @@ class Call:
 
   def __call__(self, bufs: list[Buffer], consts: tuple[UOp, ...]) -> None:
     if (cfunc := self.cfunc) is not None:
-      ptrs = self.ptrs
-      ptrs[:] = [b._ptr or b.ptr for b in [bufs[i] for i in self.at]]
-      ivals, fvals = (self.ivals, self.fvals) if self.params is None else self.value_arrays(self._values(consts))  # type: ignore[misc]
-      t0 = _clock()
-      cfunc(ptrs, ivals, fvals)
+      ptrs, at = self.ptrs, self.at
+      if len(at) == 2:  # an op on one tensor, the usual eager kernel: two stores, no list
+        ptrs[0], ptrs[1] = bufs[at[0]]._ptr or bufs[at[0]].ptr, bufs[at[1]]._ptr or bufs[at[1]].ptr  # .ptr: not allocated yet, now
+      else: ptrs[:] = [bufs[i]._ptr or bufs[i].ptr for i in at]
+      if self.params is None:
+        t0 = _clock()
+        cfunc(ptrs, self.ivals, self.fvals)
+      else:
+        ivals, fvals = self.value_arrays(self._values(consts))  # type: ignore[misc]
+        t0 = _clock()
+        cfunc(ptrs, ivals, fvals)
     else:
       kbufs = [bufs[i] for i in self.at]
       for b in kbufs:
@@ -79,7 +86,7 @@ class Prepared:
   view. `watch`: places in the graph's walk of nodes that become planned outputs (a live tensor holding one needs the full
   path); `plan` the plan's numbers for engine.last_plan."""
   __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "watch_paths", "plan",
-               "upgrades")
+               "upgrades", "single")
   def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, blocks: tuple, views: dict, calls: list[Call], after: Any,
                after_paths: tuple, watch: tuple[int, ...], watch_paths: tuple, plan: MemoryPlan):
     self.variant, self.inputs, self.outputs, self.blocks, self.views, self.calls = variant, inputs, outputs, blocks, views, calls
@@ -90,6 +97,13 @@ class Prepared:
     # when a call runs a quick build (tensor/engine/compile_queue.py Provisional): UPGRADES.version now, for realize to
     # prepare again once final builds are made; None when every call runs its final program
     self.upgrades: int | None = None
+    # run_single's case, an op chain's usual schedule: the one slot (read or not), one new output buffer that the one root
+    # becomes, no memory plan: (dtype, size, device, DEVICE node, nbytes, allocator) of that output, else None
+    self.single: tuple | None = None
+    if self.direct is not None and len(outputs) == 1 and outputs[0] is not None and not blocks and not watch and inputs in ((), (0,)) \
+        and self.direct[1] == 1 and after.results == (1,):
+      dtype, size, device, dev = outputs[0]
+      self.single = (dtype, size, device, dev, size * dtype.itemsize, Device.allocator(device))
 
   def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], storage: Storage,
           topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:
@@ -123,6 +137,19 @@ class Prepared:
     if (direct := self.direct) is not None: return {roots[direct[0]]: values[direct[1]]}  # the usual: a root becomes a new buffer
     if topo is not None: return dict(zip([topo[p] for p in self.after.positions], self.after.results_of(values)))
     return dict(zip([_at(roots, p) for p in paths], self.after.results_of(values)))
+
+  def run_single(self, leaf: UOp, consts: tuple[UOp, ...], storage: Storage) -> UOp:
+    """run, for a Prepared with `single` set and a graph whose one slot is `leaf` (an op chain's): makes the output, runs the
+    kernels, and returns the BUFFER node the root becomes (no value list, no dict: the eager path of `(a + 1).realize()`)."""
+    dtype, size, device, dev, nbytes, allocator = self.single  # type: ignore[misc]
+    table = storage.buffers.data
+    b = _fresh(device, size, dtype, nbytes, allocator)
+    u = uop(BUFFER, dtype, (uop(UNIQUE, VOID, (), next(storage._ids)), dev), size)  # storage.new_unique's node, inline
+    u._shape, u._device = (size,), device  # with_facts: a node of a new UNIQUE is new, its facts unset
+    table[_ref(u, storage.buffers._remove)] = b
+    bufs = [table[_ref(leaf)], b] if self.inputs else [b]  # the places prepare gave: the inputs, then the output
+    for c in self.calls: c(bufs, consts)
+    return u
 
 def _at(roots: tuple[UOp, ...], path: tuple[int, ...]) -> UOp:
   u = roots[path[0]]

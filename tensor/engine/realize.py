@@ -308,6 +308,16 @@ def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | 
 
 _NO_PLAN = MemoryPlan().summary()
 
+def run_chain(chain: OpChain, leaf: UOp, engine: Engine) -> UOp | None:
+  """The eager path, for a caller holding engine.lock: the BUFFER node a root made by an op chain on `leaf` becomes, when
+  the chain's last realize left prepared launches that still apply and make one new buffer for it (Prepared.single): they
+  run, nothing is walked, no dict is made. None when they don't (nothing ran): the caller takes realize_held."""
+  if (ready := _chain_ready(chain, engine)) is None or ready.single is None: return None
+  out = ready.run_single(leaf, chain.consts, engine.storage)
+  engine.schedules.hits += 1
+  engine.last_plan = ready.plan
+  return out
+
 def _chain_ready(chain, engine: Engine) -> Prepared | None:
   """The prepared launches an op chain's last realize ran, while they still apply: the same schedule cache, unchanged
   since, the same program variant and scheduler settings, and nothing that reports kernels (DEBUG, a capture, PROFILE)."""

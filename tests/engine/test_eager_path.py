@@ -1,0 +1,181 @@
+"""The eager path (tensor/tensor.py Tensor.realize -> tensor/engine/realize.py run_chain -> prepared.Prepared.run_single): a
+tensor made by number ops on a realized buffer, whose form ran before, is realized by the prepared launches its op chain
+kept, into a buffer from the host free list, and pointed at it without a look at the other live tensors when nothing else
+holds its node. Each test warms a form first (so the fast path is the one that runs), then checks values against numpy
+and that nothing else that held or read the node went stale."""
+from __future__ import annotations
+import numpy as np
+import pytest
+import tensor.tensor as tensor_module
+from runtime.device import Buffer, Device, HOST
+from runtime.dtype import dtypes
+from runtime.helpers import Context, GlobalCounters
+from tensor import Tensor, TinyJit
+from tensor.engine.state import ENGINE
+
+RNG = np.random.default_rng(27)
+
+def warm(make, times: int = 3) -> None:
+  for _ in range(times): make().realize()
+
+@pytest.fixture
+def rewires(monkeypatch):
+  """How many times realize went through rewire (the look at every live tensor)."""
+  calls = [0]
+  real = tensor_module.rewire
+  def counting(becomes):
+    calls[0] += 1
+    return real(becomes)
+  monkeypatch.setattr(tensor_module, "rewire", counting)
+  return calls
+
+def test_the_fast_path_runs_one_kernel_and_skips_rewire(rewires):
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  rewires[0], k0, hits = 0, GlobalCounters.kernel_count, ENGINE.schedules.hits
+  for i in range(5):
+    y = (a + 1).realize()
+    assert y.is_realized()
+    np.testing.assert_array_equal(y.numpy(), np.arange(16, dtype=np.float32) + 1)
+  assert rewires[0] == 0 and GlobalCounters.kernel_count - k0 == 5 and ENGINE.schedules.hits - hits == 5
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_one_op_on_other_shapes_dtypes_and_devices_in_a_row(device):
+  cases = [(np.float32, 16), (np.float32, 17), (np.int32, 16), (np.float16, 16), (np.float32, 1), (np.int64, 5), (np.float32, 16)]
+  tensors = [Tensor((RNG.standard_normal(n) * 10).astype(dt), device=device).realize() for dt, n in cases]
+  for _ in range(3):  # every form warmed, then the same op on each in turn: each must use its own prepared launches
+    for t, (dt, n) in zip(tensors, cases):
+      got = (t * 3 + 1).realize()
+      assert got.dtype is t.dtype and got.shape == (n,) and got.device == device
+      want = t.numpy() * dt(3) + dt(1)
+      np.testing.assert_allclose(got.numpy(), want, rtol=1e-3 if dt is np.float16 else 1e-6)
+
+def test_forms_that_look_alike_stay_apart():
+  x = Tensor(np.array([1.5, -2.0, 3.0, -4.25], dtype=np.float32)).realize()
+  xi = Tensor(np.array([1, -2, 3, -4], dtype=np.int32)).realize()
+  xn = x.numpy()
+  forms = [(lambda: x + 1, xn + 1), (lambda: 1 + x, 1 + xn), (lambda: x - 1, xn - 1), (lambda: 1 - x, 1 - xn), (lambda: x * 1, xn),
+           (lambda: x + 2, xn + 2), (lambda: x * -0.0, xn * np.float32(-0.0)), (lambda: x * 0.0, xn * np.float32(0.0)),
+           (lambda: xi + 1, xi.numpy() + 1), (lambda: xi * 2 + 1, xi.numpy() * 2 + 1), (lambda: x * 2 + 1, xn * 2 + 1),
+           (lambda: (x + 1) * 2, (xn + 1) * 2), (lambda: x / 4, xn / 4)]
+  for _ in range(4):  # alternating, so each realize follows another form's
+    for make, want in forms:
+      got = make().realize().numpy()
+      assert got.dtype == want.dtype
+      np.testing.assert_array_equal(got, want)
+      np.testing.assert_array_equal(np.signbit(got), np.signbit(want))  # -0.0 and 0.0 are two constants
+
+def test_another_tensor_on_the_same_node_is_realized_too(rewires):
+  a = Tensor(np.arange(8, dtype=np.float32)).realize()
+  warm(lambda: a + 5)
+  rewires[0] = 0
+  b, c = a + 5, a + 5
+  assert b.uop is c.uop  # hash-consed: one node for both
+  b.realize()
+  assert c.is_realized() and c.uop is b.uop and rewires[0] == 1
+  np.testing.assert_array_equal(c.numpy(), np.arange(8) + 5)
+
+def test_a_pending_tensor_reading_the_node_reads_the_buffer_after():
+  a = Tensor(np.arange(8, dtype=np.float32)).realize()
+  warm(lambda: a * 2)
+  y = a * 2
+  z = y - 3  # pending: its graph reads y's node
+  y.realize()
+  assert y.is_realized() and y.uop in z.uop.toposort()  # z's graph points at y's buffer now (rewire)
+  kernels = GlobalCounters.kernel_count
+  np.testing.assert_array_equal(z.numpy(), np.arange(8) * 2 - 3)
+  assert GlobalCounters.kernel_count - kernels == 1  # z reads y's buffer: y is not computed again
+  np.testing.assert_array_equal(y.numpy(), np.arange(8) * 2)
+
+def test_a_node_held_by_the_user_goes_the_full_way_and_stays_right(rewires):
+  a = Tensor(np.arange(8, dtype=np.float32)).realize()
+  warm(lambda: a + 7)
+  rewires[0] = 0
+  y = a + 7
+  held = y.uop  # a reference the refcount check can't account for: the full rewire runs
+  y.realize()
+  assert rewires[0] == 1 and y.is_realized() and held is not y.uop
+  np.testing.assert_array_equal(y.numpy(), np.arange(8) + 7)
+
+def test_a_freed_buffer_reused_while_a_view_still_reads_it():
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  y = (a + 1).realize()
+  views = [y[3:9], y.reshape(4, 4).T, y.reshape(4, 4)[1]]  # pending views: they read y's buffer
+  del y
+  for i in range(10): (a + 100 + i).realize()  # results freed at once: the free list hands their memory on
+  for _ in range(10): (a + 1).realize()
+  base = np.arange(16, dtype=np.float32) + 1
+  np.testing.assert_array_equal(views[0].numpy(), base[3:9])
+  np.testing.assert_array_equal(views[1].numpy(), base.reshape(4, 4).T)
+  np.testing.assert_array_equal(views[2].numpy(), base.reshape(4, 4)[1])
+
+def test_numpy_results_are_not_recycled_under_the_reader():
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  outs = [(a + i).realize().numpy() for i in range(20)]  # each tensor freed once read
+  for i, o in enumerate(outs): np.testing.assert_array_equal(o, np.arange(16) + i)
+
+def test_a_recycled_buffer_is_not_handed_out_twice():
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  kept = [(a + i).realize() for i in range(12)]
+  ptrs = [Tensor_buffer(t)._ptr for t in kept]
+  assert len(set(ptrs)) == len(ptrs)
+  for i, t in enumerate(kept): np.testing.assert_array_equal(t.numpy(), np.arange(16) + i)
+
+def Tensor_buffer(t: Tensor) -> Buffer:
+  return ENGINE.storage.buffers[t.uop]
+
+def test_realize_after_assign_reads_the_new_values():
+  x = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: x + 1)
+  x.assign(Tensor(np.full(16, 5.0, dtype=np.float32))).realize()
+  np.testing.assert_array_equal((x + 1).realize().numpy(), np.full(16, 6.0))
+  x.assign(x * 2).realize()
+  np.testing.assert_array_equal((x + 1).realize().numpy(), np.full(16, 11.0))
+  y = (x + 1).realize()
+  y.assign(y + 1).realize()  # assign into an eager result
+  np.testing.assert_array_equal(y.numpy(), np.full(16, 12.0))
+  np.testing.assert_array_equal((y + 1).realize().numpy(), np.full(16, 13.0))
+
+def test_a_chain_of_realizes_matches_numpy():
+  x = Tensor(np.arange(16, dtype=np.float32)).realize()
+  want = np.arange(16, dtype=np.float32)
+  for _ in range(50):
+    x = (x * 1.0001 + 0.5).realize()
+    want = want * np.float32(1.0001) + np.float32(0.5)
+  np.testing.assert_allclose(x.numpy(), want, rtol=1e-6)
+
+def test_an_unallocated_input_is_allocated_before_the_call():
+  x = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: x + 1)
+  e = Tensor.empty(16)  # a buffer not allocated yet
+  e.assign(Tensor(np.ones(16, dtype=np.float32))).realize()
+  np.testing.assert_array_equal((e + 1).realize().numpy(), np.full(16, 2.0))
+  f = Tensor.empty(16)
+  assert not Tensor_buffer(f).is_allocated()
+  assert (f + 1).realize().shape == (16,)  # its values are undefined; the call must not read address 0
+
+def test_debug_and_capture_still_see_every_kernel(capsys):
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  with Context(DEBUG=2): (a + 1).realize()
+  assert "***" in capsys.readouterr().out  # DEBUG=2 prints the kernel: the eager path is not taken
+  @TinyJit
+  def step(t: Tensor) -> Tensor: return (t + 1).realize()
+  for i in range(4):
+    t = Tensor(np.full(16, float(i), dtype=np.float32)).realize()
+    np.testing.assert_array_equal(step(t).numpy(), np.full(16, i + 1.0))
+
+def test_buffer_fresh_is_a_buffer_like_any():
+  b = Buffer.fresh("CPU", 16, dtypes.float32, 64, Device.allocator("CPU"))
+  assert b.allocator is HOST and b.is_allocated() and b._ptr != 0 and b.nbytes == 64 and b.base is None
+  b.copyin(np.arange(16, dtype=np.float32))
+  np.testing.assert_array_equal(b.numpy(), np.arange(16))
+  del b
+  c = Buffer.fresh("CPU", 16, dtypes.float32, 64, HOST)  # the freed memory, from the free list
+  d = Buffer.fresh("CPU", 16, dtypes.float32, 64, HOST)
+  assert c._ptr != d._ptr and c._ptr and d._ptr
+  c.copyin(np.ones(16, dtype=np.float32)), d.copyin(np.zeros(16, dtype=np.float32))
+  np.testing.assert_array_equal(c.numpy(), np.ones(16))
