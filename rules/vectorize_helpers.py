@@ -31,6 +31,17 @@ def chunk(caps: VectorCaps | None, d: DType) -> int:
   while n > 1 and (d.count % n or not fits(caps, d.scalar.vec(n))): n //= 2
   return n
 
+def lanes_lift(caps: VectorCaps | None, lanes, n: int) -> bool:
+  """Whether `lanes` (a VECTORIZE's sources), one op with the same arg and dtype and not all one value, make that op on
+  vectors of n lanes: the target has it on vectors of their sources' size too, and a shift only by one constant amount
+  in range (C shifts a vector so)."""
+  f = lanes[0]
+  return caps is not None and f.op in caps.ops and any(s is not f for s in lanes) \
+    and all(s.op is f.op and s.arg == f.arg and s.dtype is f.dtype for s in lanes) \
+    and all(fits(caps, x.dtype.vec(n)) for x in f.src) \
+    and (f.op not in (Ops.SHL, Ops.SHR) or f.src[1].op is Ops.CONST and 0 <= f.src[1].arg < 8 * f.dtype.itemsize
+         and all(s.src[1].op is Ops.CONST and s.src[1].arg == f.src[1].arg for s in lanes))
+
 def mask_lanes(caps: VectorCaps | None, v: UOp) -> bool:
   """Whether the lanes of v (a VECTORIZE of WHEREs) make one vector select: 32-bit values the target has vectors of. Their
   conditions become a mask of 32-bit lanes (-1 where true): a comparison of 32-bit vectors gives one, AND and OR of masks

@@ -75,6 +75,17 @@ def test_integer_vectors_wrap_and_shift_as_numpy(dtype, vector, n, amount):
   assert "max(a, b)" in src
   with np.errstate(over="ignore"): np.testing.assert_array_equal(got, np.maximum(x, x * dtype(3)))
 
+@pytest.mark.parametrize("n", [4, 8, 36])
+def test_shifts_by_loaded_amounts_wider_than_a_vector(n):
+  """An int64 shift by amounts read from memory, upcast past CL's long2: C shifts a vector only by one amount, so its lanes
+  stay scalars. The split of a too-wide vector into long2 parts must not fire on lanes no part can lift (it rebuilt itself:
+  a rewrite cycle); then on CL, against numpy."""
+  a, b = np.array(3, np.int32), RNG.integers(0, 40, n).astype(np.int64)
+  t = Tensor(a, device="CPU") << Tensor(b, device="CPU")
+  p = program(kernel_ast(t), target_for("CL"), opts=[Opt("UPCAST", 0, 4)])
+  assert "<<" in p.src
+  if ops_cl.available(): np.testing.assert_array_equal((Tensor(a, device="CL") << Tensor(b, device="CL")).numpy(), np.int64(3) << b)
+
 @needs_cl
 @pytest.mark.parametrize("shape", [(256, 256, 256), (129, 100, 67), (64, 1024, 48)])
 def test_matmuls_agree_with_numpy(shape):
