@@ -40,6 +40,12 @@ class Prefetch(NamedTuple):
   """A PREFETCH being applied: the prefetches the kernel's SINK takes in."""
   nodes: tuple[UOp, ...]
 
+class Window(NamedTuple):
+  """A WINDOW being applied: the store's value `inside ? new : old` (which becomes new), and each loop of the window -> its
+  first index plus a loop over the window's length."""
+  value: UOp
+  shift: dict[UOp, UOp]
+
 class LocalTile(NamedTuple):
   """A LOCAL being applied: the matmul's reduction, and its form over the tiles in the group's shared memory."""
   reduce: UOp

@@ -137,8 +137,8 @@ class Block:
     if cfg.qk_norm: q, k = rms_norm(q, self.w["attn_q_norm.weight"], cfg.norm_eps), rms_norm(k, self.w["attn_k_norm.weight"], cfg.norm_eps)
     cos, sin = rope[0][sp:sp + T], rope[1][sp:sp + T]
     q, k = apply_rope(q, cos, sin, cfg.rope_interleaved), apply_rope(k, cos, sin, cfg.rope_interleaved)
-    # the new keys and values stored first: the cache's write goes through a mask over the whole cache (the engine writes
-    # whole buffers), and fused into it their norm and rope were computed, guarded, for every position of the cache
+    # the new keys and values stored first, then written into the cache by a kernel over its rows [sp, sp + T) alone
+    # (tensor/codegen/window.py)
     q = q.contiguous()
     self.cache[:, :, :, sp:sp + T] = Tensor.stack(k, v).contiguous()
     keys, vals = self.cache[0, :, :, 0:sp + T], self.cache[1, :, :, 0:sp + T]   # (B, KV, S, D), S = sp + T
