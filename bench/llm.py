@@ -30,17 +30,19 @@ def _timed(f) -> float:
   f()
   return time.perf_counter() - t
 
-def bytes_per_token(model) -> int:
-  """What a decode step reads: every weight once (when kept quantized its int8 values, scales and minimums, or for Q8_0
-  its raw blocks, which the matmul reads in place: their 2-byte scales share the int8 values' cache lines; the tied
-  embedding in full for the logits) and, today, each layer's whole KV cache (the write goes through a mask over it)."""
+def bytes_per_token(model, position: float) -> int:
+  """What a decode step at `position` reads: every weight once (when kept quantized its int8 values, scales and minimums,
+  or for Q8_0 its raw blocks, which the matmul reads in place: their 2-byte scales share the int8 values' cache lines; the
+  tied embedding in full for the logits) and each layer's keys and values at positions [0, position] (attention's reads;
+  the cache's write touches the new row alone: tensor/codegen/window.py)."""
   from tensor.llm.quant import QuantizedWeight
   seen, n = set(), 0
   for w in [model.embedding, model.output, model.output_norm] + [w for b in model.blocks for w in b.w.values()]:
     if id(w) in seen: continue
     seen.add(id(w))
     n += sum(t.numel() * t.dtype.itemsize for t in (w.tensors() if isinstance(w, QuantizedWeight) else [w]))
-  return n + sum(b.cache.numel() * b.cache.dtype.itemsize for b in model.blocks)
+  # a cache is (2, 1, n_kv_heads, rows, head_dim): a row of keys and values is its size over its rows
+  return n + int(sum(b.cache.numel() * b.cache.dtype.itemsize / b.cache.shape[3] * (position + 1) for b in model.blocks))
 
 def child_decode(args) -> None:
   """One thread count: ours (quantized, then float32 weights) and transformers alternating; prints one JSON line."""
@@ -75,7 +77,9 @@ def child_decode(args) -> None:
             if k >= 3: hf_t.append(now - t)
             t = now
     key = "q" if quantized else "f32"
-    out[f"ours_{key}"], out[f"load_{key}"], out[f"bytes_{key}"] = 1 / statistics.median(ours_t), load, bytes_per_token(model)
+    # the steps timed (k >= 3) decode at positions len(ids) + 2 to len(ids) + tokens - 2: their middle
+    position = len(ids) + args.tokens / 2
+    out[f"ours_{key}"], out[f"load_{key}"], out[f"bytes_{key}"] = 1 / statistics.median(ours_t), load, bytes_per_token(model, position)
     if quantized:
       out["hf"] = 1 / statistics.median(hf_t)
       long = (tok.encode("The quick brown fox jumps over the lazy dog. " * 60))[:512]
@@ -131,7 +135,7 @@ def main() -> None:
     print(f"| {r['threads']} | {r['ours_q']:.2f} | {r['ours_f32']:.2f} | {r['hf']:.2f} | {best / r['hf']:.2f}x | {limit:.1f} "
           f"| {100 * best / limit:.0f}% |")
   r = rows[-1]
-  print(f"bytes read per decode step: {r['bytes_q'] / 1e6:.0f} MB quantized, {r['bytes_f32'] / 1e6:.0f} MB float32 (weights + the KV caches)")
+  print(f"bytes read per decode step: {r['bytes_q'] / 1e6:.0f} MB quantized, {r['bytes_f32'] / 1e6:.0f} MB float32 (weights, keys and values read)")
   print(f"prefill of {r['prefill_tokens']} tokens ({r['threads']} threads, captured): ours {r['prefill_tokens'] / r['prefill_s']:.1f} tok/s, "
         f"transformers {r['prefill_tokens'] / r['hf_prefill_s']:.1f} tok/s")
   if not args.no_ttft: ttft_rows(common)

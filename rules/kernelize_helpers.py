@@ -7,9 +7,12 @@ from runtime.uop import UOp, dim_vars, unbind_dim, uop
 class KernelContext:
   """The ctx of to_kernel_ast, made by the scheduler for the kernel of realize point `point`: which nodes are its inputs
   (below their RESHAPEs: a buffer, another kernel's output, another realize point), and the parameter each one became
-  (DEFINE_GLOBAL i, one per buffer, numbered in the order met; params[i - 1] is the buffer of parameter i)."""
+  (DEFINE_GLOBAL i, one per buffer, numbered in the order met; params[i - 1] is the buffer of parameter i). An assign's
+  kernel reads the version of its target it overwrites through its output, DEFINE_GLOBAL 0 (the same memory: the
+  scheduler lets it read only the element it writes), so codegen sees a store of the old value as one (tensor/codegen/window.py)."""
   def __init__(self, point: UOp, points: set[UOp]):
     self.point, self.points, self.params, self.globals = point, points, [], {}
+    if point.op is Ops.ASSIGN: self.globals[below_reshapes(point.src[0])] = uop(Ops.DEFINE_GLOBAL, point.dtype.ptr(point.size), (), 0)
   def is_input(self, x: UOp) -> bool:
     b = below_reshapes(x)
     return b is not self.point and (b in self.points or b.op is Ops.BUFFER or (b.op is Ops.ASSIGN and b.src[1].op is Ops.KERNEL))

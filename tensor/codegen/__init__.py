@@ -3,6 +3,7 @@ Target (tensor/codegen/target.py: the device's renderer, vector caps and cost mo
 
   rangeify        loops over the output; AT(x, idx) pushed down to loads     rules/rangeify.rules
   symbolic        index arithmetic simplified                               rules/symbolic.rules
+  window          a store of the old value outside a window: loops over it   tensor/codegen/window.py, rules/opt.rules
   float_compute   float16/bfloat16 arithmetic computed in float32            rules/float_compute.rules
   opts            an Opt list: vectors, tiles, partials, stash (not NOOPT)   tensor/codegen/opt.py, rules/opt.rules
   expand          the upcast and unrolled loops' lanes made explicit        rules/expand.rules
@@ -30,6 +31,7 @@ from tensor.codegen.heuristic import hand_coded_opts
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, OptError, apply_opts
 from tensor.codegen.target import Target, target_for
+from tensor.codegen.window import window
 
 __all__ = ["full_rewrite_to_sink", "lower_kernel", "linearize", "program", "render", "Program", "kernel_name", "estimate", "Target", "target_for",
            "CodegenContext"]
@@ -100,6 +102,7 @@ def lower_kernel(ast: UOp, target: Target | None = None, opts: list | None = Non
   if target is None: target = target_for("CPU")
   if SPEC: spec.check(ast, "kernel", "the kernel AST codegen takes")
   sink, ctx = rangeify_simplified(ast)
+  sink = window(sink)
   sink = float_compute(sink)
   caps = target.caps
   optimize = opts is not None or (opt if opt is not None else not NOOPT)

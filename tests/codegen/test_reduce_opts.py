@@ -15,7 +15,7 @@ from runtime.ops import Ops
 from runtime.ops_python import program
 from tensor import Tensor
 from tensor.codegen import lower_kernel, rangeify_simplified, render, target_for
-from tensor.codegen.heuristic import MAX_CHAINS, PARTIALS, SPLIT_MIN_BYTES, STASH_MAX_BYTES
+from tensor.codegen.heuristic import MATVEC_PREFETCH, MAX_CHAINS, PARTIALS, SPLIT_MIN_BYTES, STASH_MAX_BYTES
 from tensor.codegen.linearize import linearize
 from tensor.codegen.opt import Opt, OptError, apply_opt
 from tensor.engine.realize import get_program, kernel_buffers, schedule_of
@@ -279,6 +279,23 @@ def test_prefetch_lanes_one_per_cache_line():
   one_vector = source(t, [Opt("STASH", 2, 0), Opt("PREFETCH", 2, 1), Opt("UNROLL", 2, 16)])
   assert one_vector.count("__builtin_prefetch(") == 1  # 16 floats: one line
   assert source(t, [Opt("STASH", 2, 0), Opt("PREFETCH", 2, 1), Opt("UNROLL", 2, 32)]).count("__builtin_prefetch(") == 2
+
+@pytest.mark.parametrize("rows", [63, 64, 300])
+def test_quantized_matvec_prefetches_rows_ahead(rows):
+  # int8 groups of 32 times a scale per group, summed over groups x elements (tensor/llm/quant.py's matvec): its rows asked
+  # for MATVEC_PREFETCH rows ahead from 64 rows on; the same bits with and without, numpy's values
+  q = rng.integers(-8, 8, (rows, 5, 32)).astype(np.int8)
+  s, x = rng.standard_normal((rows, 5)).astype(np.float32), rng.standard_normal((5, 32)).astype(np.float32)
+  t = (Tensor(q).realize().float() * Tensor(s).realize().unsqueeze(-1) * Tensor(x).realize()).sum((-1, -2))
+  opts = heuristic(t)
+  if rows < 64:
+    assert "PREFETCH" not in [o.op for o in opts]
+    return
+  assert Opt("PREFETCH", 2, MATVEC_PREFETCH) in opts
+  assert f"((ridx0+{MATVEC_PREFETCH})%{rows})" in source(t)
+  with_pf = run(t, opts)
+  assert with_pf.tobytes() == run(t, [o for o in opts if o.op != "PREFETCH"]).tobytes()
+  np.testing.assert_allclose(with_pf, ((q * s[..., None]) * x).sum((-1, -2)), rtol=1e-5, atol=1e-4)
 
 # ---- exp2's polynomial as vector code ----
 

@@ -64,6 +64,7 @@ def test_decode_replays_match_eager_prefill(tmp_path):
 def test_sampling():
   logits = Tensor([[0.0, 10.0, 9.0, -5.0, 1.0]])
   assert sample(logits) == 1
+  assert sample(Tensor([[0.0, 7.0, 3.0, 7.0]])) == 1 and sample(Tensor([[0.0, float("nan"), 9.0, float("nan")]])) == 1  # the first, nan first
   Tensor.manual_seed(3)
   draws = [sample(logits, temperature=1.0, top_k=2) for _ in range(40)]
   assert set(draws) == {1, 2}

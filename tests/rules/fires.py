@@ -67,7 +67,10 @@ def graphs() -> list:
   d = Tensor(rng.standard_normal((8, 32))).realize().cast(dtypes.float64).realize()
   img, w = R(2, 4, 10, 10), R(8, 4, 3, 3)
   n = Variable("rows", 1, 16).bind(5)
-  return [a + 1, a * 2 + b.sum(), (a @ b).relu(), a.sum(1), a.sum(0), a.sum(), a.max(1), a.min(0), a.prod(1), a.softmax(1),
+  def window_write():  # cache[3:5] = v, as t[...] = v builds it: only rows 3 and 4 are looped over (tensor/codegen/window.py)
+    c = R(8, 32)
+    return c.assign(Tensor.ones(2, 32, dtype=dtypes.bool).pad(((3, 3), (0, 0)), value=False).where(R(2, 32).pad(((3, 3), (0, 0))), c))
+  return [window_write(), a + 1, a * 2 + b.sum(), (a @ b).relu(), a.sum(1), a.sum(0), a.sum(), a.max(1), a.min(0), a.prod(1), a.softmax(1),
           big.softmax(1), big.sum(1), big.reshape(1200).sum(), R(1 << 19).sum(), (h * 2 + 1).exp(), h @ h.T, (bf * bf).sum(1), bf.exp2(),
           h.exp2(), h.log2(), a.exp2(), a.log2(), a.sin(), a.sqrt(), a ** 1.5, i // 3, i % 7, (i << 2) | 1, (i >> 1) ^ 5, u // 3, u % 5,
           u >> 2, (i > 0).where(i, -i), i.cast(dtypes.float32) * 1.5, a.cast(dtypes.int32), a.bitcast(dtypes.int32) + 1,
