@@ -61,7 +61,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   common = least_upper_dtype(x.dtype, weight.dtype)
   acc = to_dtype(dtype) if dtype is not None else int_acc_dtype(common)
   arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value,
-                           tile_columns(x.device))
+                           tile_columns(x.device), conv_graph.input_gradient, conv_graph.weight_gradient)
   ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
@@ -122,9 +122,8 @@ def _conv_transpose_nd(x: Tensor, weight: Tensor, bias, groups, stride, dilation
 
 def _transposed_by_phase(x: Tensor, weight: Tensor, bias, groups: int, stride: tuple, pads: list, outs: list, name: str) -> Tensor:
   """A strided, undilated transposed conv (floats) as one stride-1 conv per phase of its output, interleaved: the input
-  gradient of the conv it transposes, built by rules/gradient_helpers.transposed_conv_by_phase (no multiply by the zeros
-  a spread-out input would hold)."""
-  from rules.gradient_helpers import transposed_conv_by_phase
+  gradient of the conv it transposes, built by conv_graph.transposed_by_phase (no multiply by the zeros a spread-out input
+  would hold)."""
   n = len(stride)
   unbatched = x.ndim == n + 1
   if unbatched: x = x.reshape(1, *x.shape)
@@ -132,8 +131,8 @@ def _transposed_by_phase(x: Tensor, weight: Tensor, bias, groups: int, stride: t
     raise shape_error(f"{name}: bias of shape {bias.shape} does not fit weight of shape {weight.shape}: expected ({cout},)")
   common = least_upper_dtype(x.dtype, weight.dtype)
   arg = conv_graph.ConvArg(stride, (1,) * n, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), common, conv_graph.conv_value,
-                           tile_columns(x.device))
-  ret = type(x)(transposed_conv_by_phase(x.cast(common).uop, weight.cast(common).uop, tuple(outs), arg))
+                           tile_columns(x.device), conv_graph.input_gradient, conv_graph.weight_gradient)
+  ret = type(x)(conv_graph.transposed_by_phase(x.cast(common).uop, weight.cast(common).uop, tuple(outs), arg))
   if bias is not None: ret = ret + bias.reshape(1, ret.shape[1], *[1] * n)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
 

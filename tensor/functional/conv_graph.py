@@ -1,8 +1,8 @@
-"""The graph of a convolution's value, on tensor-graph UOps: sliding windows of the input (movement ops), times the weight,
-summed. tensor/functional/conv.py makes each conv a CONV(value, x, w) node with `conv`; the node's arg (ConvArg) carries
-`conv_value`, so rules/gradient.rules builds the convs of its gradients (the input's: a transposed conv; the weight's: a
-conv of the input by the output's gradient) through the same function, without importing the frontend. Pooling takes
-`windows` from here too.
+"""The graph of a convolution's value and of its gradients, on tensor-graph UOps: sliding windows of the input (movement
+ops), times the weight, summed. tensor/functional/conv.py makes each conv a CONV(value, x, w) node with `conv`; the node's
+arg (ConvArg) carries `conv_value`, `input_gradient` and `weight_gradient`, so rules/gradient.rules builds the convs of
+its gradients (the input's: a transposed conv, per phase when strided; the weight's: a conv of the input by the output's
+gradient) through them, without importing the frontend. Pooling takes `windows` from here too.
 
 A conv's value takes one of two forms:
   fused          windows of x times the weight, summed: one kernel (with the bias, activation and pooling after it), after
@@ -13,7 +13,7 @@ A conv's value takes one of two forms:
                  gradient's: batch x pixels) is summed in blocks that stay in the cache, then the blocks' partial sums.
 """
 from __future__ import annotations
-import math
+import itertools, math
 from typing import Callable, NamedTuple
 import numpy as np
 from runtime.dtype import DType, dtypes
@@ -24,8 +24,9 @@ class ConvArg(NamedTuple):
   """A CONV node's arg: x (bs, cin, *spatial) padded by `pads` ((before, after) per spatial dim, negative ones crop), convolved
   with w (cout, cin/groups, *kernel) at `stride` and `dilation`, summed in `dtype` (the result's); `width` is the floats
   per vector register of the target (the GEMM's column vectors, and the fused kernel's); `build` makes the value of a
-  conv (conv_value: rules/gradient.rules' helpers build the gradients' convs with it); `panel` the columns of the target's
-  matmul register tile (the GEMM's weight is packed in panels of them; 0: one panel)."""
+  conv (conv_value); `panel` the columns of the target's matmul register tile (the GEMM's weight is packed in panels of
+  them; 0: one panel); `input_grad` and `weight_grad` build the gradients' convs (input_gradient, weight_gradient here:
+  rules/gradient.rules' helpers call them through the arg, without importing the frontend)."""
   stride: tuple
   dilation: tuple
   groups: int
@@ -34,6 +35,8 @@ class ConvArg(NamedTuple):
   dtype: DType
   build: Callable
   panel: int = 0
+  input_grad: Callable | None = None
+  weight_grad: Callable | None = None
 
 # ---- movement ops on tensor-graph nodes (no-ops left out, as Tensor's methods leave them) ----
 
@@ -264,3 +267,120 @@ def fused_input(x: UOp, w: UOp, arg: ConvArg) -> tuple[UOp, int]:
 def conv(x: UOp, w: UOp, arg: ConvArg) -> UOp:
   """The CONV node of x convolved with w."""
   return uop(Ops.CONV, arg.dtype, (arg.build(x, w, arg), x, w), arg)
+
+# ---- the gradients: convs again (rules/gradient.rules differentiates a CONV node through its arg's input_grad and weight_grad) ----
+
+def _zeros(like: UOp, shape: tuple) -> UOp:
+  """Zeros of like's dtype and device in `shape`."""
+  c = uop(Ops.CONST, like.dtype, (uop(Ops.DEVICE, dtypes.void, (), like.device),), UOp.const(like.dtype, 0).arg)
+  return expand(reshape(c, (1,) * len(shape)), shape)
+
+def _spread(x: UOp, strides: tuple) -> UOp:
+  """x (a, b, *n) spread out by `strides` along its spatial dims, zeros between: (a, b, *(n*s)), x[..., m] at m*s."""
+  lead, n = x.shape[:2], x.shape[2:]
+  x = reshape(x, (*lead, *[v for d in n for v in (d, 1)]))
+  x = pad(x, [(0, 0)] * 2 + [r for s in strides for r in ((0, 0), (0, s - 1))])
+  return reshape(x, (*lead, *[d * s for d, s in zip(n, strides)]))
+
+def _swapped_weight(w: UOp, groups: int) -> UOp:
+  """w (cout, cin/groups, *k) with its in/out channels swapped per group: (cin, cout/groups, *k)."""
+  cout, cin_g, kernel = w.shape[0], w.shape[1], w.shape[2:]
+  wt = permute(reshape(w, (groups, cout // groups, cin_g, *kernel)), (0, 2, 1, *range(3, 3 + len(kernel))))
+  return reshape(wt, (groups * cin_g, cout // groups, *kernel))
+
+def input_gradient(g: UOp, x: UOp, w: UOp, arg: ConvArg) -> UOp:
+  """d(loss)/dx of conv(x, w) given g (bs, cout, *out): the transposed convolution, a conv of g by the weight flipped with
+  its in/out channels swapped per group, at the forward's dilation, padded so that x[i] sees every output o and tap k
+  with o*stride + k*dilation = i + before. A strided, undilated conv's runs per phase (transposed_by_phase); a strided,
+  dilated one's spreads g out by the stride (zeros between) first."""
+  nd, outs = len(arg.stride), g.shape[2:]
+  if any(s > 1 for s in arg.stride) and all(d == 1 for d in arg.dilation):
+    return cast(transposed_by_phase(g, cast(w, g.dtype), x.shape[2:], arg), x.dtype)
+  if any(s > 1 for s in arg.stride):  # the first (o-1)*s + 1 of g spread out
+    g = shrink(_spread(g, arg.stride), [(0, d) for d in g.shape[:2]] + [(0, (o - 1) * s + 1) for o, s in zip(outs, arg.stride)])
+  wt = flip(_swapped_weight(cast(w, g.dtype), arg.groups), range(2, 2 + nd))              # (cin, cout/groups, *k)
+  pads = tuple((d * (k - 1) - b, i + b - (o - 1) * s - 1)
+               for d, k, (b, _), i, o, s in zip(arg.dilation, w.shape[2:], arg.pads, x.shape[2:], outs, arg.stride))
+  return cast(conv(g, wt, arg._replace(stride=(1,) * nd, pads=pads, dtype=g.dtype)), x.dtype)
+
+def transposed_by_phase(g: UOp, w: UOp, spatial: tuple, arg: ConvArg) -> UOp:
+  """The transposed conv of g (bs, cout, *out) by w (cout, cin/groups, *k) for a strided, undilated conv (arg: its stride,
+  groups and before-padding) whose input is `spatial`: the input gradient, (bs, cin, *spatial) in g's dtype, without
+  the zeros a spread-out g would multiply (3 of 4 of its multiply-adds at stride 2 in 2-d). Per dim, x[i] with
+  i + before = m*stride + p (its phase p) sees the taps k = p + j*stride and the outputs o = m - j only: for each phase a
+  stride-1 transposed conv of g by those taps, whose results interleave into dx (each spread out by the stride at its
+  offset, then summed: one elementwise kernel). conv_transpose2d and its kin run this too (tensor/functional/conv.py)."""
+  nd, strides, kernel, outs = len(arg.stride), arg.stride, w.shape[2:], g.shape[2:]
+  bs, wt = g.shape[0], _swapped_weight(w, arg.groups)                                      # (cin, cout/groups, *k)
+  cin = wt.shape[0]
+  dx = None
+  for phase in itertools.product(*[range(s) for s in strides]):
+    taps = [-(-(k - p) // s) if p < k else 0 for k, p, s in zip(kernel, phase, strides)]     # taps of this phase per dim
+    first = [-((p - b) // s) for p, s, (b, _) in zip(phase, strides, arg.pads)]             # its first m with i >= 0
+    count = [(i - 1 + b - p) // s - m + 1 for i, b, p, s, m in zip(spatial, (b for b, _ in arg.pads), phase, strides, first)]
+    if any(t == 0 for t in taps) or any(c <= 0 for c in count): continue                     # no tap, or no pixel: zeros
+    # the phase's taps p, p+s, ...: the tap axis padded to a multiple of s, cut in (taps, s), column p kept; then flipped
+    wp = pad(wt, [(0, 0)] * 2 + [(0, -(-k // s) * s - k) for k, s in zip(kernel, strides)])
+    wp = reshape(wp, (*wt.shape[:2], *[v for k, s in zip(kernel, strides) for v in (-(-k // s), s)]))
+    wp = shrink(wp, [(0, d) for d in wt.shape[:2]] + [r for t, p in zip(taps, phase) for r in ((0, t), (p, p + 1))])
+    wp = flip(reshape(wp, (*wt.shape[:2], *taps)), range(2, 2 + nd))
+    # dx_p[m] = sum over j of g[m - j] * w[p + j*s]: a stride-1 conv of g padded by taps-1-first before (a crop when negative)
+    pads = tuple((t - 1 - m, c - o - (t - 1 - m) + t - 1) for t, m, c, o in zip(taps, first, count, outs))
+    part = conv(g, wp, arg._replace(stride=(1,) * nd, dilation=(1,) * nd, pads=pads, dtype=g.dtype))   # (bs, cin, *count)
+    # pixel m of the phase is x's i = m*s + p - before: spread out by the stride, then placed at the first one's i
+    start = [m * s + p - b for m, s, p, (b, _) in zip(first, strides, phase, arg.pads)]
+    part = pad(_spread(part, strides), [(0, 0)] * 2 + [(a, i - a - c * s) for a, i, c, s in zip(start, spatial, count, strides)])
+    dx = part if dx is None else uop(Ops.ADD, g.dtype, (dx, part))
+  return dx if dx is not None else _zeros(g, (bs, cin, *spatial))                          # no pixel sees a tap
+
+def _swap_batch_channels(x: UOp, groups: int) -> UOp:
+  """x (bs, cin, *spatial) as the weight gradient's conv input: (cin/groups, groups*bs, *spatial)."""
+  nd, (bs, cin) = len(x.shape) - 2, x.shape[:2]
+  if groups == 1: return permute(x, (1, 0, *range(2, 2 + nd)))  # a plain swap: the GEMM reads x's own copy
+  xt = permute(reshape(x, (bs, groups, cin // groups, *x.shape[2:])), (2, 1, 0, *range(3, 3 + nd)))
+  return reshape(xt, (cin // groups, groups * bs, *x.shape[2:]))
+
+def _gradient_as_weight(g: UOp, groups: int) -> UOp:
+  """g (bs, cout, *out) as the weight gradient's conv weight: (cout, bs, *out), its output positions as the taps."""
+  nd, (bs, cout) = len(g.shape) - 2, g.shape[:2]
+  gt = permute(reshape(g, (bs, groups, cout // groups, *g.shape[2:])), (1, 2, 0, *range(3, 3 + nd)))
+  return reshape(gt, (cout, bs, *g.shape[2:]))
+
+def weight_gradient(g: UOp, x: UOp, w: UOp, arg: ConvArg) -> UOp:
+  """d(loss)/dw of conv(x, w) given g (bs, cout, *out): dw[oc, c, k] = sum over n and o of
+  g[n, oc, o] * x[n, c, o*stride + k*dilation - before], a conv too: of x with batch and channels swapped (the input
+  channels as its batch, the batch as its channels, per group) by g as the weight (its output positions as the taps), at
+  stride `dilation` and dilation `stride`; its output holds at least the kernel's taps. A strided, undilated conv's runs
+  per phase of the taps (weight_gradient_by_phase)."""
+  nd, groups = len(arg.stride), arg.groups
+  if any(s > 1 for s in arg.stride) and all(d == 1 for d in arg.dilation): return cast(weight_gradient_by_phase(g, x, w, arg), w.dtype)
+  dw = conv(_swap_batch_channels(cast(x, g.dtype), groups), _gradient_as_weight(g, groups),
+            arg._replace(stride=arg.dilation, dilation=arg.stride, dtype=g.dtype))
+  dw = shrink(dw, [(0, d) for d in dw.shape[:2]] + [(0, k) for k in w.shape[2:]])              # (cin/groups, cout, *k)
+  return cast(permute(dw, (1, 0, *range(2, 2 + nd))), w.dtype)
+
+def weight_gradient_by_phase(g: UOp, x: UOp, w: UOp, arg: ConvArg) -> UOp:
+  """The weight gradient of a strided, undilated conv by phase of the taps. With k = j*stride + q (per dim),
+  x[o*stride + k - before] is x_q[o + j] where x_q[m] = padded x[m*stride + q]: the taps of phase q are the weight
+  gradient of a stride-1 conv of x_q, so each phase is a GEMM over dense, unit-stride windows (the one strided conv read
+  every stride-th pixel and computed taps up to a multiple of the stride: 16 for 9 at 3x3/2). The phases' taps interleave
+  into dw (cout, cin/groups, *k) in g's dtype."""
+  nd, strides, kernel, outs, groups = len(arg.stride), arg.stride, w.shape[2:], g.shape[2:], arg.groups
+  gt, xg = _gradient_as_weight(g, groups), cast(x, g.dtype)
+  bs, cin = x.shape[:2]
+  dw = None
+  for phase in itertools.product(*[range(s) for s in strides]):
+    taps = [-(-(k - q) // s) if q < k else 0 for k, q, s in zip(kernel, phase, strides)]
+    if any(t == 0 for t in taps): continue                                                    # taps past the kernel
+    # x_q: x padded so that it holds (out + taps - 1) blocks of `stride` pixels, then column q of each block
+    rows = [o + t - 1 for o, t in zip(outs, taps)]
+    xq = pad(xg, [(0, 0)] * 2 + [(b, m * s - i - b) for (b, _), m, s, i in zip(arg.pads, rows, strides, x.shape[2:])])
+    xq = reshape(xq, (bs, cin, *[v for m, s in zip(rows, strides) for v in (m, s)]))
+    xq = reshape(shrink(xq, [(0, bs), (0, cin)] + [r for m, q in zip(rows, phase) for r in ((0, m), (q, q + 1))]), (bs, cin, *rows))
+    one = (1,) * nd
+    part = conv(_swap_batch_channels(xq, groups), gt, arg._replace(stride=one, dilation=one, pads=((0, 0),) * nd, dtype=g.dtype))
+    # (cin/groups, cout, *taps) -> tap j at k = j*s + q: spread out by the stride, placed at q, cut to the kernel
+    part = _spread(permute(part, (1, 0, *range(2, 2 + nd))), strides)
+    part = pad(part, [(0, 0)] * 2 + [(q, k - q - t * s) for q, k, t, s in zip(phase, kernel, taps, strides)])
+    dw = part if dw is None else uop(Ops.ADD, g.dtype, (dw, part))
+  return dw
