@@ -267,6 +267,7 @@ def main() -> None:
   try: import torch  # noqa: F401
   except ImportError: torch = None
   from runtime.helpers import Context
+  import runtime.threads  # noqa: F401  (registers THREADS, which Context(THREADS=n) below sets, before tensor is imported)
   records = []
   for model in [] if args.cold_only else args.models.split(","):
     if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
