@@ -91,12 +91,7 @@ class Buffer:
     memory of this kind."""
     b = _new_buffer(Buffer)
     b.device, b.size, b.dtype, b.nbytes, b.base, b.offset, b._allocator = device, size, dtype, nbytes, None, 0, allocator
-    if allocator is HOST and (free := _pool.get((nbytes, dtype))):
-      b._buf, b._array, b._ptr = free.pop()
-      _pooled[nbytes > POOL_BYTES] -= 1
-      if nbytes > POOL_BYTES: _pooled_large_bytes[0] -= nbytes
-      GlobalCounters.mem_used += nbytes
-      return b
+    if allocator is HOST and (free := _pool.get((nbytes, dtype))): return _from_pool(b, free)
     b._buf, b._array, b._ptr = None, None, 0
     return b.ensure_allocated()
 
@@ -124,12 +119,7 @@ class Buffer:
     if self.base is not None:
       self._buf = alloc.view(self.base.ensure_allocated()._buf, self.offset, self.nbytes)
       if self._buf is None: raise DeviceError(f"{self.device} can't make a view {self.offset} bytes into a buffer")
-    elif alloc is HOST and (free := _pool.get((self.nbytes, self.dtype))):  # a freed buffer of this size and dtype: no allocation
-      self._buf, self._array, self._ptr = free.pop()
-      _pooled[self.nbytes > POOL_BYTES] -= 1
-      if self.nbytes > POOL_BYTES: _pooled_large_bytes[0] -= self.nbytes
-      GlobalCounters.mem_used += self.nbytes  # live memory, as __del__ counts it out
-      return self
+    elif alloc is HOST and (free := _pool.get((self.nbytes, self.dtype))): return _from_pool(self, free)  # no allocation
     else:
       self._buf = alloc.alloc(self.nbytes)
       GlobalCounters.mem_used += self.nbytes
@@ -218,6 +208,14 @@ _pooled_large_bytes = [0]
 def pooled(nbytes: int, dtype: DType) -> bool:
   """Whether the next host buffer of nbytes and dtype gets memory a freed one left (used before: no page faults)."""
   return bool(_pool.get((nbytes, dtype)))
+
+def _from_pool(b: Buffer, free: list) -> Buffer:
+  """b given the memory of a freed buffer of its size and dtype (`free`, its pool list): no allocation; live again."""
+  b._buf, b._array, b._ptr = free.pop()
+  _pooled[b.nbytes > POOL_BYTES] -= 1
+  if b.nbytes > POOL_BYTES: _pooled_large_bytes[0] -= b.nbytes
+  GlobalCounters.mem_used += b.nbytes  # live memory, as __del__ counts it out
+  return b
 
 def _recycle(b: Buffer) -> None:
   """Keep a dying host buffer's memory for the next one of its kind, unless a view of it may be alive elsewhere (anything

@@ -30,6 +30,11 @@ def tile_columns(device: str) -> int:
   from tensor.engine.state import ENGINE
   return register_tile(ENGINE.target(device).caps or VECTOR_CAPS, 4)[1]
 
+def conv_arg(device: str, stride: tuple, dilation: tuple, groups: int, pads, dtype) -> conv_graph.ConvArg:
+  """The CONV node's arg for a conv on `device`: its vector width and matmul tile, the builders of its value and gradients."""
+  return conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(device), dtype, conv_graph.conv_value,
+                            tile_columns(device), conv_graph.input_gradient, conv_graph.weight_gradient)
+
 def _conv_pads(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...], name: str) -> list[tuple[int, int]]:
   if isinstance(padding, str):
     if padding == "valid": return [(0, 0)] * len(kernel)
@@ -60,8 +65,7 @@ def conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any, stride: An
   from tensor.errors import to_dtype
   common = least_upper_dtype(x.dtype, weight.dtype)
   acc = to_dtype(dtype) if dtype is not None else int_acc_dtype(common)
-  arg = conv_graph.ConvArg(stride, dilation, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), acc, conv_graph.conv_value,
-                           tile_columns(x.device), conv_graph.input_gradient, conv_graph.weight_gradient)
+  arg = conv_arg(x.device, stride, dilation, groups, pads, acc)
   ret = type(x)(conv_graph.conv(x.cast(common).uop, weight.cast(common).uop, arg))                 # (bs, cout, *out)
   if bias is not None: ret = ret + bias.reshape(1, cout, *[1] * nd)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
@@ -130,8 +134,7 @@ def _transposed_by_phase(x: Tensor, weight: Tensor, bias, groups: int, stride: t
   if bias is not None and bias.shape != (cout := weight.shape[1] * groups,):
     raise shape_error(f"{name}: bias of shape {bias.shape} does not fit weight of shape {weight.shape}: expected ({cout},)")
   common = least_upper_dtype(x.dtype, weight.dtype)
-  arg = conv_graph.ConvArg(stride, (1,) * n, groups, tuple(tuple(p) for p in pads), vector_floats(x.device), common, conv_graph.conv_value,
-                           tile_columns(x.device), conv_graph.input_gradient, conv_graph.weight_gradient)
+  arg = conv_arg(x.device, stride, (1,) * n, groups, pads, common)
   ret = type(x)(conv_graph.transposed_by_phase(x.cast(common).uop, weight.cast(common).uop, tuple(outs), arg))
   if bias is not None: ret = ret + bias.reshape(1, ret.shape[1], *[1] * n)
   return ret.reshape(ret.shape[1:]) if unbatched else ret
