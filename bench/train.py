@@ -157,6 +157,7 @@ def serve(tree: str, model: str, threads: int | None) -> None:
   global TREE
   TREE = tree
   from runtime.helpers import Context
+  import runtime.threads  # noqa: F401  (registers THREADS: tensor imports it only when a kernel first runs)
   import tensor
   assert os.path.dirname(os.path.dirname(os.path.abspath(tensor.__file__))) == tree, tensor.__file__
   ctx = Context(THREADS=threads) if threads else Context()
@@ -267,7 +268,7 @@ def main() -> None:
   try: import torch  # noqa: F401
   except ImportError: torch = None
   from runtime.helpers import Context
-  import runtime.threads  # noqa: F401  (registers THREADS, which Context(THREADS=n) below sets, before tensor is imported)
+  import runtime.threads  # noqa: F401  (registers THREADS, which Context(THREADS=n) below sets: tensor imports it only when a kernel first runs)
   records = []
   for model in [] if args.cold_only else args.models.split(","):
     if model not in BATCH: ap.error(f"unknown model {model!r}: choose from {', '.join(BATCH)}")
