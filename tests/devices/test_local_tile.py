@@ -12,6 +12,8 @@ from tensor import Tensor
 from tensor.codegen import program, rangeify_simplified, target_for
 from tensor.codegen.opt import Opt, OptError
 
+# every test here checks the tile the heuristic picks: under NOOPT=1 it runs with the optimizer on (tests/conftest.py)
+pytestmark = pytest.mark.optimized
 needs_cl = pytest.mark.skipif(not ops_cl.available(), reason=f"no OpenCL device: {ops_cl.INSTALL}")
 
 def kernel_ast(t: Tensor):
