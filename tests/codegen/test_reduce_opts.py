@@ -369,3 +369,17 @@ def test_a_few_columns_over_a_reduction_that_no_vector_divides_keep_the_tile():
   # 100 = no multiple of a vector: not unrolled that way (the gathered tile as before)
   H, W = Tensor(rng.standard_normal((64, 100)).astype(np.float32)).realize(), Tensor(rng.standard_normal((10, 100)).astype(np.float32)).realize()
   assert "UNROLL" not in kinds(H.relu().linear(W))
+
+@pytest.mark.parametrize("bs,h,w,c", [(8, 54, 54, 64), (2, 7, 7, 512), (3, 9, 6, 32), (1, 5, 10, 48), (2, 6, 5, 16), (4, 6, 6, 64)])
+def test_channels_last_to_nchw_copy_takes_lanes_of_channels(bs, h, w, c):
+  # a conv's channels-last GEMM output made NCHW, its row of w pixels no multiple of a vector: a vector of channels (each
+  # lane stores to its plane), times a pair of pixels when w is even (heuristic.channel_lanes)
+  from tensor.renderer.cstyle import cpu_vector_caps
+  width = cpu_vector_caps().register_bytes // 4
+  x = rng.standard_normal((bs, h, w, c)).astype(np.float32)
+  t = Tensor(x).realize().permute(0, 3, 1, 2).contiguous()
+  opts = heuristic(t)
+  if c % width == 0 and not any(a >= 4 and w % a == 0 and a < w for a in (width, width // 2)):
+    assert any(o.op == "UPCAST" and o.amount == width for o in opts), opts
+    assert any(o.op == "UPCAST" and o.amount == 2 for o in opts) == (w % 2 == 0), opts
+  for threads in (1, 2): np.testing.assert_array_equal(run(t, None, threads=threads).reshape(bs, c, h, w), x.transpose(0, 3, 1, 2))
