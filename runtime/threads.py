@@ -1,7 +1,8 @@
 """Threads inside CPU kernels: how many a kernel may use, and when it should stay on one. The renderer asks
-`threads_for(...)` while it writes a kernel and puts `parallel_pragma(n)` on its outermost loop (`loop_bound_hint` inside
-it); runtime/ops_cpu.py builds a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere
-the pragma is ignored: serial).
+`threads_for(...)` while it writes a kernel, moves its outermost loop into a function of its own (`loop_bound_hint` inside
+it) and calls that from a `parallel_region(n, ...)` (`parallel_pragma(n)` on the loop itself when it can't);
+runtime/ops_cpu.py builds a source holding `#pragma omp` with -fopenmp (where the compiler has OpenMP; elsewhere the
+pragma is ignored: serial).
 
 THREADS=n caps the threads of every kernel (default 0: the cores this process may run on); `Context(THREADS=1)` for a block.
 """

@@ -1,7 +1,8 @@
 """The C renderer: a linear kernel program -> one C function. The C of every UOp comes from rules/render_c.rules as pieces
 (rules/render_c_helpers.py); this driver joins them, decides which values get a variable and which are inlined, and lays out
 the file: includes, vector types, helper functions, the kernel's header and its entry point. The loops codegen gives it
-as parallel get an OpenMP pragma (runtime/threads.py); CRenderer is the CPU target's renderer (tensor/codegen/target.py).
+as parallel become functions of their own that the kernel calls from an OpenMP region (`outline`, runtime/threads.py);
+CRenderer is the CPU target's renderer (tensor/codegen/target.py).
 """
 from __future__ import annotations
 import functools

@@ -118,3 +118,16 @@ def test_a_loop_of_symbolic_length_splits_among_threads(rows):
   np.testing.assert_allclose(got, (x[:rows] * 2 + 1).sum(2), rtol=1e-4, atol=1e-3)
   srcs = [r.program.src for r in ENGINE.programs.values() if getattr(r, "program", None) is not None]
   assert any("int part_n = n," in s for s in srcs)  # the kernel ran on threads, its blocks from n's value
+
+def test_a_kernel_of_more_parameters_than_direct_ones_keeps_its_pragma():
+  # past cstyle.MAX_DIRECT_PARAMS the kernel reads its buffers in its entry point: its loop stays under the pragma
+  from tensor.renderer.cstyle import MAX_DIRECT_PARAMS
+  xs = [rng.standard_normal(1 << 16).astype(np.float32) for _ in range(MAX_DIRECT_PARAMS + 2)]
+  with Context(THREADS=2):
+    t = sum((Tensor(x) for x in xs[1:]), Tensor(xs[0]))
+    src = get_program(ast_of(t), "CPU").src
+    got = t.numpy()
+  assert "#pragma omp parallel for" in src and "_p0" not in src
+  want = xs[0].copy()
+  for x in xs[1:]: want += x
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
