@@ -1,7 +1,8 @@
 """The C renderer: a linear kernel program -> one C function. The C of every UOp comes from rules/render_c.rules as pieces
 (rules/render_c_helpers.py); this driver joins them, decides which values get a variable and which are inlined, and lays out
 the file: includes, vector types, helper functions, the kernel's header and its entry point. The loops codegen gives it
-as parallel get an OpenMP pragma (runtime/threads.py); CRenderer is the CPU target's renderer (tensor/codegen/target.py).
+as parallel become functions of their own that the kernel calls from an OpenMP region (`outline`, runtime/threads.py);
+CRenderer is the CPU target's renderer (tensor/codegen/target.py).
 """
 from __future__ import annotations
 import functools
@@ -12,7 +13,7 @@ from runtime.uop import UOp, uop
 from rules.render_c import render_c as render_rules, render_value, render_operand, c_function
 from rules.render_c_helpers import Fn, Line, Param, ctype, vector_typedefs
 from rules.vectorize_helpers import VectorCaps
-from runtime.threads import loop_bound_hint, parallel_pragma
+from runtime.threads import loop_bound_hint, parallel_pragma, parallel_region
 from tensor.renderer import Renderer
 
 # what this renderer computes on vectors (GCC vector extensions; rules/vectorize.rules): float and int lanes of 32 to
@@ -39,6 +40,9 @@ class CContext:
     self.helpers: dict[str, str] = {}
     self.typedefs: dict[str, str] = {}
     self.types: dict[DType, str] = {}
+    # each parallel loop of the body: (first line: its pragma, end: past its closing brace, counter, its C type, bound,
+    # threads, the variables declared before it outside every loop {name: C type})
+    self.parallel: list[tuple[int, int, str, str, str, int, dict[str, str]]] = []
 
   def join(self, pieces: tuple, widen: bool = False) -> str:
     """The C text of a rule's pieces; widen: the result is a bfloat16 op's, which reads its bfloat16 operands as doubles."""
@@ -110,7 +114,7 @@ def render_c(name: str, uops: list[UOp], parallel: dict[UOp, int] | None = None)
   ctx = CContext()
   params, body = render_body(ctx, uops, render_rules.rewrite, render_value.rewrite, parallel or {}, unrolled_loops(uops))
   head = ["#include <math.h>", "#include <stdbool.h>", *ctx.typedefs.values(), *ctx.helpers.values()]
-  return "\n".join(head + entry_points(name, params, body)) + "\n"
+  return "\n".join(head + entry_points(name, params, body, ctx.parallel)) + "\n"
 
 def render_body(ctx: CContext, uops: list[UOp], rewrite: Callable, value: Callable, threads: dict[UOp, int],
                 unrolled: set[UOp]) -> tuple[dict, list[str]]:
@@ -133,7 +137,9 @@ def render_body(ctx: CContext, uops: list[UOp], rewrite: Callable, value: Callab
   body: list[str] = []
   depth = 1
   counters: dict[str, int] = {}
-  before_loops: list[str] = []  # the variables declared outside every loop so far (a parallel loop's firstprivate ones)
+  before_loops: dict[str, str] = {}  # the variables declared outside every loop so far, with their C types (a parallel loop's firstprivate ones)
+  arrays: dict[str, str | None] = {}  # the arrays declared there (a SPLIT's partials, which the threads share): their pointer types
+  opened: list = []  # the parallel loop open now: [its RANGE, its pragma's line, the depth of its `for`]
   for u in uops:
     op = u.op
     out = rewrite(u)
@@ -146,11 +152,21 @@ def render_body(ctx: CContext, uops: list[UOp], rewrite: Callable, value: Callab
     if out.__class__ is Line:
       if out.name is not None: ctx.text[u] = ctx.join(out.name)
       if out.indent < 0: depth += out.indent
-      if u in threads: body.append("  " * depth + parallel_pragma(threads[u], private=tuple(before_loops)))
+      if out.name is not None and depth == 1 and op is not Ops.RANGE:
+        # an array a parallel loop's function gets as a pointer (None: a name of another kind, whose loop keeps its pragma)
+        arrays[ctx.text[u]] = (("unsigned short" if u.dtype.base is dtypes.bfloat16 else ctx.ctype(u.dtype.base)) + "*") \
+          if op is Ops.DEFINE_LOCAL else None
+      if u in threads:
+        opened = [u, len(body), depth]
+        body.append("  " * depth + parallel_pragma(threads[u], private=tuple(before_loops)))
       if u in unrolled: body.append("  " * depth + f"#pragma GCC unroll {UNROLL_TILE_STEPS}")
       body.append("  " * depth + ctx.join(out.pieces))
       if out.indent > 0: depth += out.indent
       if u in threads: body.append("  " * depth + loop_bound_hint(ctx.text[u], ctx.join((u.src[0],))))
+      if out.indent < 0 and opened and depth == opened[2]:
+        r = opened[0]
+        ctx.parallel.append((opened[1], len(body), ctx.text[r], ctx.ctype(r.dtype), ctx.join((r.src[0],)), threads[r], {**before_loops, **arrays}))
+        opened = []
       continue
     text = ctx.join(out, u.dtype.scalar is dtypes.bfloat16 and op in GroupOp.ALU)
     if op in GroupOp.ALU and (wrapped := value(u, text)) is not None: text = ctx.join(wrapped)
@@ -163,21 +179,47 @@ def render_body(ctx: CContext, uops: list[UOp], rewrite: Callable, value: Callab
     counters[prefix] = counters.get(prefix, 0) + 1
     var = ctx.text[u] = f"{prefix}{counters[prefix] - 1}"
     body.append("  " * depth + f"{ctx.ctype(u.dtype)} {var} = {text};")
-    if depth == 1: before_loops.append(var)
+    if depth == 1: before_loops[var] = ctx.ctype(u.dtype)
   return params, body
 
 # a kernel with more parameters than this reads its buffers straight from the array (gcc then drops `restrict`: loops may be
 # versioned for aliasing); fewer, and the array entry calls the kernel with one restrict pointer each
 MAX_DIRECT_PARAMS = 64
 
-def entry_points(name: str, params: dict[str, dict], body: list[str]) -> list[str]:
+def entry_points(name: str, params: dict[str, dict], body: list[str], parallel: list | None = None) -> list[str]:
   """The kernel as the seeds print it, `void name(T* restrict data0, ..., scalars)`, and the entry point the CPU device calls,
   `void name_call(void* const* bufs, const long long* ivals, const double* fvals)`: buffer i is bufs[i] (a buffer the kernel
-  no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py)."""
+  no longer reads keeps its place), the int and float scalars come in order from their arrays (runtime/ops_cpu.py).
+  `parallel` (CContext.parallel): the body's parallel loops, each moved into a function `name_p{k}` of its own that the
+  kernel calls from an OpenMP region (`outline`)."""
   sig = "void* const* bufs, const long long* ivals, const double* fvals"
   ptrs = [(f"{t}* restrict {n}", f"({t}*)bufs[{i}]") for i, (n, t) in sorted(params["bufs"].items())]
   scalars = [(f"{t} {n}", f"({t}){a}[{k}]") for a in ("ivals", "fvals") for k, (n, t) in params[a].items()]
   if len(ptrs) + len(scalars) > MAX_DIRECT_PARAMS:
     return [f"void {name}_call({sig}) {{", *(f"  {d.replace(' restrict', '')} = {v};" for d, v in ptrs + scalars), *body, "}"]
-  return [f"void {name}({', '.join(d for d, _ in ptrs + scalars)}) {{", *body, "}",
+  decls = [d for d, _ in ptrs + scalars]
+  loops, body = outline(name, decls, body, parallel or [])
+  return [*loops, f"void {name}({', '.join(decls)}) {{", *body, "}",
           f"void {name}_call({sig}) {{ {name}({', '.join(v for _, v in ptrs + scalars)}); }}"]
+
+def outline(name: str, decls: list[str], body: list[str], parallel: list) -> tuple[list[str], list[str]]:
+  """(the functions of the body's parallel loops, the body calling them): each loop, from its pragma to its closing brace,
+  becomes `void name_p{k}(the kernel's parameters, the variables declared before it, lo, hi)` running its iterations
+  [lo, hi) (noinline: gcc compiles it as a plain function with restrict pointers, not inside OpenMP's outlined one), and in
+  the body an OpenMP region where each thread calls it on its block (runtime/threads.py parallel_region). A loop whose
+  function would take more than MAX_DIRECT_PARAMS parameters keeps its pragma."""
+  funcs: list[str] = []
+  out: list[str] = []
+  done = 0
+  for k, (first, end, counter, ctr_type, bound, threads, private) in enumerate(parallel):
+    args = decls + [f"{t} {v}" for v, t in private.items()]
+    if len(args) + 2 > MAX_DIRECT_PARAMS or None in private.values(): continue
+    fn = f"{name}_p{k}"
+    # the pragma's line, the `for`'s: replaced; the bound hint, the loop's body and its closing brace: kept
+    funcs += [f"void __attribute__((noinline)) {fn}({', '.join(args + [f'{ctr_type} lo', f'{ctr_type} hi'])}) {{",
+              f"  for ({ctr_type} {counter} = lo; {counter} < hi; {counter}++) {{", *body[first + 2:end], "}"]
+    indent = body[first][:len(body[first]) - len(body[first].lstrip())]
+    call = f"{fn}({', '.join([d.split()[-1] for d in decls] + list(private) + ['part_lo', 'part_hi'])})"
+    out += body[done:first] + [indent + line for line in parallel_region(threads, bound, ctr_type, call)]
+    done = end
+  return funcs, out + body[done:]

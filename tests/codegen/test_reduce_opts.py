@@ -191,7 +191,7 @@ def test_split_sum_and_max(n, parts):
   # within float32's rounding of a serial sum (NOOPT=1 runs one): a lost or doubled block would be off by hundreds
   np.testing.assert_allclose(one[0], a.astype(np.float64).sum(), rtol=0, atol=2e-7 * np.abs(a).sum())
   assert one[1] == a.max()
-  if parts: assert "#pragma omp parallel for" in source(A.sum(), threads=2) and "#pragma" not in source(A.sum(), threads=1)
+  if parts: assert "#pragma omp parallel" in source(A.sum(), threads=2) and "#pragma" not in source(A.sum(), threads=1)
 
 def test_split_of_a_2d_sum_at_its_outer_loop():
   a = rng.standard_normal((1024, SPLIT_MIN_BYTES // 4 // 1024)).astype(np.float32)
@@ -350,7 +350,8 @@ def test_parallel_loop_keeps_its_inner_loops_vectorized(tmp_path):
     assert r.returncode == 0, r.stderr
     return r.stderr.count("loop vectorized")
   two = source(t, threads=2)
-  assert "#pragma omp parallel for" in two and "firstprivate(" in two and "__builtin_unreachable();" in two
+  # the loop in a function of its own (cstyle.outline), the values computed before it passed in, its counter's range hinted
+  assert "#pragma omp parallel" in two and "_p0(" in two and "__builtin_unreachable();" in two
   assert vectorized(two) == vectorized(source(t, threads=1)) >= 1
 
 @pytest.mark.parametrize("cols", [10, 16])
@@ -368,3 +369,17 @@ def test_a_few_columns_over_a_reduction_that_no_vector_divides_keep_the_tile():
   # 100 = no multiple of a vector: not unrolled that way (the gathered tile as before)
   H, W = Tensor(rng.standard_normal((64, 100)).astype(np.float32)).realize(), Tensor(rng.standard_normal((10, 100)).astype(np.float32)).realize()
   assert "UNROLL" not in kinds(H.relu().linear(W))
+
+@pytest.mark.parametrize("bs,h,w,c", [(8, 54, 54, 64), (2, 7, 7, 512), (3, 9, 6, 32), (1, 5, 10, 48), (2, 6, 5, 16), (4, 6, 6, 64)])
+def test_channels_last_to_nchw_copy_takes_lanes_of_channels(bs, h, w, c):
+  # a conv's channels-last GEMM output made NCHW, its row of w pixels no multiple of a vector: a vector of channels (each
+  # lane stores to its plane), times a pair of pixels when w is even (heuristic.channel_lanes)
+  from tensor.renderer.cstyle import cpu_vector_caps
+  width = cpu_vector_caps().register_bytes // 4
+  x = rng.standard_normal((bs, h, w, c)).astype(np.float32)
+  t = Tensor(x).realize().permute(0, 3, 1, 2).contiguous()
+  opts = heuristic(t)
+  if c % width == 0 and not any(a >= 4 and w % a == 0 and a < w for a in (width, width // 2)):
+    assert any(o.op == "UPCAST" and o.amount == width for o in opts), opts
+    assert any(o.op == "UPCAST" and o.amount == 2 for o in opts) == (w % 2 == 0), opts
+  for threads in (1, 2): np.testing.assert_array_equal(run(t, None, threads=threads).reshape(bs, c, h, w), x.transpose(0, 3, 1, 2))

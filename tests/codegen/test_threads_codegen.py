@@ -7,8 +7,9 @@ import pytest
 from runtime.helpers import Context
 from runtime.ops import Ops
 from runtime.ops_cpu import openmp_flags
-from tensor import Tensor
+from tensor import Tensor, Variable
 from tensor.engine.realize import get_program, schedule_of
+from tensor.engine.state import ENGINE
 
 def ast_of(t: Tensor):
   """The AST of t's main kernel: its reduction's when it has one (a packed matmul also runs copy kernels), else its last."""
@@ -39,13 +40,13 @@ def test_two_threads_equal_one_bit_for_bit(name):
   with Context(THREADS=1): one = KERNELS[name]().numpy()
   with Context(THREADS=2):
     two = KERNELS[name]().numpy()
-    assert "#pragma omp parallel for" in get_program(ast_of(KERNELS[name]()), "CPU").src  # the comparison compares something
+    assert "#pragma omp parallel" in get_program(ast_of(KERNELS[name]()), "CPU").src  # the comparison compares something
   assert one.tobytes() == two.tobytes()
 
 def test_big_kernels_get_a_pragma_small_and_reductions_do_not():
   with Context(THREADS=2):
     x = Tensor(rng.standard_normal((256, 256)).astype(np.float32)).realize()
-    assert "#pragma omp parallel for" in get_program(ast_of(x @ x), "CPU").src
+    assert "#pragma omp parallel" in get_program(ast_of(x @ x), "CPU").src
     assert "#pragma omp" not in get_program(ast_of(x[:4, :4] + 1), "CPU").src  # a few ns of work: one thread
     assert "#pragma omp" not in get_program(ast_of(x.sum()), "CPU").src  # the loop is the reduction's
   with Context(THREADS=1): assert "#pragma omp" not in get_program(ast_of(x @ x), "CPU").src
@@ -71,3 +72,62 @@ def test_threads_run_when_openmp_links():
   with Context(THREADS=2):
     x = rng.standard_normal((512, 256)).astype(np.float32)
     np.testing.assert_allclose((Tensor(x) @ Tensor(x.T)).numpy(), x @ x.T, rtol=1e-4, atol=1e-3)
+
+# ---- the parallel loop in a function of its own (tensor/renderer/cstyle.outline, runtime/threads.parallel_region) ----
+
+def conv_source(t: Tensor) -> str:
+  """The C of t's conv kernel (its reduction's)."""
+  return get_program(ast_of(t), "CPU").src
+
+def test_parallel_loop_runs_in_a_function_of_its_own():
+  # gcc compiles the loop as a plain function (restrict pointers), not inside OpenMP's outlined one: ResNet's 3x3 conv, a
+  # 4x64 tile, had reloaded each weight vector once per row there (25% more CPU time per thread than on one thread)
+  img, f = rng.standard_normal((4, 64, 10, 10)).astype(np.float32), rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+  with Context(THREADS=2): src = conv_source(Tensor(img).conv2d(Tensor(f), padding=1))
+  assert "#pragma omp parallel num_threads(2)" in src and "#pragma omp parallel for" not in src
+  assert src.count("void __attribute__((noinline))") == 1 and "_p0(" in src and "part_lo, part_hi)" in src
+  with Context(THREADS=1): assert "#pragma omp" not in (one := conv_source(Tensor(img).conv2d(Tensor(f), padding=1))) and "_p0" not in one
+
+# batch 1, odd batches (blocks of the batch loop the threads don't divide: 3 on 2 threads, 5 and 7 on 3), channels no multiple
+# of the 64-column tile, padded (channels-last input) and not, strided
+CONVS = [(1, 64, 64, 12, 1, 1), (3, 64, 64, 12, 1, 1), (5, 24, 40, 14, 1, 1), (7, 16, 72, 11, 0, 1), (2, 64, 128, 16, 1, 2),
+         (8, 32, 64, 9, 1, 1)]
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("bs,cin,cout,hw,pad,stride", CONVS)
+def test_conv_on_threads_matches_torch_and_one_thread(bs, cin, cout, hw, pad, stride, threads):
+  torch = pytest.importorskip("torch")
+  x, w = rng.standard_normal((bs, cin, hw, hw)).astype(np.float32), rng.standard_normal((cout, cin, 3, 3)).astype(np.float32)
+  want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=pad, stride=stride).numpy()
+  with Context(THREADS=1): one = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride).numpy()
+  with Context(THREADS=threads):
+    t = Tensor(x).conv2d(Tensor(w), padding=pad, stride=stride)
+    got = t.numpy()
+    if openmp_flags(): assert "#pragma omp parallel" in conv_source(t)  # each runs on threads (blocks of 12, 3, 5, 7 or 2)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  assert got.tobytes() == one.tobytes()
+
+@pytest.mark.parametrize("rows", [1, 3, 5, 8])
+def test_a_loop_of_symbolic_length_splits_among_threads(rows):
+  # the region computes each thread's block from the loop's bound at run time (here a Variable's value)
+  if not openmp_flags(): pytest.skip("this compiler can't build OpenMP code: kernels run serial")
+  x = rng.standard_normal((8, 1024, 1024)).astype(np.float32)
+  X = Tensor(x).realize()
+  v = Variable("n", 1, 8)
+  with Context(THREADS=2): got = (X[:v.bind(rows)] * 2 + 1).sum(2).numpy()
+  np.testing.assert_allclose(got, (x[:rows] * 2 + 1).sum(2), rtol=1e-4, atol=1e-3)
+  srcs = [r.program.src for r in ENGINE.programs.values() if getattr(r, "program", None) is not None]
+  assert any("int part_n = n," in s for s in srcs)  # the kernel ran on threads, its blocks from n's value
+
+def test_a_kernel_of_more_parameters_than_direct_ones_keeps_its_pragma():
+  # past cstyle.MAX_DIRECT_PARAMS the kernel reads its buffers in its entry point: its loop stays under the pragma
+  from tensor.renderer.cstyle import MAX_DIRECT_PARAMS
+  xs = [rng.standard_normal(1 << 16).astype(np.float32) for _ in range(MAX_DIRECT_PARAMS + 2)]
+  with Context(THREADS=2):
+    t = sum((Tensor(x) for x in xs[1:]), Tensor(xs[0]))
+    src = get_program(ast_of(t), "CPU").src
+    got = t.numpy()
+  assert "#pragma omp parallel for" in src and "_p0" not in src
+  want = xs[0].copy()
+  for x in xs[1:]: want += x
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
