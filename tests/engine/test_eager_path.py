@@ -179,3 +179,121 @@ def test_buffer_fresh_is_a_buffer_like_any():
   assert c._ptr != d._ptr and c._ptr and d._ptr
   c.copyin(np.ones(16, dtype=np.float32)), d.copyin(np.zeros(16, dtype=np.float32))
   np.testing.assert_array_equal(c.numpy(), np.ones(16))
+
+def fast(monkeypatch) -> list:
+  """The Prepared.run_single calls made while the test runs (each one an eager realize that took the fast path)."""
+  from tensor.engine import prepared
+  seen, orig = [], prepared.Prepared.run_single
+  def spy(self, *args):
+    seen.append(self)
+    return orig(self, *args)
+  monkeypatch.setattr(prepared.Prepared, "run_single", spy)
+  return seen
+
+def test_the_fast_path_counts_what_the_full_path_counts(monkeypatch):
+  # kernel count, flops, bytes and kernel time, as a realize through the schedule (SCHEDULE_CACHE off) adds them
+  from tensor.engine import schedule
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a * 3 + 1)
+  seen = fast(monkeypatch)
+  def counted(n: int = 4) -> tuple:
+    before = (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s)
+    for _ in range(n): np.testing.assert_array_equal((a * 3 + 1).realize().numpy(), np.arange(16) * 3 + 1)
+    return (GlobalCounters.kernel_count - before[0], GlobalCounters.global_ops - before[1], GlobalCounters.global_mem - before[2],
+            GlobalCounters.time_sum_s - before[3])
+  quick = counted()
+  assert len(seen) == 4
+  monkeypatch.setattr(schedule, "SCHEDULE_CACHE", 0)
+  full = counted()
+  assert len(seen) == 4  # none of these took the fast path
+  assert quick[:3] == full[:3] == (4, full[1], full[2]) and full[1] > 0 and full[2] > 0 and quick[3] > 0
+
+@pytest.mark.parametrize("how", ["context", "value", "same value"])
+def test_a_flag_set_between_two_realizes_sends_the_next_the_full_way(monkeypatch, capsys, how):
+  # the prepared launches a chain kept hold while no flag was set since (helpers.FLAG_CHANGES): DEBUG set any way is seen
+  from runtime.helpers import DEBUG
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 3)
+  seen = fast(monkeypatch)
+  (a + 3).realize()
+  assert len(seen) == 1
+  if how == "context":
+    with Context(DEBUG=2): (a + 3).realize()
+  elif how == "value":
+    DEBUG.value = 2
+    try: (a + 3).realize()
+    finally: DEBUG.value = 0
+  else:
+    DEBUG.value = DEBUG.value  # unchanged, and still a set: the next realize checks the flags again
+    (a + 3).realize()
+  assert len(seen) == 1 and (how == "same value" or "***" in capsys.readouterr().out)
+  for _ in range(3): np.testing.assert_array_equal((a + 3).realize().numpy(), np.arange(16) + 3)
+  # the full path kept them again: the fast path is back after one realize (Context's exit and DEBUG.value = 0 are sets too)
+  assert len(seen) == (4 if how == "same value" else 3)
+
+def test_a_variant_flag_changes_the_program_the_fast_path_runs(monkeypatch):
+  from tensor.engine import prepared
+  from runtime.helpers import NOOPT
+  a = Tensor(np.arange(64, dtype=np.float32)).realize()
+  warm(lambda: a * 2 + 1)
+  seen = fast(monkeypatch)
+  (a * 2 + 1).realize()
+  NOOPT.value = 1
+  try:
+    warm(lambda: a * 2 + 1)
+    np.testing.assert_array_equal((a * 2 + 1).realize().numpy(), np.arange(64) * 2 + 1)
+  finally: NOOPT.value = 0
+  assert len(seen) >= 2 and seen[0] is not seen[-1] and seen[-1].variant[0] is True and seen[0].variant[0] is False
+  assert all(isinstance(p, prepared.Prepared) for p in seen)
+
+def test_an_eager_output_node_is_the_node_uop_makes():
+  # buffer_node makes the output's UNIQUE and BUFFER without a lookup: they must be the hash-consed nodes all the same
+  from runtime.ops import Ops
+  from runtime.uop import buffer_node, uop
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  y = (a + 1).realize()
+  u = y.uop
+  assert u.op is Ops.BUFFER and u.shape == (16,) and u.device == "CPU" and u.src[0].op is Ops.UNIQUE
+  assert uop(Ops.BUFFER, u.dtype, (uop(Ops.UNIQUE, dtypes.void, (), u.src[0].arg), u.src[1]), u.arg) is u
+  # an id some node has already (made by hand): the node made for it is that one's
+  by_hand = uop(Ops.UNIQUE, dtypes.void, (), 10**12)
+  b = buffer_node(dtypes.float32, u.src[1], 4, 10**12, "CPU")
+  assert b.src[0] is by_hand and b is uop(Ops.BUFFER, dtypes.float32, (by_hand, u.src[1]), 4) and b.shape == (4,) and b.device == "CPU"
+  c = buffer_node(dtypes.float32, u.src[1], 4, 10**12 + 1, "CPU")
+  assert c is not b and c is uop(Ops.BUFFER, dtypes.float32, (uop(Ops.UNIQUE, dtypes.void, (), 10**12 + 1), u.src[1]), 4)
+
+def test_two_storages_never_share_a_unique_id():
+  from tensor.engine.storage import Storage
+  s = Storage()
+  ours, theirs = ENGINE.storage.new_unique(), s.new_unique()
+  assert ours is not theirs and ours.arg != theirs.arg
+  b1, b2 = ENGINE.storage.new_buffer(dtypes.float32, 4, "CPU"), s.new_buffer(dtypes.float32, 4, "CPU")
+  assert b1 is not b2 and b1 in ENGINE.storage.buffers and b2 not in ENGINE.storage.buffers and b2 in s.buffers
+
+def test_the_buffer_table_forgets_a_dead_node_and_iterates_a_snapshot():
+  import gc
+  table = ENGINE.storage.buffers
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  n = len(table.data)
+  kept = [(a + i).realize() for i in range(6)]
+  assert len(table.data) == n + 6 and all(t.uop in table for t in kept)
+  for k in table.keys():  # nodes dying while the table is walked: no "changed size during iteration"
+    del kept[:]
+  del k
+  gc.collect()
+  assert len(table.data) == n
+  assert all(v is table[k] for k, v in table.items())
+  with pytest.raises(TypeError, match="never deleted by hand"): del table[a.uop]
+  with pytest.raises(TypeError, match="never deleted by hand"): table.pop(a.uop)
+  assert a.uop in table
+
+def test_a_dead_tensor_leaves_the_live_set():
+  from tensor.tensor import live_tensors
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  n = len(ENGINE.storage.live)
+  ts = [a + i for i in range(5)]
+  assert len(ENGINE.storage.live) == n + 5 and all(any(t is x for x in live_tensors()) for t in ts)
+  del ts
+  assert len(ENGINE.storage.live) == n
