@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes, time, weakref
 from typing import Any
 from rules.kernelize_helpers import param_index
-from runtime.device import Buffer, Device
+from runtime.device import HOST, POOL_BYTES, Buffer, Device
 from runtime.dtype import dtypes
 from runtime.helpers import GlobalCounters
 from runtime.ops import Ops, cast_value
@@ -98,7 +98,7 @@ class Prepared:
     # prepare again once final builds are made; None when every call runs its final program
     self.upgrades: int | None = None
     # run_single's case, an op chain's usual schedule: the one slot (read or not), one new output buffer that the one root
-    # becomes, no memory plan: (dtype, size, device, DEVICE node, nbytes, allocator) of that output, else None
+    # becomes, no memory plan: (dtype, size, device, DEVICE node, nbytes, allocator, spare kind or None) of that output, else None
     self.single: tuple | None = None
     # and the usual kernel of that case, one compiled entry point writing the output and reading the slot with values fixed
     # (its Call: run_single makes that call itself), else None
@@ -106,7 +106,10 @@ class Prepared:
     if self.direct is not None and len(outputs) == 1 and outputs[0] is not None and not blocks and not watch and inputs in ((), (0,)) \
         and self.direct[1] == 1 and after.results == (1,):
       dtype, size, device, dev = outputs[0]
-      self.single = (dtype, size, device, dev, size * dtype.itemsize, Device.allocator(device))
+      nbytes, allocator = size * dtype.itemsize, Device.allocator(device)
+      # the kind of spare outputs it may reuse (Storage.spare): small host buffers (numpy arrays: their views are counted)
+      kind = (nbytes, dtype, device) if allocator is HOST and 0 < nbytes <= POOL_BYTES else None
+      self.single = (dtype, size, device, dev, nbytes, allocator, kind)
       if len(calls) == 1 and (c := calls[0]).cfunc is not None and c.params is None and c.at == (1, 0): self.call = c
 
   def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], storage: Storage,
@@ -145,11 +148,14 @@ class Prepared:
   def run_single(self, leaf: UOp, consts: tuple[UOp, ...], storage: Storage) -> UOp:
     """run, for a Prepared with `single` set and a graph whose one slot is `leaf` (an op chain's): makes the output, runs the
     kernels, and returns the BUFFER node the root becomes (no value list, no dict: the eager path of `(a + 1).realize()`)."""
-    dtype, size, device, dev, nbytes, allocator = self.single  # type: ignore[misc]
+    dtype, size, device, dev, nbytes, allocator, kind = self.single  # type: ignore[misc]
     table = (buffers := storage.buffers).data
-    b = _fresh(device, size, dtype, nbytes, allocator)
-    u = buffer_node(dtype, dev, size, next(storage._ids), device)  # storage.new_unique's node and its BUFFER, made at once
-    table[_ref(u, buffers.forget)] = b
+    if kind is not None and (u := storage.spare(kind)) is not None: b = table[_ref(u)]  # an earlier output nobody uses: it again
+    else:
+      b = _fresh(device, size, dtype, nbytes, allocator)
+      u = buffer_node(dtype, dev, size, next(storage._ids), device)  # storage.new_unique's node and its BUFFER, made at once
+      table[_ref(u, buffers.forget)] = b
+      if kind is not None: storage.keep_spare(kind, u, b)
     if (c := self.call) is not None:  # Call.__call__ of the usual kernel, inline: ptrs[0] the output, ptrs[1] the slot's buffer
       x, ptrs = table[_ref(leaf)], c.ptrs
       ptrs[0], ptrs[1] = b._ptr, x._ptr or x.ptr  # .ptr: not allocated yet, now

@@ -6,7 +6,7 @@ The frontend makes its tensors' buffers here (`new_buffer`, `buffer_uop`) and re
 reads a live holder only through its `.uop` (the root of the graph it holds), so it never needs the frontend's classes.
 """
 from __future__ import annotations
-import itertools, weakref
+import itertools, sys, weakref
 from runtime.device import Buffer
 from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
@@ -17,6 +17,11 @@ _BUFFER, _UNIQUE, _DEVICE, _RESHAPE, _ASSIGN, _VOID = Ops.BUFFER, Ops.UNIQUE, Op
 
 # the unique ids of every storage (see Storage)
 _UNIQUE_IDS = itertools.count(1)
+# spare eager outputs a storage keeps (Storage.spares): of each (nbytes, dtype, device), and of all kinds; each of at most
+# POOL_BYTES (the host free list's small buffers), so they hold at most SPARES * 64 KB. Memory a spare holds counts in
+# GlobalCounters.mem_used until it is used again (a Buffer that was never freed)
+SPARES_PER_KIND, SPARES = 4, 64
+_refcount, _weakcount, _dict_get = sys.getrefcount, weakref.getweakrefcount, dict.get
 
 class BufferTable(weakref.WeakKeyDictionary):
   """BUFFER node -> its Buffer, weakly keyed: a node nobody uses frees its memory. An entry's weak reference is removed by a
@@ -50,6 +55,37 @@ class Storage:
     self.buffers = BufferTable()
     self.live: set[weakref.ref] = set()
     self._ids = _UNIQUE_IDS
+    # spare eager outputs: (nbytes, dtype, device) -> [(BUFFER node, its Buffer)], the first SPARES_PER_KIND small outputs of
+    # each kind eager ops made (at most SPARES of all kinds), kept so that once nobody uses one, the next eager output of
+    # its kind is that node and memory again (spare()): no node, Buffer, table entry or destructor per op
+    self.spares: dict[tuple, list[tuple[UOp, Buffer]]] = {}
+    self._n_spares = 0
+
+  def keep_spare(self, kind: tuple, u: UOp, b: Buffer) -> None:
+    """Keep a new eager output (BUFFER node u, its Buffer b in this storage, small, on a host device) among the spares of its
+    kind, if there is room."""
+    if self._n_spares < SPARES and len(ring := self.spares.setdefault(kind, [])) < SPARES_PER_KIND:
+      ring.append((u, b))
+      self._n_spares += 1
+
+  def spare(self, kind: tuple) -> UOp | None:
+    """A spare eager output of this kind that nothing uses any more, for the next eager output to be (the kernel writes all
+    of it), or None. Unused: no reference to the node or its Buffer but the spare list's and the table's (the reference
+    counts show every tensor, graph, caller or view holding either), no weak reference but the hash-consing table's and
+    the buffer table's (a weak table elsewhere would see one node stand for two buffers), its UNIQUE under no other node,
+    and its memory viewed by no numpy array out there (as Buffer.__del__ checks before it recycles memory)."""
+    if (ring := _dict_get(self.spares, kind)) is None: return None
+    for entry in ring:
+      # the node: entry, `u` and the argument; two weak references. Its Buffer: the table, entry, `b`, the argument
+      u, b = entry
+      if _refcount(u) != 3 or _weakcount(u) != 2 or _refcount(b) != 4 or _weakcount(b) or _refcount(u.src[0]) != 2 or _weakcount(u.src[0]) != 1:
+        continue
+      # its memory: the array, b._array, `a` and the argument; its bytes, b._buf, `raw` and the argument; the block both view:
+      # raw.base, a.base, `block` and the argument
+      a, raw = b._array, b._buf
+      if _refcount(a) != 3 or _refcount(raw) != 3 or (block := raw.base) is None or a.base is not block or _refcount(block) != 4: continue
+      return u
+    return None
 
   def new_unique(self) -> UOp:
     """A UNIQUE node no other node of this storage has: what tells two equal-looking buffers (or constants) apart."""
