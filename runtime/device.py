@@ -168,15 +168,28 @@ class Buffer:
 
   def __del__(self):
     # a view's memory is its base's, counted once there
-    if self._buf is not None and self.base is None:
-      try:
-        GlobalCounters.mem_used -= self.nbytes
-        if (alloc := self._allocator) is not None and not alloc.host: alloc.free(self._buf, self.nbytes)
-        elif self._array is not None: _recycle(self)
-      except (AttributeError, TypeError, ImportError): pass
+    if (raw := self._buf) is None or self.base is not None: return
+    try:
+      GlobalCounters.mem_used -= (nbytes := self.nbytes)
+      if (alloc := self._allocator) is not None and not alloc.host: alloc.free(raw, nbytes)
+      elif (a := self._array) is not None and not _SANITIZE:
+        # host memory, kept for the next buffer of its kind (the free list) unless the list is full or a view of it may be alive
+        # elsewhere: anything holding the array or its bytes, or another view of its raw block, shows in the reference counts
+        # (here, in this frame: of the array, self._array, `a` and getrefcount's argument; of its bytes, self._buf, `raw` and the
+        # argument; of the block both view, as numpy points every view at the owner, raw.base, a.base and the argument).
+        # Inline, not a function: every eager op frees a buffer
+        if (large := nbytes > POOL_BYTES):
+          if _pooled[1] >= POOL_LARGE_BUFFERS or _pooled_large_bytes[0] + nbytes > POOL_LARGE_BYTES: return
+        elif _pooled[0] >= POOL_BUFFERS: return
+        if _refcount(a) != 3 or _refcount(raw) != 3 or (block := raw.base) is None or a.base is not block or _refcount(block) != 4: return
+        if (free := _pool.get(key := (nbytes, self.dtype))) is None: free = _pool[key] = []
+        free.append((raw, a, self._ptr))
+        _pooled[large] += 1
+        if large: _pooled_large_bytes[0] += nbytes
+    except (AttributeError, TypeError, ImportError): pass
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
 
-_new_buffer = object.__new__
+_new_buffer, _refcount = object.__new__, sys.getrefcount
 
 def copy(dst: Buffer, src: Buffer) -> None:
   """dst's contents become src's (same size in bytes): within host memory a numpy copy, between two devices of one
@@ -216,21 +229,6 @@ def _from_pool(b: Buffer, free: list) -> Buffer:
   if b.nbytes > POOL_BYTES: _pooled_large_bytes[0] -= b.nbytes
   GlobalCounters.mem_used += b.nbytes  # live memory, as __del__ counts it out
   return b
-
-def _recycle(b: Buffer) -> None:
-  """Keep a dying host buffer's memory for the next one of its kind, unless a view of it may be alive elsewhere (anything
-  holding the array or its bytes, or another view of its raw block, shows in the reference counts)."""
-  a, raw = b._array, b._buf
-  large = b.nbytes > POOL_BYTES
-  if _SANITIZE or a is None or _pooled[large] >= (POOL_LARGE_BUFFERS if large else POOL_BUFFERS): return
-  if large and _pooled_large_bytes[0] + b.nbytes > POOL_LARGE_BYTES: return
-  # references: of the array, b._array, `a` and getrefcount's argument; of its bytes, b._buf, `raw` and the argument; of the
-  # block both view (numpy points every view at the owner), raw.base, a.base and the argument
-  if sys.getrefcount(a) != 3 or sys.getrefcount(raw) != 3 or (block := raw.base) is None or a.base is not block or sys.getrefcount(block) != 4:
-    return
-  _pool.setdefault((b.nbytes, b.dtype), []).append((raw, a, b._ptr))
-  _pooled[large] += 1
-  if large: _pooled_large_bytes[0] += b.nbytes
 
 def launch_info(src: str) -> tuple[tuple[int, ...], tuple[int, ...], list[str]]:
   """What a GPU-style kernel's source says of its launch (tensor/renderer/gpu.py writes it): the global sizes, the local

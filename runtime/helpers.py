@@ -15,6 +15,11 @@ def getenv(key: str, default: Any = 0) -> Any:
   if v is None: return default
   return type(default)(v) if not isinstance(default, bool) else v not in ("", "0", "false", "False")
 
+# how many times a flag's value was set (Context, or `FLAG.value = x`): what was checked against the flags holds while this is
+# unchanged, so a hot path may check them once and then compare this number (the eager path's prepared launches,
+# tensor/engine/realize.py run_chain)
+FLAG_CHANGES = [0]
+
 class ContextVar:
   """A named flag, initialised from the environment; compares like its value (`DEBUG >= 2`)."""
   _registry: dict[str, ContextVar] = {}
@@ -22,6 +27,9 @@ class ContextVar:
     if key in ContextVar._registry: raise ValueError(f"the context variable {key} exists already")
     self.key, self.value = key, getenv(key, default)
     ContextVar._registry[key] = self
+  def __setattr__(self, name: str, value: Any) -> None:
+    object.__setattr__(self, name, value)
+    FLAG_CHANGES[0] += 1
   def __bool__(self) -> bool: return bool(self.value)
   def __int__(self) -> int: return int(self.value)
   def __index__(self) -> int: return int(self.value)
@@ -56,16 +64,17 @@ REWRITE_LIMIT = ContextVar("REWRITE_LIMIT", 10_000)
 # every graph_rewrite
 SPEC = ContextVar("SPEC", 0)
 
-class GlobalCounters:
-  """Totals since the last reset: kernels run, estimated ops and memory traffic, time in kernels."""
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  kernel_count: int = 0
-  mem_used: int = 0
-  @staticmethod
-  def reset() -> None:
-    GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0, 0, 0.0, 0
+class _Counters:
+  """Totals since the last reset: kernels run, estimated ops and memory traffic, time in kernels; and the memory of the live
+  buffers (mem_used, which a reset leaves). One object, GlobalCounters, read and written as `GlobalCounters.kernel_count`:
+  a slot of an instance, because storing a class attribute costs ~45 ns more (each kernel launch and buffer updates several)."""
+  __slots__ = ("global_ops", "global_mem", "time_sum_s", "kernel_count", "mem_used")
+  def __init__(self):
+    self.global_ops, self.global_mem, self.time_sum_s, self.kernel_count, self.mem_used = 0, 0, 0.0, 0, 0
+  def reset(self) -> None:
+    self.global_ops, self.global_mem, self.time_sum_s, self.kernel_count = 0, 0, 0.0, 0
+
+GlobalCounters = _Counters()
 
 class LRU(collections.OrderedDict):
   """A dict that keeps its `size` most recently used entries (a lookup with get() or [] counts as a use). The one eviction

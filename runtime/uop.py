@@ -14,6 +14,8 @@ from runtime.ops import Ops, GroupOp, exec_alu, cast_value
 # pure values (a node is its fields), so one for the process and every engine in it
 _ucache: dict[tuple, weakref.ref] = {}
 _UNSET = object()  # a cached field not computed yet
+# the same, for a hot path elsewhere that reads a node's _shape or _device slot instead of the property (tensor/tensor.py)
+UNSET = _UNSET
 
 # UOp.axis's function (tensor/multi.py axis_of), registered by the layer that has the rules lowering multi-device graphs
 SPLIT_AXIS: list = []
@@ -35,8 +37,9 @@ def _cache_key(op: Ops, dtype: DType, src: tuple, arg: Any, tag: Any) -> tuple:
 
 # members of Ops the per-node paths below compare with, as module names: `Ops.X` costs about 0.3 us in Python 3.11 (the enum
 # metaclass's attribute lookup), a module global a few nanoseconds
-_VCONST, _BUFFER, _COPY, _KERNEL, _DEVICE, _RESHAPE, _EXPAND, _CAST, _BIND, _DEFINE_VAR = (
-  Ops.VCONST, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.DEVICE, Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.BIND, Ops.DEFINE_VAR)
+_VCONST, _BUFFER, _COPY, _KERNEL, _DEVICE, _RESHAPE, _EXPAND, _CAST, _BIND, _DEFINE_VAR, _UNIQUE = (
+  Ops.VCONST, Ops.BUFFER, Ops.COPY, Ops.KERNEL, Ops.DEVICE, Ops.RESHAPE, Ops.EXPAND, Ops.CAST, Ops.BIND, Ops.DEFINE_VAR, Ops.UNIQUE)
+_VOID = dtypes.void
 
 # UOp.simplify()'s rules are a higher layer's (rules/symbolic.rules): importing the `rules` package installs them here. A
 # program that imported only runtime finds them on its first simplify() through the entry point group `rulegrad.hooks`
@@ -69,6 +72,25 @@ def uop(op: Ops, dtype: DType, src: tuple = (), arg: Any = None, tag: Any = None
     _ucache[key] = r
   return u
 
+def buffer_node(dtype: DType, device: UOp, size: int, unique: int, device_name: str) -> UOp:
+  """uop(BUFFER, dtype, (uop(UNIQUE, void, (), unique), device), size) with its shape (size,) and device facts (with_facts):
+  the node of each eager op's output (tensor/engine/prepared.py), in one call. A unique id no node has (what a storage's
+  counter gives) makes two nodes no lookup can find, so they are made and registered without one; an id a node has (made
+  by hand, or unpickled) goes through uop()."""
+  ukey = (_UNIQUE, _VOID, (), unique, None)
+  if ukey in _ucache: return with_facts(uop(_BUFFER, dtype, (uop(_UNIQUE, _VOID, (), unique), device), size), (size,), device_name)
+  n = _new_node(UOp)
+  n.op, n.dtype, n.src, n.arg, n.tag, n._key, n._bounds, n._shape, n._device = _UNIQUE, _VOID, (), unique, None, ukey, None, _UNSET, _UNSET
+  _ucache[ukey] = _weak(n)
+  src = (n, device)
+  u = _new_node(UOp)
+  u.op, u.dtype, u.src, u.arg, u.tag, u._key, u._bounds, u._shape, u._device = \
+    _BUFFER, dtype, src, size, None, (key := (_BUFFER, dtype, src, size, None)), None, (size,), device_name
+  _ucache[key] = _weak(u)
+  return u
+
+_new_node, _weak = object.__new__, weakref.ref
+
 def with_facts(u: UOp, shape: Any, device: str | None) -> UOp:
   """u with its tensor-graph shape and device cached from the caller that built it and knows them (a new BUFFER of n
   elements, an op on a tensor and a broadcast number): the walks that would compute them are skipped. A node that has them
@@ -91,11 +113,11 @@ class UOp(metaclass=UOpMetaClass):
   tag: Any
 
   def __del__(self):
-    # drop our cache entry unless a newer node with the same key replaced it (possible when the GC breaks a cycle)
+    # drop our cache entry unless a newer node with the same key replaced it (possible when the GC breaks a cycle): popped
+    # and put back in that rare case, so the usual one hashes the key once
     try:
-      ref = _ucache.get(self._key)
-      if ref is not None and ((o := ref()) is None or o is self): del _ucache[self._key]
-    except (AttributeError, TypeError, KeyError): pass  # interpreter shutdown
+      if (ref := _ucache.pop(self._key, None)) is not None and (o := ref()) is not None and o is not self: _ucache[self._key] = ref
+    except (AttributeError, TypeError): pass  # interpreter shutdown
 
   def __reduce__(self): return (uop, (self.op, self.dtype, self.src, self.arg, self.tag))
   def replace(self, **kwargs) -> UOp:

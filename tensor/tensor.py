@@ -12,7 +12,7 @@ from runtime.device import Buffer, Device
 from runtime.dtype import DType, dtypes, int_acc_dtype, least_upper_dtype, least_upper_float
 from runtime.ops import GroupOp, Ops, cast_value
 from runtime.helpers import LRU
-from runtime.uop import UOp, uop, with_facts, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
+from runtime.uop import UNSET as _UNSET, UOp, uop, arg_str, dim_max, dim_vars, dim_value, is_symbolic, shape_str
 from rules.substitute import substitute
 from runtime.rewrite import graph_rewrite
 from tensor import multi, symbolic_sizes
@@ -514,21 +514,28 @@ class Tensor(AutogradMixin, FunctionalMixin, RandomMixin, ElementwiseMixin, Crea
     if other.__class__ is float or other.__class__ is int:  # `x + 1`, the common case: no Tensor for the number
       u = self.uop
       # a number met before with a tensor of this dtype, device and shape: its broadcast node (a zero float is not looked up:
-      # 0.0 == -0.0 as keys, and they are two constants)
-      key = (other.__class__, other, u.dtype, u.device, u.shape)
+      # 0.0 == -0.0 as keys, and they are two constants). The node's device and shape read from its slots when known (the
+      # properties' Python frames cost ~0.1 us each, on every op)
+      if (device := u._device) is _UNSET: device = u.device
+      if (shape := u._shape) is _UNSET: shape = u.shape
+      key = (other.__class__, other, u.dtype, device, shape)
       if (known := _dict_get(_numbers, key)) is None:
         a, c = self._number_operand(other)
         if other or other.__class__ is int: _numbers[key] = (a.uop.dtype, c)
       else: a, c = self if known[0] is u.dtype else self.cast(known[0]), known[1]
-      # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them
-      r = with_facts(uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c)), key[4], key[3])
+      r = uop(op, out or a.uop.dtype, (c, a.uop) if reverse else (a.uop, c))
+      # the result has the tensor's shape and device: known, so the next op's lookup needs no walk to find them (with_facts)
+      if r._shape is _UNSET: r._shape = shape
+      if r._device is _UNSET: r._device = device
       t = _new_tensor(Tensor)  # _tensor(r), inline: this runs on every eager op
       t.uop, t.requires_grad, t.grad, t._trace = r, None, None, None
       _live_add(_ref(t, _live_remove))
       # a chain of such ops on a realized buffer: the result's chain is the operand's and this op (its realize needs no walk);
-      # the chains' table read with dict.get (Chains.step on a miss)
+      # the chains' table read with dict.get (Chains.step, Chains.of_buffer on a miss)
       if (tr := self._trace) is not None and tr[0] is u: parent, leaf = tr[1], tr[2]
-      elif u.op is _BUFFER: parent, leaf = _buffer_chain(u), u
+      elif u.op is _BUFFER:
+        if (parent := _dict_get(_chains, (u.dtype, u.arg, u.src[1].arg))) is None: parent = _buffer_chain(u)
+        leaf = u
       else: return t
       if (ch := _dict_get(_chains, (parent, op, reverse, out, c))) is None: ch = _chain_step(parent, op, reverse, out, c)
       t._trace = (r, ch, leaf)
@@ -867,10 +874,10 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
 
 # ---- the live tensors, and what realizing does to them ----
 
-# the live set's own set and callback (the engine's storage holds it: scheduling and memory planning read the graphs live
-# tensors hold): WeakSet.add is a Python method, and every op makes a tensor (nothing iterates the set while an op runs, so
-# the guard add() keeps for removals during iteration is not needed here)
-_live_add, _live_remove, _ref = _storage.live.data.add, _storage.live._remove, weakref.ref
+# the live set's add and the callback that takes a dead tensor's reference out (the engine's storage holds it: scheduling and
+# memory planning read the graphs live tensors hold): both C methods of the set, so making and freeing a tensor, once per op,
+# runs no Python frame for it
+_live_add, _live_remove, _ref = _storage.live.add, _storage.live.discard, weakref.ref
 
 def live_tensors() -> list[Tensor]:
   """The live tensors, as a snapshot (other threads keep making tensors meanwhile: see Storage.live_roots)."""
@@ -908,7 +915,7 @@ def rewire(becomes: dict[UOp, UOp]) -> None:
   BUFFER, RESHAPE, get = _BUFFER, _RESHAPE, becomes.get
   hit: dict[UOp, UOp] = {}  # the replaced nodes some live tensor is
   pending: list[Tensor] = []  # the other live tensors not realized
-  for r in _storage.live.data.copy():  # a snapshot, as live_tensors() takes
+  for r in _storage.live.copy():  # a snapshot, as live_tensors() takes
     if (t := r()) is None: continue
     u = t.uop
     if (n := get(u)) is not None:

@@ -14,15 +14,15 @@ from __future__ import annotations
 import ctypes, time, weakref
 from typing import Any
 from rules.kernelize_helpers import param_index
-from runtime.device import Buffer, Device
+from runtime.device import HOST, POOL_BYTES, Buffer, Device
 from runtime.dtype import dtypes
 from runtime.helpers import GlobalCounters
 from runtime.ops import Ops, cast_value
-from runtime.uop import UOp, uop, with_facts
+from runtime.uop import UOp, buffer_node, uop, with_facts
 from tensor.engine.memory import MemoryPlan, plan_memory
 from tensor.engine.storage import Storage, device_node
 
-BUFFER, UNIQUE, VOID = Ops.BUFFER, Ops.UNIQUE, dtypes.void
+BUFFER = Ops.BUFFER
 _clock = time.perf_counter
 _ref = weakref.ref
 _fresh = Buffer.fresh
@@ -86,7 +86,7 @@ class Prepared:
   view. `watch`: places in the graph's walk of nodes that become planned outputs (a live tensor holding one needs the full
   path); `plan` the plan's numbers for engine.last_plan."""
   __slots__ = ("variant", "inputs", "outputs", "blocks", "views", "calls", "after", "after_paths", "direct", "watch", "watch_paths", "plan",
-               "upgrades", "single")
+               "upgrades", "single", "call")
   def __init__(self, variant: tuple, inputs: tuple[int, ...], outputs: tuple, blocks: tuple, views: dict, calls: list[Call], after: Any,
                after_paths: tuple, watch: tuple[int, ...], watch_paths: tuple, plan: MemoryPlan):
     self.variant, self.inputs, self.outputs, self.blocks, self.views, self.calls = variant, inputs, outputs, blocks, views, calls
@@ -98,12 +98,19 @@ class Prepared:
     # prepare again once final builds are made; None when every call runs its final program
     self.upgrades: int | None = None
     # run_single's case, an op chain's usual schedule: the one slot (read or not), one new output buffer that the one root
-    # becomes, no memory plan: (dtype, size, device, DEVICE node, nbytes, allocator) of that output, else None
+    # becomes, no memory plan: (dtype, size, device, DEVICE node, nbytes, allocator, spare kind or None) of that output, else None
     self.single: tuple | None = None
+    # and the usual kernel of that case, one compiled entry point writing the output and reading the slot with values fixed
+    # (its Call: run_single makes that call itself), else None
+    self.call: Call | None = None
     if self.direct is not None and len(outputs) == 1 and outputs[0] is not None and not blocks and not watch and inputs in ((), (0,)) \
         and self.direct[1] == 1 and after.results == (1,):
       dtype, size, device, dev = outputs[0]
-      self.single = (dtype, size, device, dev, size * dtype.itemsize, Device.allocator(device))
+      nbytes, allocator = size * dtype.itemsize, Device.allocator(device)
+      # the kind of spare outputs it may reuse (Storage.spare): small host buffers (numpy arrays: their views are counted)
+      kind = (nbytes, dtype, device) if allocator is HOST and 0 < nbytes <= POOL_BYTES else None
+      self.single = (dtype, size, device, dev, nbytes, allocator, kind)
+      if len(calls) == 1 and (c := calls[0]).cfunc is not None and c.params is None and c.at == (1, 0): self.call = c
 
   def run(self, slots: list[UOp], consts: tuple[UOp, ...], roots: tuple[UOp, ...], storage: Storage,
           topo: list[UOp] | None = None) -> dict[UOp, UOp] | None:
@@ -116,7 +123,7 @@ class Prepared:
       watched = [topo[p] for p in self.watch] if topo is not None else [_at(roots, p) for p in self.watch_paths]
       if any(u in held for u in watched): return None
     # the weak table's own dict: its methods' Python frames cost as much as the lookups (the jit reads it the same way)
-    table, remove, new_unique = storage.buffers.data, storage.buffers._remove, storage.new_unique
+    table, remove, new_unique = storage.buffers.data, storage.buffers.forget, storage.new_unique
     bufs = [table[_ref(slots[i])] for i in self.inputs]
     values = list(slots)
     blocks = [Buffer(device, nbytes, dtypes.uint8).ensure_allocated() for device, nbytes in self.blocks] if self.blocks else None
@@ -141,12 +148,25 @@ class Prepared:
   def run_single(self, leaf: UOp, consts: tuple[UOp, ...], storage: Storage) -> UOp:
     """run, for a Prepared with `single` set and a graph whose one slot is `leaf` (an op chain's): makes the output, runs the
     kernels, and returns the BUFFER node the root becomes (no value list, no dict: the eager path of `(a + 1).realize()`)."""
-    dtype, size, device, dev, nbytes, allocator = self.single  # type: ignore[misc]
-    table = storage.buffers.data
-    b = _fresh(device, size, dtype, nbytes, allocator)
-    u = uop(BUFFER, dtype, (uop(UNIQUE, VOID, (), next(storage._ids)), dev), size)  # storage.new_unique's node, inline
-    u._shape, u._device = (size,), device  # with_facts: a node of a new UNIQUE is new, its facts unset
-    table[_ref(u, storage.buffers._remove)] = b
+    dtype, size, device, dev, nbytes, allocator, kind = self.single  # type: ignore[misc]
+    table = (buffers := storage.buffers).data
+    if kind is not None and (u := storage.spare(kind)) is not None: b = table[_ref(u)]  # an earlier output nobody uses: it again
+    else:
+      b = _fresh(device, size, dtype, nbytes, allocator)
+      u = buffer_node(dtype, dev, size, next(storage._ids), device)  # storage.new_unique's node and its BUFFER, made at once
+      table[_ref(u, buffers.forget)] = b
+      if kind is not None: storage.keep_spare(kind, u, b)
+    if (c := self.call) is not None:  # Call.__call__ of the usual kernel, inline: ptrs[0] the output, ptrs[1] the slot's buffer
+      x, ptrs = table[_ref(leaf)], c.ptrs
+      ptrs[0], ptrs[1] = b._ptr, x._ptr or x.ptr  # .ptr: not allocated yet, now
+      t0 = _clock()
+      c.cfunc(ptrs, c.ivals, c.fvals)
+      counters = GlobalCounters
+      counters.time_sum_s += _clock() - t0
+      counters.kernel_count += 1
+      counters.global_ops += c.ops
+      counters.global_mem += c.mem
+      return u
     bufs = [table[_ref(leaf)], b] if self.inputs else [b]  # the places prepare gave: the inputs, then the output
     for c in self.calls: c(bufs, consts)
     return u

@@ -16,7 +16,7 @@ from runtime.graph import GRAPH
 from runtime.trace import COVERAGE_FILE, VIZ, group
 from runtime.dtype import dtypes
 from runtime.threads import THREADS
-from runtime.helpers import BEAM, DEBUG, NOOPT, SPEC, GlobalCounters, getenv
+from runtime.helpers import BEAM, DEBUG, FLAG_CHANGES, NOOPT, SPEC, GlobalCounters, getenv
 from runtime.ops import Ops, cast_value
 from runtime.rewrite import graph_rewrite
 from runtime.uop import UOp, uop
@@ -276,8 +276,10 @@ def realize_held(roots: list[UOp], engine: Engine, chain: tuple[OpChain, UOp] | 
     if (ready := _prepared(found, engine)) is not None and \
         (done := ready.run((s := found.shape).slots, s.consts, s.roots, engine.storage, s.topo)) is not None:
       engine.last_plan = ready.plan
-      if s.topo is None and not found.recipe.planned:  # found by an op chain (its only slot is its buffer): the next runs at once
-        chain[0].ready = (engine.schedules, engine.schedules.version, ready.variant, ready)  # type: ignore[index]
+      # found by an op chain (its only slot is its buffer): the next runs at once, while the flags (DEBUG, PROFILE, VIZ and
+      # GRAPH off here but for GRAPH; the program variant) are as now
+      if s.topo is None and not found.recipe.planned and not GRAPH.value:
+        chain[0].ready = (engine.schedules, engine.schedules.version, FLAG_CHANGES[0], schedule_module.MAX_KERNEL_DEPTH, ready)  # type: ignore[index]
       return done
     found, values, pending, becomes = _schedule(pending, engine, found)
   recipe = found.recipe
@@ -311,22 +313,26 @@ _NO_PLAN = MemoryPlan().summary()
 def run_chain(chain: OpChain, leaf: UOp, engine: Engine) -> UOp | None:
   """The eager path, for a caller holding engine.lock: the BUFFER node a root made by an op chain on `leaf` becomes, when
   the chain's last realize left prepared launches that still apply and make one new buffer for it (Prepared.single): they
-  run, nothing is walked, no dict is made. None when they don't (nothing ran): the caller takes realize_held."""
-  if (ready := _chain_ready(chain, engine)) is None or ready.single is None: return None
-  out = ready.run_single(leaf, chain.consts, engine.storage)
-  engine.schedules.hits += 1
-  engine.last_plan = ready.plan
+  run, nothing is walked, no dict is made. None when they don't (nothing ran): the caller takes realize_held. (_chain_ready
+  and this in one frame: this runs on every eager op.)"""
+  if (ready := chain.ready) is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version \
+      or ready[2] != FLAG_CHANGES[0] or engine.capturing or ready[3] != schedule_module.MAX_KERNEL_DEPTH or not schedule_module.SCHEDULE_CACHE \
+      or (p := ready[4]).single is None or (p.upgrades is not None and p.upgrades != UPGRADES.version):
+    return None
+  out = p.run_single(leaf, chain.consts, engine.storage)
+  schedules.hits += 1
+  engine.last_plan = p.plan
   return out
 
 def _chain_ready(chain, engine: Engine) -> Prepared | None:
   """The prepared launches an op chain's last realize ran, while they still apply: the same schedule cache, unchanged
-  since, the same program variant and scheduler settings, and nothing that reports kernels (DEBUG, a capture, PROFILE)."""
-  ready = chain.ready
-  if ready is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version: return None
-  if ready[3].upgrades is not None and ready[3].upgrades != UPGRADES.version: return None  # final builds made since: prepare again
-  if DEBUG.value or engine.capturing or PROFILE.value or VIZ.value or GRAPH.value or not schedule_module.SCHEDULE_CACHE: return None
-  if chain.key[0][0] != (schedule_module.MAX_KERNEL_DEPTH,) or ready[2] != program_variant(): return None
-  return ready[3]
+  since, no flag set since (DEBUG, PROFILE, VIZ, GRAPH and the program variant: what was checked when they were kept holds),
+  no capture (it must see each kernel), the same scheduler settings, and no final build made for a quick one since."""
+  if (ready := chain.ready) is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version \
+      or ready[2] != FLAG_CHANGES[0] or engine.capturing or ready[3] != schedule_module.MAX_KERNEL_DEPTH or not schedule_module.SCHEDULE_CACHE:
+    return None
+  if (p := ready[4]).upgrades is not None and p.upgrades != UPGRADES.version: return None  # final builds made since: prepare again
+  return p
 
 def _prepared(found, engine: Engine) -> Prepared | None:
   """The prepared launches of a schedule-cache hit whose kernels all write new buffers (made on its first such hit), or

@@ -116,8 +116,8 @@ class OpChain:
   __slots__ = ("key", "form", "consts", "known", "ready")
   def __init__(self):
     self.key, self.form, self.consts, self.known = (), (), (), False
-    # (schedule cache, its version, program variant, Prepared): the prepared launches a realize of this form ran last, valid
-    # while the cache is unchanged since (tensor/engine/realize.py then runs them at once)
+    # (schedule cache, its version, helpers.FLAG_CHANGES, MAX_KERNEL_DEPTH, Prepared): the prepared launches a realize of this
+    # form ran last, valid while the cache is unchanged and no flag was set since (tensor/engine/realize.py then runs them at once)
     self.ready: tuple | None = None
 
 class Chains(LRU):

@@ -1,8 +1,8 @@
 """The eager path (tensor/tensor.py Tensor.realize -> tensor/engine/realize.py run_chain -> prepared.Prepared.run_single): a
 tensor made by number ops on a realized buffer, whose form ran before, is realized by the prepared launches its op chain
-kept, into a buffer from the host free list, and pointed at it without a look at the other live tensors when nothing else
-holds its node. Each test warms a form first (so the fast path is the one that runs), then checks values against numpy
-and that nothing else that held or read the node went stale."""
+kept, into a spare output nothing uses any more (Storage.spare) or a buffer from the host free list, and pointed at it
+without a look at the other live tensors when nothing else holds its node. Each test warms a form first (so the fast path
+is the one that runs), then checks values against numpy and that nothing else that held or read the node went stale."""
 from __future__ import annotations
 import numpy as np
 import pytest
@@ -179,3 +179,228 @@ def test_buffer_fresh_is_a_buffer_like_any():
   assert c._ptr != d._ptr and c._ptr and d._ptr
   c.copyin(np.ones(16, dtype=np.float32)), d.copyin(np.zeros(16, dtype=np.float32))
   np.testing.assert_array_equal(c.numpy(), np.ones(16))
+
+def fast(monkeypatch) -> list:
+  """The Prepared.run_single calls made while the test runs (each one an eager realize that took the fast path)."""
+  from tensor.engine import prepared
+  seen, orig = [], prepared.Prepared.run_single
+  def spy(self, *args):
+    seen.append(self)
+    return orig(self, *args)
+  monkeypatch.setattr(prepared.Prepared, "run_single", spy)
+  return seen
+
+def test_the_fast_path_counts_what_the_full_path_counts(monkeypatch):
+  # kernel count, flops, bytes and kernel time, as a realize through the schedule (SCHEDULE_CACHE off) adds them
+  from tensor.engine import schedule
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a * 3 + 1)
+  seen = fast(monkeypatch)
+  def counted(n: int = 4) -> tuple:
+    before = (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s)
+    for _ in range(n): np.testing.assert_array_equal((a * 3 + 1).realize().numpy(), np.arange(16) * 3 + 1)
+    return (GlobalCounters.kernel_count - before[0], GlobalCounters.global_ops - before[1], GlobalCounters.global_mem - before[2],
+            GlobalCounters.time_sum_s - before[3])
+  quick = counted()
+  assert len(seen) == 4
+  monkeypatch.setattr(schedule, "SCHEDULE_CACHE", 0)
+  full = counted()
+  assert len(seen) == 4  # none of these took the fast path
+  assert quick[:3] == full[:3] == (4, full[1], full[2]) and full[1] > 0 and full[2] > 0 and quick[3] > 0
+
+@pytest.mark.parametrize("how", ["context", "value", "same value"])
+def test_a_flag_set_between_two_realizes_sends_the_next_the_full_way(monkeypatch, capsys, how):
+  # the prepared launches a chain kept hold while no flag was set since (helpers.FLAG_CHANGES): DEBUG set any way is seen
+  from runtime.helpers import DEBUG
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 3)
+  seen = fast(monkeypatch)
+  (a + 3).realize()
+  assert len(seen) == 1
+  if how == "context":
+    with Context(DEBUG=2): (a + 3).realize()
+  elif how == "value":
+    DEBUG.value = 2
+    try: (a + 3).realize()
+    finally: DEBUG.value = 0
+  else:
+    DEBUG.value = DEBUG.value  # unchanged, and still a set: the next realize checks the flags again
+    (a + 3).realize()
+  assert len(seen) == 1 and (how == "same value" or "***" in capsys.readouterr().out)
+  for _ in range(3): np.testing.assert_array_equal((a + 3).realize().numpy(), np.arange(16) + 3)
+  # the full path kept them again: the fast path is back after one realize (Context's exit and DEBUG.value = 0 are sets too)
+  assert len(seen) == (4 if how == "same value" else 3)
+
+def test_a_variant_flag_changes_the_program_the_fast_path_runs(monkeypatch):
+  from tensor.engine import prepared
+  from runtime.helpers import NOOPT
+  a = Tensor(np.arange(64, dtype=np.float32)).realize()
+  warm(lambda: a * 2 + 1)
+  seen = fast(monkeypatch)
+  (a * 2 + 1).realize()
+  NOOPT.value = 1
+  try:
+    warm(lambda: a * 2 + 1)
+    np.testing.assert_array_equal((a * 2 + 1).realize().numpy(), np.arange(64) * 2 + 1)
+  finally: NOOPT.value = 0
+  assert len(seen) >= 2 and seen[0] is not seen[-1] and seen[-1].variant[0] is True and seen[0].variant[0] is False
+  assert all(isinstance(p, prepared.Prepared) for p in seen)
+
+def test_an_eager_output_node_is_the_node_uop_makes():
+  # buffer_node makes the output's UNIQUE and BUFFER without a lookup: they must be the hash-consed nodes all the same
+  from runtime.ops import Ops
+  from runtime.uop import buffer_node, uop
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  warm(lambda: a + 1)
+  y = (a + 1).realize()
+  u = y.uop
+  assert u.op is Ops.BUFFER and u.shape == (16,) and u.device == "CPU" and u.src[0].op is Ops.UNIQUE
+  assert uop(Ops.BUFFER, u.dtype, (uop(Ops.UNIQUE, dtypes.void, (), u.src[0].arg), u.src[1]), u.arg) is u
+  # an id some node has already (made by hand): the node made for it is that one's
+  by_hand = uop(Ops.UNIQUE, dtypes.void, (), 10**12)
+  b = buffer_node(dtypes.float32, u.src[1], 4, 10**12, "CPU")
+  assert b.src[0] is by_hand and b is uop(Ops.BUFFER, dtypes.float32, (by_hand, u.src[1]), 4) and b.shape == (4,) and b.device == "CPU"
+  c = buffer_node(dtypes.float32, u.src[1], 4, 10**12 + 1, "CPU")
+  assert c is not b and c is uop(Ops.BUFFER, dtypes.float32, (uop(Ops.UNIQUE, dtypes.void, (), 10**12 + 1), u.src[1]), 4)
+
+def test_two_storages_never_share_a_unique_id():
+  from tensor.engine.storage import Storage
+  s = Storage()
+  ours, theirs = ENGINE.storage.new_unique(), s.new_unique()
+  assert ours is not theirs and ours.arg != theirs.arg
+  b1, b2 = ENGINE.storage.new_buffer(dtypes.float32, 4, "CPU"), s.new_buffer(dtypes.float32, 4, "CPU")
+  assert b1 is not b2 and b1 in ENGINE.storage.buffers and b2 not in ENGINE.storage.buffers and b2 in s.buffers
+
+def test_the_buffer_table_forgets_a_dead_node_and_iterates_a_snapshot():
+  import gc
+  table = ENGINE.storage.buffers
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  n = len(table.data)
+  kept = [ENGINE.storage.new_buffer(dtypes.float32, 16, "CPU") for i in range(6)]
+  assert len(table.data) == n + 6 and all(u in table for u in kept)
+  for k in table.keys():  # nodes dying while the table is walked: no "changed size during iteration"
+    del kept[:]
+  del k
+  gc.collect()
+  assert len(table.data) == n
+  assert all(v is table[k] for k, v in table.items())
+  with pytest.raises(TypeError, match="never deleted by hand"): del table[a.uop]
+  with pytest.raises(TypeError, match="never deleted by hand"): table.pop(a.uop)
+  assert a.uop in table
+
+def test_a_dead_tensor_leaves_the_live_set():
+  from tensor.tensor import live_tensors
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  n = len(ENGINE.storage.live)
+  ts = [a + i for i in range(5)]
+  assert len(ENGINE.storage.live) == n + 5 and all(any(t is x for x in live_tensors()) for t in ts)
+  del ts
+  assert len(ENGINE.storage.live) == n
+
+# ---- spare outputs (Storage.spare): an eager output nobody uses any more is the next one of its kind ----
+
+def spares_warm() -> Tensor:
+  """A tensor whose forms a + i (i < 8) take the fast path."""
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  for i in range(8): warm(lambda: a + i)
+  return a
+
+def test_a_dead_output_is_the_next_one_and_a_live_one_is_not(monkeypatch):
+  a = spares_warm()
+  seen = fast(monkeypatch)
+  y = (a + 1).realize()
+  ids = (id(y.uop), id(Tensor_buffer(y)))  # no reference kept: one would keep them in use
+  del y
+  z = (a + 2).realize()  # another form, the same kind: y's node and memory again
+  assert (id(z.uop), id(Tensor_buffer(z))) == ids and len(seen) == 2
+  np.testing.assert_array_equal(z.numpy(), np.arange(16) + 2)
+  w = (a + 3).realize()  # z lives: not its node
+  assert w.uop is not z.uop and Tensor_buffer(w) is not Tensor_buffer(z)
+  np.testing.assert_array_equal(z.numpy(), np.arange(16) + 2)
+  np.testing.assert_array_equal(w.numpy(), np.arange(16) + 3)
+
+def make_hold(how: str, y: Tensor):
+  """Something that keeps y's node or memory in use once y is gone, and a check that its values are still y's."""
+  import weakref
+  want = y.numpy()
+  if how == "node": held = y.uop; return held, lambda: np.testing.assert_array_equal(Tensor(held).numpy(), want)  # noqa: E702
+  if how == "unique": return y.uop.src[0], lambda: None
+  if how == "buffer":
+    held = Tensor_buffer(y)
+    return held, lambda: np.testing.assert_array_equal(held.numpy(), want)
+  if how == "array":
+    held = Tensor_buffer(y).as_array()
+    return held, lambda: np.testing.assert_array_equal(held, want)
+  if how == "array view":
+    held = Tensor_buffer(y).as_array()[2:9]
+    return held, lambda: np.testing.assert_array_equal(held, want[2:9])
+  if how == "pending graph":
+    held = y * 2
+    return held, lambda: np.testing.assert_array_equal(held.numpy(), want * 2)
+  if how == "weak set": held = weakref.WeakSet([y.uop]); return held, lambda: None  # noqa: E702
+  if how == "weak buffer": held = weakref.ref(Tensor_buffer(y)); return held, lambda: None  # noqa: E702
+  raise ValueError(how)
+
+@pytest.mark.parametrize("how", ["node", "unique", "buffer", "array", "array view", "pending graph", "weak set", "weak buffer"])
+def test_an_output_something_still_uses_is_not_reused(how):
+  a = spares_warm()
+  y = (a + 1).realize()
+  node, buf, unique = y.uop, Tensor_buffer(y), y.uop.src[0]
+  held, check = make_hold(how, y)
+  ids = (id(node), id(buf))
+  del y, node, buf, unique
+  outs = [(a + i).realize() for i in range(2, 8)]  # more than the spares of the kind, each on the fast path
+  for i, o in zip(range(2, 8), outs): np.testing.assert_array_equal(o.numpy(), np.arange(16) + i)
+  assert all((id(o.uop), id(Tensor_buffer(o))) != ids for o in outs) or how in ("weak set", "weak buffer")
+  if how == "weak set": assert not any(o.uop in held for o in outs)
+  if how == "weak buffer": assert all(Tensor_buffer(o) is not held() for o in outs)
+  check()
+  del outs
+  check()
+
+def test_a_spare_of_one_kind_is_not_another_kind():
+  a = spares_warm()
+  b = Tensor(np.arange(16, dtype=np.int32)).realize()
+  c = Tensor(np.arange(17, dtype=np.float32)).realize()
+  d = Tensor(np.arange(16, dtype=np.float32), device="PYTHON").realize()
+  for _ in range(3):
+    for t in (a, b, c, d): (t + 1).realize()  # each kind warmed, its outputs dead
+  for _ in range(3):
+    outs = [(t + 1).realize() for t in (a, b, c, d)]
+    assert [(o.dtype, o.shape, o.device) for o in outs] == [(t.dtype, t.shape, t.device) for t in (a, b, c, d)]
+    assert len({id(Tensor_buffer(o)) for o in outs}) == 4
+    for o, t in zip(outs, (a, b, c, d)): np.testing.assert_array_equal(o.numpy(), t.numpy() + 1)
+
+def test_a_large_output_is_no_spare():
+  big = Tensor(np.arange(20000, dtype=np.float32)).realize()  # 80 KB: above the free list's small buffers
+  warm(lambda: big + 1)
+  y = (big + 1).realize()
+  node = id(y.uop)
+  del y
+  z = (big + 1).realize()
+  assert all(node != id(u) for u, _ in sum(ENGINE.storage.spares.values(), []))
+  np.testing.assert_array_equal(z.numpy(), np.arange(20000) + 1)
+
+def test_the_spares_are_bounded():
+  from tensor.engine import storage
+  s = ENGINE.storage
+  tensors = [Tensor(np.arange(n, dtype=np.float32)).realize() for n in range(1, 80)]  # 79 kinds
+  for _ in range(3):
+    for t in tensors: (t + 1).realize()
+  kept = [(t + 1).realize() for t in tensors for _ in range(6)]
+  assert all(len(r) <= storage.SPARES_PER_KIND for r in s.spares.values()) and sum(map(len, s.spares.values())) <= storage.SPARES
+  for i, t in enumerate(kept): np.testing.assert_array_equal(t.numpy(), np.arange(i // 6 + 1) + 1)
+
+def test_a_reused_output_under_a_capture_and_an_assign():
+  a = spares_warm()
+  y = (a + 1).realize()
+  del y
+  y = (a + 5).realize()
+  y.assign(y * 2).realize()  # an assign into a reused output
+  np.testing.assert_array_equal(y.numpy(), (np.arange(16) + 5) * 2)
+  del y
+  @TinyJit
+  def step(t: Tensor) -> Tensor: return (t + 1).realize()
+  for i in range(6):
+    t = (a + i).realize()  # a spare, perhaps the memory an earlier call's input had
+    np.testing.assert_array_equal(step(t).numpy(), np.arange(16) + i + 1)  # (a jitted function's outputs share one buffer)

@@ -14,16 +14,20 @@ def peak_during(fn) -> int:
   """The largest GlobalCounters.mem_used seen after any kernel ran inside fn(), minus the value before (kernels run by
   run_kernel, or by a schedule-cache hit's prepared launches)."""
   base, peak = GlobalCounters.mem_used, [GlobalCounters.mem_used]
-  orig, orig_call = realize_mod.run_kernel, prepared.Call.__call__
+  orig, orig_call, orig_single = realize_mod.run_kernel, prepared.Call.__call__, prepared.Prepared.run_single
   def spy(k, *engine):
     orig(k, *engine)
     peak.append(GlobalCounters.mem_used)
   def spy_call(self, *args):
     orig_call(self, *args)
     peak.append(GlobalCounters.mem_used)
-  realize_mod.run_kernel, prepared.Call.__call__ = spy, spy_call
+  def spy_single(self, *args):  # its one kernel run inline (Prepared.call)
+    out = orig_single(self, *args)
+    peak.append(GlobalCounters.mem_used)
+    return out
+  realize_mod.run_kernel, prepared.Call.__call__, prepared.Prepared.run_single = spy, spy_call, spy_single
   try: fn()
-  finally: realize_mod.run_kernel, prepared.Call.__call__ = orig, orig_call
+  finally: realize_mod.run_kernel, prepared.Call.__call__, prepared.Prepared.run_single = orig, orig_call, orig_single
   return max(peak) - base
 
 def chain(x: Tensor, n: int) -> Tensor:

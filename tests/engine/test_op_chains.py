@@ -76,11 +76,14 @@ def test_a_chains_prepared_launches_follow_the_cache_and_the_variant():
   from tensor.engine import prepared
   x = Tensor(np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)).realize()  # 4 elements: the optimizer unrolls the loop
   seen: list = []
-  orig = prepared.Call.__call__
+  orig, orig_single = prepared.Call.__call__, prepared.Prepared.run_single
   def spy(self, *args):
     seen.append(self)
     orig(self, *args)
-  prepared.Call.__call__ = spy
+  def spy_single(self, *args):  # the Call it runs inline (Prepared.call)
+    if self.call is not None: seen.append(self.call)
+    return orig_single(self, *args)
+  prepared.Call.__call__, prepared.Prepared.run_single = spy, spy_single
   try:
     for _ in range(4): (x * 3 + 2).realize()  # walked, found by the chain, then run straight from it
     assert seen and seen[-1].runner.program.opts
@@ -92,7 +95,7 @@ def test_a_chains_prepared_launches_follow_the_cache_and_the_variant():
       seen.clear()
       np.testing.assert_array_equal((x * 3 + 2).realize().numpy(), [5, 8, 11, 14])
       assert [c.runner.program.opts for c in seen] == [[]]  # not the optimized program the chain ran before
-  finally: prepared.Call.__call__ = orig
+  finally: prepared.Call.__call__, prepared.Prepared.run_single = orig, orig_single
 
 def test_a_realized_result_keeps_no_operand_alive():
   # a trace names the graph it was made for: once the tensor is realized (or assigned) it must let that graph go, or the

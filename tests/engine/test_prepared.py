@@ -16,14 +16,18 @@ RNG = np.random.default_rng(3)
 def rand(*shape) -> np.ndarray: return RNG.standard_normal(shape).astype(np.float32)
 
 def counting_calls():
-  """A spy on prepared launches: the list of Calls run while it is installed (uninstall with the returned function)."""
+  """A spy on prepared launches: the list of Calls run while it is installed (uninstall with the returned function); the one
+  Prepared.run_single makes itself (Prepared.call) counts as run by it."""
   seen: list = []
-  orig = prepared.Call.__call__
+  orig, orig_single = prepared.Call.__call__, prepared.Prepared.run_single
   def spy(self, *args):
     seen.append(self)
     orig(self, *args)
-  prepared.Call.__call__ = spy
-  def undo(): prepared.Call.__call__ = orig
+  def spy_single(self, *args):
+    if self.call is not None: seen.append(self.call)
+    return orig_single(self, *args)
+  prepared.Call.__call__, prepared.Prepared.run_single = spy, spy_single
+  def undo(): prepared.Call.__call__, prepared.Prepared.run_single = orig, orig_single
   return seen, undo
 
 def test_a_hit_runs_prepared_launches_with_the_right_values():
