@@ -367,10 +367,13 @@ def kernelize_map(roots: list[UOp], engine: Engine = ENGINE, found: Lookup | Non
 def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[UOp, UOp]:
   """What each node of sink's graph becomes (kernelize_map without the cache)."""
   if SPEC: spec.check(sink, "tensor", "the tensor graph kernelize takes")
-  # the realize points below the roots (a contiguous(), a copy) go through cleanup beside them, so what each becomes is known
-  # by its own node too: a live tensor holding one is pointed at its buffer, and no later schedule computes it again
+  # the realize points below the roots (a contiguous(), a copy) and the nodes live tensors hold go through cleanup beside
+  # them, so what each becomes is known by its own node too: a live tensor holding one is pointed at its buffer, and no later
+  # schedule computes it again. (A held node above a realize point is rewritten by cleanup with it: without its own entry,
+  # GPT-2's attention input, a layernorm of the last block's contiguous() output, was computed again for the query.)
   roots = set(sink.src)  # a set: `in sink.src` made realizing 20,000 copies at once quadratic (33 s)
-  inner = [u for u in sink.toposort(gate=computed) if u.op in (Ops.CONTIGUOUS, Ops.COPY) and u not in roots]
+  held = {u for u in engine.storage.live_roots() if u.op is not Ops.BUFFER}
+  inner = [u for u in sink.toposort(gate=computed) if (u.op in (Ops.CONTIGUOUS, Ops.COPY) or u in held) and u not in roots]
   clean = graph_rewrite(uop(Ops.SINK, dtypes.void, sink.src + tuple(inner)), tensor_cleanup, name="tensor_cleanup")
   clean, cleaned_inner = uop(Ops.SINK, dtypes.void, clean.src[:len(sink.src)]), clean.src[len(sink.src):]
   becomes = build_kernels(clean, engine, made)

@@ -250,6 +250,22 @@ def test_a_realized_contiguous_of_a_matmul_is_read_not_recomputed(n):
     assert count(b * 3) == 1
     np.testing.assert_allclose((b * 3).numpy(), 3 * (a @ w + a), rtol=1e-4, atol=1e-3)
 
+def test_a_held_kernel_output_above_a_realized_contiguous_is_read_not_recomputed():
+  # GPT-2's decode: a layernorm (a kernel's output: 512 values broadcast into the projection) of a contiguous() of a matmul
+  # (whose form cleanup rewrites) computed in the same realize, held by a tensor; the realize of one half of the projection
+  # computes it, the other half reads it
+  x, w1, w = rand(1, 512), rand(512, 512), rand(512, 64)
+  X, W1, W = inputs(x, w1, w)
+  h = (X @ W1 + X).contiguous()
+  ln = h.layernorm()
+  proj = ln @ W
+  assert count(proj[:, :32] + 1) >= 3  # h, the layernorm, the projection
+  assert h.uop.op is not Ops.CONTIGUOUS and ln.uop.op is Ops.RESHAPE  # both hold the buffers their kernels wrote
+  assert count(proj[:, 32:] * 3) == 1  # the projection alone
+  hn = x @ w1 + x
+  y = (hn - hn.mean()) / np.sqrt(hn.var() + 1e-5)
+  np.testing.assert_allclose((proj[:, 32:] * 3).numpy(), 3 * (y @ w)[:, 32:], rtol=1e-4, atol=1e-3)
+
 @pytest.mark.parametrize("rows", [1, 4])
 def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
   # GPT-2's MLP: GELU's values (exps) broadcast over the 96 outputs of the down-projection are a kernel of their own, where

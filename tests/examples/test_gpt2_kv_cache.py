@@ -35,3 +35,17 @@ def test_replayed_tokens_match_the_eager_forward(gpt2):
   for k in range(3, len(toks)):
     for block in model.h: block.attn.cache_kv = None
     assert model.forward(Tensor([toks[:k]]), 0).tolist()[0] == toks[k], (k, toks)
+
+def test_decode_step_as_written_runs_no_more_kernels_than_with_block_outputs_realized_by_hand(gpt2, monkeypatch):
+  # at a width where the layernorm before each attention is a kernel's output (256+ values: tensor/engine/schedule.py), the
+  # cache's realize computes it from the last block's contiguous() output; the query reads that buffer, not a second layernorm
+  def step_kernels(by_hand: bool) -> list[str]:
+    block = gpt2.TransformerBlock.__call__
+    if by_hand: monkeypatch.setattr(gpt2.TransformerBlock, "__call__", lambda self, x, p, m: block(self, x, p, m).realize())
+    Tensor.manual_seed(0)
+    model = gpt2.Transformer(dim=256, n_heads=4, n_layers=3, vocab_size=64, max_seq_len=64)
+    gpt2.decode(model, [3, 1, 4], 5)
+    monkeypatch.setattr(gpt2.TransformerBlock, "__call__", block)
+    return [s.name for s in model.forward_jit.captured.steps if s.name != "copy"]
+  as_written, by_hand = step_kernels(False), step_kernels(True)
+  assert len(as_written) <= len(by_hand), (as_written, by_hand)
