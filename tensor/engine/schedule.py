@@ -377,10 +377,9 @@ def _kernelize_graph(sink: UOp, engine: Engine, made: list[UOp] | None) -> dict[
   clean = graph_rewrite(uop(Ops.SINK, dtypes.void, sink.src + tuple(inner)), tensor_cleanup, name="tensor_cleanup")
   clean, cleaned_inner = uop(Ops.SINK, dtypes.void, clean.src[:len(sink.src)]), clean.src[len(sink.src):]
   becomes = build_kernels(clean, engine, made)
-  for orig, new in zip(inner, cleaned_inner):
-    if orig is not new and new in becomes: becomes[orig] = becomes[new]
-  # map the original roots: cleanup may have replaced them, and a reshape of a kernel's output is that output reshaped
-  for orig, new in zip(sink.src, clean.src):
+  # map the original roots and inner nodes: cleanup may have replaced them, and a reshape of a kernel's output is that output
+  # reshaped (a held `y = x.sum(1)` is a reshape of the sum a kernel wrote)
+  for orig, new in zip(sink.src + tuple(inner), clean.src + cleaned_inner):
     if new not in becomes and below_reshapes(new) in becomes:
       b = becomes[below_reshapes(new)]
       becomes[new] = b if b.shape == new.shape else uop(Ops.RESHAPE, new.dtype, (below_reshapes(b),), new.shape)

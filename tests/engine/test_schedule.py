@@ -266,6 +266,19 @@ def test_a_held_kernel_output_above_a_realized_contiguous_is_read_not_recomputed
   y = (hn - hn.mean()) / np.sqrt(hn.var() + 1e-5)
   np.testing.assert_allclose((proj[:, 32:] * 3).numpy(), 3 * (y @ w)[:, 32:], rtol=1e-4, atol=1e-3)
 
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_a_held_reshape_of_a_kernel_output_is_read_not_recomputed(contiguous):
+  # y is a reshape of the sum a kernel of c's realize wrote (a reduction broadcast into c is its own kernel): y * 5 reads
+  # that buffer, with or without a realize point below it
+  a = rand(64, 64)
+  A, = inputs(a)
+  x = (A + 1).contiguous() if contiguous else A + 1
+  y = (x * x).sum(1)
+  c = (y.reshape(64, 1) * A).sum(0)
+  assert count(c) >= 2
+  assert count(y * 5) == 1 and not any(u.op is Ops.REDUCE_AXIS for u in y.uop.toposort())
+  np.testing.assert_allclose((y * 5).numpy(), 5 * ((a + 1) ** 2).sum(1), rtol=1e-5)
+
 @pytest.mark.parametrize("rows", [1, 4])
 def test_an_expensive_value_broadcast_into_a_sum_is_computed_once(rows):
   # GPT-2's MLP: GELU's values (exps) broadcast over the 96 outputs of the down-projection are a kernel of their own, where
