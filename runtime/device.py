@@ -174,14 +174,10 @@ class Buffer:
       if (alloc := self._allocator) is not None and not alloc.host: alloc.free(raw, nbytes)
       elif (a := self._array) is not None and not _SANITIZE:
         # host memory, kept for the next buffer of its kind (the free list) unless the list is full or a view of it may be alive
-        # elsewhere: anything holding the array or its bytes, or another view of its raw block, shows in the reference counts
-        # (here, in this frame: of the array, self._array, `a` and getrefcount's argument; of its bytes, self._buf, `raw` and the
-        # argument; of the block both view, as numpy points every view at the owner, raw.base, a.base and the argument).
-        # Inline, not a function: every eager op frees a buffer
         if (large := nbytes > POOL_BYTES):
           if _pooled[1] >= POOL_LARGE_BUFFERS or _pooled_large_bytes[0] + nbytes > POOL_LARGE_BYTES: return
         elif _pooled[0] >= POOL_BUFFERS: return
-        if _refcount(a) != 3 or _refcount(raw) != 3 or (block := raw.base) is None or a.base is not block or _refcount(block) != 4: return
+        if not unviewed(a, raw): return
         if (free := _pool.get(key := (nbytes, self.dtype))) is None: free = _pool[key] = []
         free.append((raw, a, self._ptr))
         _pooled[large] += 1
@@ -190,6 +186,14 @@ class Buffer:
   def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"
 
 _new_buffer, _refcount = object.__new__, sys.getrefcount
+
+def unviewed(a, raw) -> bool:
+  """Whether nothing outside a host Buffer views its memory, for a caller holding the Buffer's array and its bytes in locals
+  `a` and `raw` (Buffer.__del__ before it recycles the memory, Storage.spare before it reuses a spare output): anything
+  holding the array or its bytes, or another view of its raw block, shows in the reference counts. Of the array: the
+  Buffer's _array, the caller's local, this parameter and getrefcount's argument; of its bytes the same; of the block both
+  view (numpy points every view at the owner): raw.base, a.base, `block` and the argument."""
+  return _refcount(a) == 4 and _refcount(raw) == 4 and (block := raw.base) is not None and a.base is block and _refcount(block) == 4
 
 def copy(dst: Buffer, src: Buffer) -> None:
   """dst's contents become src's (same size in bytes): within host memory a numpy copy, between two devices of one

@@ -313,14 +313,10 @@ _NO_PLAN = MemoryPlan().summary()
 def run_chain(chain: OpChain, leaf: UOp, engine: Engine) -> UOp | None:
   """The eager path, for a caller holding engine.lock: the BUFFER node a root made by an op chain on `leaf` becomes, when
   the chain's last realize left prepared launches that still apply and make one new buffer for it (Prepared.single): they
-  run, nothing is walked, no dict is made. None when they don't (nothing ran): the caller takes realize_held. (_chain_ready
-  and this in one frame: this runs on every eager op.)"""
-  if (ready := chain.ready) is None or ready[0] is not (schedules := engine.schedules) or ready[1] != schedules.version \
-      or ready[2] != FLAG_CHANGES[0] or engine.capturing or ready[3] != schedule_module.MAX_KERNEL_DEPTH or not schedule_module.SCHEDULE_CACHE \
-      or (p := ready[4]).single is None or (p.upgrades is not None and p.upgrades != UPGRADES.version):
-    return None
+  run, nothing is walked, no dict is made. None when they don't (nothing ran): the caller takes realize_held."""
+  if (p := _chain_ready(chain, engine)) is None or p.single is None: return None
   out = p.run_single(leaf, chain.consts, engine.storage)
-  schedules.hits += 1
+  engine.schedules.hits += 1
   engine.last_plan = p.plan
   return out
 

@@ -7,7 +7,7 @@ reads a live holder only through its `.uop` (the root of the graph it holds), so
 """
 from __future__ import annotations
 import itertools, sys, weakref
-from runtime.device import Buffer
+from runtime.device import Buffer, unviewed
 from runtime.dtype import DType, dtypes
 from runtime.ops import Ops
 from runtime.uop import UOp, uop
@@ -80,11 +80,8 @@ class Storage:
       u, b = entry
       if _refcount(u) != 3 or _weakcount(u) != 2 or _refcount(b) != 4 or _weakcount(b) or _refcount(u.src[0]) != 2 or _weakcount(u.src[0]) != 1:
         continue
-      # its memory: the array, b._array, `a` and the argument; its bytes, b._buf, `raw` and the argument; the block both view:
-      # raw.base, a.base, `block` and the argument
       a, raw = b._array, b._buf
-      if _refcount(a) != 3 or _refcount(raw) != 3 or (block := raw.base) is None or a.base is not block or _refcount(block) != 4: continue
-      return u
+      if unviewed(a, raw): return u  # its memory, viewed by no numpy array out there
     return None
 
   def new_unique(self) -> UOp:
